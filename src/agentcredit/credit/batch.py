@@ -1,0 +1,226 @@
+"""The input of every credit estimator: a flattened, ragged batch of rollouts (SPEC section 0).
+
+A batch holds ``B`` rollouts and ``S`` steps in total. Rollouts have different
+lengths, so per-step data is stored flat: step ``s`` belongs to rollout
+``step_rollout[s]`` and is its ``step_index[s]``-th step. Steps of one rollout are
+contiguous and in time order, and rollouts appear in order ``0..B-1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True, eq=False)
+class CreditBatch:
+    """Per-rollout and per-step data a credit function reads (SPEC sections 0, 2, 3).
+
+    Attributes:
+        group_ids: ``[B]`` int64, the task group of each rollout (the rollouts of
+            one task form one GRPO/RLOO/GiGPO group). Any integers; only equality matters.
+        step_rollout: ``[S]`` int64, the rollout ``0..B-1`` each step belongs to;
+            non-decreasing, every rollout has at least one step.
+        step_index: ``[S]`` int64, the time index ``t`` of each step inside its
+            rollout: ``0, 1, …, T_i − 1`` for rollout ``i``.
+        step_rewards: ``[S]`` float, per-step rewards ``r_{i,t}``: the
+            invalid-action penalty at the step that produced it, plus the outcome
+            reward at the rollout's last step (SPEC section 2).
+        anchor_keys: ``S`` strings, the GiGPO anchor state of each step (the
+            observation text the policy saw before acting).
+
+    Shapes and ordering are validated once, at construction.
+    """
+
+    group_ids: Tensor
+    step_rollout: Tensor
+    step_index: Tensor
+    step_rewards: Tensor
+    anchor_keys: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.anchor_keys, tuple):
+            object.__setattr__(self, "anchor_keys", tuple(self.anchor_keys))
+        _check_vector("group_ids", self.group_ids, integer=True,
+                      fix="pass torch.tensor(group_ids, dtype=torch.long) with one id per rollout")
+        num_rollouts = self.group_ids.shape[0]
+        if num_rollouts == 0:
+            raise ValueError("CreditBatch.group_ids is empty: a batch needs at least one rollout.")
+        _check_vector("step_rollout", self.step_rollout, integer=True,
+                      fix="pass torch.tensor(rollout_of_each_step, dtype=torch.long)")
+        num_steps = self.step_rollout.shape[0]
+        _check_vector("step_index", self.step_index, integer=True, length=num_steps,
+                      fix="pass one int64 time index per step, same length as step_rollout")
+        _check_vector("step_rewards", self.step_rewards, integer=False, length=num_steps,
+                      fix="pass one float reward per step, same length as step_rollout")
+        if len(self.anchor_keys) != num_steps:
+            raise ValueError(
+                f"CreditBatch.anchor_keys has {len(self.anchor_keys)} keys but the batch has "
+                f"{num_steps} steps; pass one anchor key (observation text) per step."
+            )
+        bad_keys = [k for k in self.anchor_keys if not isinstance(k, str)]
+        if bad_keys:
+            raise TypeError(
+                f"CreditBatch.anchor_keys must be strings; got {type(bad_keys[0]).__name__} "
+                f"{bad_keys[0]!r}. Convert each observation to its text before batching."
+            )
+        devices = {t.device for t in (self.group_ids, self.step_rollout, self.step_index,
+                                      self.step_rewards)}
+        if len(devices) > 1:
+            raise ValueError(
+                f"CreditBatch tensors live on different devices {sorted(map(str, devices))}; "
+                "move them to one device with .to(device)."
+            )
+        if not torch.isfinite(self.step_rewards).all():
+            bad = int(torch.nonzero(~torch.isfinite(self.step_rewards))[0])
+            raise ValueError(
+                f"CreditBatch.step_rewards[{bad}] = {self.step_rewards[bad].item()} is not finite; "
+                "check the environment's reward for that step."
+            )
+        _check_rollout_layout(self.step_rollout, self.step_index, num_rollouts)
+
+    # DERIVED VIEWS
+
+    @property
+    def num_rollouts(self) -> int:
+        """``B``, the number of rollouts."""
+        return self.group_ids.shape[0]
+
+    @property
+    def num_steps(self) -> int:
+        """``S``, the number of steps over all rollouts."""
+        return self.step_rollout.shape[0]
+
+    @property
+    def episode_lengths(self) -> Tensor:
+        """``[B]`` int64, ``T_i`` = number of steps of rollout ``i``."""
+        return torch.bincount(self.step_rollout, minlength=self.num_rollouts)
+
+    @property
+    def group_index(self) -> Tensor:
+        """``[B]`` int64, dense group ids ``0..G-1`` (``group_ids`` relabelled in sorted order)."""
+        return torch.unique(self.group_ids, return_inverse=True)[1]
+
+    @property
+    def num_groups(self) -> int:
+        """``G``, the number of distinct task groups."""
+        return int(torch.unique(self.group_ids).numel())
+
+    @property
+    def returns(self) -> Tensor:
+        """``[B]``, the episode return ``R_i = Σ_t r_{i,t}``.
+
+        [choice] ``R_i`` is the sum of *all* step rewards, so it includes the
+        invalid-action penalties as well as the outcome reward: the backbones
+        then prefer, among rollouts with the same outcome, the one with fewer
+        invalid actions.
+        """
+        returns = torch.zeros(self.num_rollouts, dtype=self.step_rewards.dtype,
+                              device=self.step_rewards.device)
+        return returns.index_add_(0, self.step_rollout, self.step_rewards)
+
+    # CONSTRUCTION FROM PLAIN PYTHON
+
+    @classmethod
+    def from_lists(
+        cls,
+        step_rewards: Sequence[Sequence[float]],
+        group_ids: Sequence[int],
+        anchor_keys: Sequence[Sequence[str]] | None = None,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> CreditBatch:
+        """Build a batch from per-rollout lists.
+
+        Args:
+            step_rewards: ``step_rewards[i][t]`` = ``r_{i,t}``; one list per rollout.
+            group_ids: the task group of each rollout.
+            anchor_keys: ``anchor_keys[i][t]`` = the anchor state of step ``t`` of
+                rollout ``i``. ``None`` gives every step its own key (no shared
+                anchor states, so GiGPO's step level contributes nothing).
+            dtype: float dtype of the rewards.
+            device: where the tensors live.
+        """
+        if len(group_ids) != len(step_rewards):
+            raise ValueError(
+                f"from_lists got {len(step_rewards)} reward lists but {len(group_ids)} group ids; "
+                "pass one group id per rollout."
+            )
+        if anchor_keys is None:
+            anchor_keys = [[f"rollout{i}/step{t}" for t in range(len(r))]
+                           for i, r in enumerate(step_rewards)]
+        if len(anchor_keys) != len(step_rewards):
+            raise ValueError(
+                f"from_lists got {len(step_rewards)} reward lists but {len(anchor_keys)} "
+                "anchor-key lists; pass one list of keys per rollout."
+            )
+        for i, (rewards, keys) in enumerate(zip(step_rewards, anchor_keys, strict=True)):
+            if len(rewards) != len(keys):
+                raise ValueError(
+                    f"rollout {i} has {len(rewards)} rewards but {len(keys)} anchor keys; "
+                    "pass one key per step."
+                )
+        lengths = torch.tensor([len(r) for r in step_rewards], dtype=torch.long)
+        step_rollout = torch.repeat_interleave(torch.arange(len(step_rewards)), lengths)
+        starts = torch.cumsum(lengths, 0) - lengths  # [B] flat offset of each rollout's first step
+        step_index = torch.arange(int(lengths.sum())) - torch.repeat_interleave(starts, lengths)
+        flat_rewards = [float(r) for rewards in step_rewards for r in rewards]
+        return cls(
+            group_ids=torch.as_tensor(list(group_ids), dtype=torch.long, device=device),
+            step_rollout=step_rollout.to(device),
+            step_index=step_index.to(device),
+            step_rewards=torch.tensor(flat_rewards, dtype=dtype, device=device),
+            anchor_keys=tuple(k for keys in anchor_keys for k in keys),
+        )
+
+
+def _check_vector(name: str, value: object, *, integer: bool, fix: str,
+                  length: int | None = None) -> None:
+    """Raise if ``value`` is not a 1-D tensor of the right kind (and length)."""
+    kind = "int64" if integer else "floating-point"
+    if not isinstance(value, Tensor):
+        raise TypeError(f"CreditBatch.{name} must be a 1-D {kind} tensor; got "
+                        f"{type(value).__name__}. Fix: {fix}.")
+    ok_dtype = value.dtype == torch.long if integer else value.is_floating_point()
+    if value.dim() != 1 or not ok_dtype:
+        raise ValueError(f"CreditBatch.{name} must be a 1-D {kind} tensor; got dtype "
+                         f"{value.dtype} shape {tuple(value.shape)}. Fix: {fix}.")
+    if length is not None and value.shape[0] != length:
+        raise ValueError(f"CreditBatch.{name} has length {value.shape[0]} but step_rollout has "
+                         f"{length} steps. Fix: {fix}.")
+
+
+def _check_rollout_layout(step_rollout: Tensor, step_index: Tensor, num_rollouts: int) -> None:
+    """Raise unless rollouts are contiguous, ordered, non-empty and time-indexed ``0..T_i-1``."""
+    if step_rollout.numel() and (step_rollout.min() < 0 or step_rollout.max() >= num_rollouts):
+        bad = int(step_rollout[(step_rollout < 0) | (step_rollout >= num_rollouts)][0])
+        raise ValueError(
+            f"CreditBatch.step_rollout contains rollout {bad}, outside 0..{num_rollouts - 1} "
+            f"(group_ids has {num_rollouts} rollouts); add the rollout's group id or fix the index."
+        )
+    if (step_rollout[1:] < step_rollout[:-1]).any():
+        bad = int(torch.nonzero(step_rollout[1:] < step_rollout[:-1])[0]) + 1
+        raise ValueError(
+            f"CreditBatch.step_rollout decreases at step {bad} "
+            f"({int(step_rollout[bad - 1])} → {int(step_rollout[bad])}); store the steps of "
+            "rollout 0 first, then rollout 1, …, each rollout's steps contiguous."
+        )
+    lengths = torch.bincount(step_rollout, minlength=num_rollouts)
+    if (lengths == 0).any():
+        bad = int(torch.nonzero(lengths == 0)[0])
+        raise ValueError(
+            f"CreditBatch rollout {bad} has no steps; drop it from group_ids or give it its steps."
+        )
+    starts = torch.cumsum(lengths, 0) - lengths  # [B] flat offset of each rollout's first step
+    expected = torch.arange(step_rollout.numel(), device=step_rollout.device) - starts[step_rollout]
+    if (step_index != expected).any():
+        bad = int(torch.nonzero(step_index != expected)[0])
+        raise ValueError(
+            f"CreditBatch.step_index[{bad}] = {int(step_index[bad])} but that step is step "
+            f"{int(expected[bad])} of rollout {int(step_rollout[bad])}; steps must be in time "
+            "order with indices 0, 1, …, T_i − 1 inside each rollout."
+        )

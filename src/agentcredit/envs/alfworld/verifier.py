@@ -1,0 +1,328 @@
+"""The ALFWorld verifier for VICT (SPEC 4.1; VICT paper Table 10 and case study F.1).
+
+States are the engine's snapshots: positive PDDL facts such as
+``"inreceptacle(egg 1, countertop 1)": True``. Evidence is cumulative:
+``seen:<entity>`` (named in an observation), ``visited:<receptacle>`` (the agent
+stood at it), ``held:<object>`` (the agent held it at some point) and
+``moved:<object>:<receptacle>`` (the agent put it there).
+
+Atoms (ids are stable across tasks; each task uses the ones it needs):
+
+| atom | role | status |
+| --- | --- | --- |
+| ``target_seen`` | prerequisite | SAT once an instance of the target type was named |
+| ``receptacle_found`` | prerequisite | SAT once the agent stood at a goal-type receptacle |
+| ``lamp_found`` | prerequisite | look: SAT once a lamp of the goal type was named |
+| ``object_held`` | prerequisite (hard for look) | a target was held at some point (look: is held now) |
+| ``transformation`` | hard | clean/heat/cool: the placed target has the flag (or, with none placed, any target) |
+| ``light_toggled`` | hard | look: a toggled goal lamp stands where the agent is |
+| ``final_placement`` | hard | a target is in a goal-type receptacle |
+| ``second_object`` | hard | pick two: one goal-type receptacle holds two targets |
+| ``premature_placement`` | penalty | VIOL: targets were placed without the flag and none placed has it |
+| ``wrong_object_placed`` | penalty | VIOL: the agent put a non-target in a goal receptacle and no target is placed |
+
+``F`` = 1 when every hard atom is SAT and no penalty atom is VIOL, else 0. Each
+penalty is defined so that its violation implies a hard atom is UNSAT, so ``F``
+reproduces the engine's ``won`` exactly; ``V`` is the PDDL goal evaluated in
+Python over a fact set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from alfworld.agents.utils.misc import Demangler
+
+from agentcredit.envs.alfworld.tasks import TRANSFORMS, check_task_type
+from agentcredit.envs.base import Task
+from agentcredit.verifier.atoms import Atom, State, Status, Verifier
+
+AGENT = "agent1"
+_DECL = re.compile(r"^\s*(\S+) - (object|receptacle|location)\s*$", re.M)
+_FACT = re.compile(r"\((objecttype|receptacletype|receptacleatlocation) (\S+) (\S+)\)")
+_GOAL_TYPE = re.compile(r"\((objecttype|receptacletype) \?(\w+) (\w+)type\)")
+_MOVE = re.compile(r"You move the (.+?) to the (.+?)\.")
+_ABLE = {"isclean": "cleanable", "ishot": "heatable", "iscool": "coolable"}
+
+
+class _Entity:
+    """Just enough of TextWorld's EntityInfo for ALFWorld's ``Demangler``."""
+
+    def __init__(self, entity_id: str):
+        self.id = entity_id
+
+
+@dataclass(frozen=True)
+class GameFacts:
+    """What the verifier needs from a game file, in the engine's demangled names."""
+
+    task_type: str
+    targets: tuple[str, ...]
+    goal_receptacles: tuple[str, ...]
+    lamps: tuple[str, ...]
+    other_objects: tuple[str, ...]
+    other_receptacles: tuple[str, ...]
+    location_of: Mapping[str, str]
+
+
+def read_game_facts(task_type: str, pddl_problem: str) -> GameFacts:
+    """Parse the entities of a ``pddl_problem`` and name them as the engine does."""
+    problem = pddl_problem.lower()
+    head, _, goal = problem.partition("(:goal")
+    declared = _DECL.findall(head)
+    names = Demangler(game_infos={i: _Entity(e) for i, (e, _) in enumerate(declared)})
+
+    def name(entity: str) -> str:
+        return names.demangle_alfred_name(entity).strip()
+
+    kinds = {e: kind for e, kind in declared}
+    otype, rtype, location_of = {}, {}, {}
+    for pred, a, b in _FACT.findall(head):
+        if pred == "objecttype" and kinds.get(a) == "object":
+            otype[name(a)] = b.removesuffix("type")
+        elif pred == "receptacletype" and kinds.get(a) == "receptacle":
+            rtype[name(a)] = b.removesuffix("type")
+        elif pred == "receptacleatlocation" and kinds.get(a) == "receptacle":
+            location_of[name(a)] = name(b)
+    goal_types = {var: t for _, var, t in _GOAL_TYPE.findall(goal)}
+    obj = goal_types.get("o", goal_types.get("o1"))
+    recep, toggle = goal_types.get("r"), goal_types.get("ot")
+    if obj is None or (recep is None and toggle is None):
+        raise ValueError(f"cannot read the goal object/receptacle types of a {task_type} game "
+                         f"from its PDDL goal: {goal.strip()[:200]!r}")
+    targets = tuple(sorted(o for o, t in otype.items() if t == obj))
+    lamps = tuple(sorted(o for o, t in otype.items() if toggle and t == toggle))
+    goal_receps = tuple(sorted(r for r, t in rtype.items() if t == recep))
+    return GameFacts(
+        task_type=task_type, targets=targets, goal_receptacles=goal_receps, lamps=lamps,
+        other_objects=tuple(sorted(set(otype) - set(targets) - set(lamps))),
+        other_receptacles=tuple(sorted(set(rtype) - set(goal_receps))),
+        location_of=location_of)
+
+
+# STATE QUERIES (a state is a mapping whose keys are the true facts)
+
+def _inr(o: str, r: str) -> str:
+    return f"inreceptacle({o}, {r})"
+
+
+def _placed(g: GameFacts, state: State) -> list[tuple[str, str]]:
+    return [(o, r) for o in g.targets for r in g.goal_receptacles if _inr(o, r) in state]
+
+
+def original_score(g: GameFacts, state: State) -> float:
+    """``V``: the task's PDDL goal (``alfworld.gen.goal_library``) evaluated on a fact set."""
+    if g.task_type == "look_at_obj_in_light":
+        held = any(f"holds({AGENT}, {o})" in state for o in g.targets)
+        return float(_lamp_lit(g, state) and held)
+    placed = _placed(g, state)
+    if g.task_type in TRANSFORMS:
+        flag = TRANSFORMS[g.task_type][1]
+        return float(any(f"{flag}({o})" in state and f"{_ABLE[flag]}({o})" in state
+                         for o, _ in placed))
+    if g.task_type == "pick_two_obj_and_place":
+        per_recep = [r for _, r in placed]
+        return float(any(per_recep.count(r) >= 2 for r in set(per_recep)))
+    return float(bool(placed))
+
+
+def _lamp_lit(g: GameFacts, state: State) -> bool:
+    """Look tasks: a toggled goal lamp stands in a receptacle at the agent's location."""
+    return any(f"istoggled({lamp})" in state and f"toggleable({lamp})" in state
+               and _inr(lamp, r) in state and f"atlocation({AGENT}, {loc})" in state
+               for lamp in g.lamps for r, loc in g.location_of.items())
+
+
+# ATOMS
+
+def _status(ok: bool) -> Status:
+    return Status.SAT if ok else Status.UNSAT
+
+
+def _atoms(g: GameFacts) -> tuple[Atom, ...]:
+    placement_vars = tuple(_inr(o, r) for o in g.targets for r in g.goal_receptacles)
+    held_vars = tuple(f"holds({AGENT}, {o})" for o in g.targets)
+    seen = Atom("target_seen", lambda s, e: _status(any(f"seen:{o}" in e for o in g.targets)),
+                "on_evidence", (), tuple(f"seen:{o}" for o in g.targets), "prerequisite",
+                audit_source="observation names an instance of the target type")
+    if g.task_type == "look_at_obj_in_light":
+        lamp_host_vars = tuple(f"atlocation({AGENT}, {g.location_of[r]})"
+                               for r in sorted(g.location_of))
+        return (
+            seen,
+            Atom("lamp_found", lambda s, e: _status(any(f"seen:{x}" in e for x in g.lamps)),
+                 "on_evidence", (), tuple(f"seen:{x}" for x in g.lamps), "prerequisite",
+                 audit_source="observation names the goal lamp"),
+            Atom("object_held", lambda s, e: _status(any(v in s for v in held_vars)), "online",
+                 ("target_seen",), held_vars, "hard",
+                 audit_source="goal: (holds ?a ?o) with (objectType ?o target)"),
+            Atom("light_toggled",
+                 lambda s, e: _status(_lamp_lit(g, s)), "online",
+                 ("lamp_found",),
+                 tuple(f"istoggled({x})" for x in g.lamps) + lamp_host_vars, "hard",
+                 audit_source="goal: toggled lamp in a receptacle at the agent's location"),
+        )
+    atoms = [
+        seen,
+        Atom("receptacle_found",
+             lambda s, e: _status(any(f"visited:{r}" in e for r in g.goal_receptacles)),
+             "online", (),
+             tuple(sorted({f"atlocation({AGENT}, {g.location_of[r]})"
+                           for r in g.goal_receptacles})),
+             "prerequisite", audit_source="agent stood at a goal-type receptacle"),
+        Atom("object_held", lambda s, e: _status(any(f"held:{o}" in e for o in g.targets)),
+             "online", ("target_seen",), held_vars, "prerequisite",
+             audit_source="inventory held a target instance"),
+    ]
+    placement_parents = ("object_held", "receptacle_found")
+    if g.task_type in TRANSFORMS:
+        flag = TRANSFORMS[g.task_type][1]
+        flag_vars = tuple(f"{flag}({o})" for o in g.targets)
+
+        def transformed(s: State, e: Any) -> Status:
+            placed = _placed(g, s)
+            pool = [o for o, _ in placed] if placed else g.targets
+            return _status(any(f"{flag}({o})" in s for o in pool))
+
+        def premature(s: State, e: Any) -> Status:
+            placed = _placed(g, s)
+            bad = placed and not any(f"{flag}({o})" in s for o, _ in placed)
+            return Status.VIOL if bad else Status.UNSAT
+
+        atoms += [
+            Atom("transformation", transformed, "online", ("object_held",), flag_vars, "hard",
+                 audit_source=f"goal: ({flag} ?o) on the placed target"),
+            Atom("premature_placement", premature, "online", ("object_held",),
+                 placement_vars + flag_vars, "penalty",
+                 audit_source=f"target placed in the goal receptacle without {flag}"),
+        ]
+        placement_parents += ("transformation",)
+    atoms.append(Atom("final_placement", lambda s, e: _status(bool(_placed(g, s))), "online",
+                      placement_parents, placement_vars, "hard",
+                      audit_source="goal: (inReceptacle ?o ?r) with the goal types"))
+    if g.task_type == "pick_two_obj_and_place":
+        atoms.append(Atom("second_object", lambda s, e: _status(original_score(g, s) == 1.0),
+                          "online", ("final_placement",), placement_vars, "hard",
+                          audit_source="goal: two distinct targets in one goal receptacle"))
+
+    def wrong_object(s: State, e: Any) -> Status:
+        wrong = any(f"moved:{o}:{r}" in e and _inr(o, r) in s
+                    for o in g.other_objects for r in g.goal_receptacles)
+        return Status.VIOL if wrong and not _placed(g, s) else Status.UNSAT
+
+    atoms.append(Atom("wrong_object_placed", wrong_object, "online", (),
+                      tuple(_inr(o, r) for o in g.other_objects for r in g.goal_receptacles),
+                      "penalty", audit_source="a non-target put in a goal receptacle"))
+    return tuple(atoms)
+
+
+def aggregate(atoms: tuple[Atom, ...], statuses: Mapping[str, Status]) -> float:
+    """``F``: 1 when every hard atom is SAT and no penalty atom is VIOL."""
+    hard_ok = all(statuses[a.atom_id] is Status.SAT for a in atoms if a.score_role == "hard")
+    clean = all(statuses[a.atom_id] is not Status.VIOL for a in atoms
+                if a.score_role == "penalty")
+    return float(hard_ok and clean)
+
+
+# EVIDENCE, COMMITS, MUTATIONS
+
+def _evidence_extractor(g: GameFacts):
+    entities = g.targets + g.lamps + g.other_objects + g.goal_receptacles + g.other_receptacles
+    patterns = [(x, re.compile(rf"(?<![\w]){re.escape(x)}(?![\w])")) for x in entities]
+    at_receptacle = sorted((f"atlocation({AGENT}, {loc})", r) for r, loc in g.location_of.items())
+
+    def extract(text: str, state: State) -> dict[str, Any]:
+        found: dict[str, Any] = {f"seen:{x}": True for x, pat in patterns if pat.search(text)}
+        found |= {f"held:{o}": True for o in g.targets + g.other_objects
+                  if f"holds({AGENT}, {o})" in state}
+        found |= {f"visited:{r}": True for fact, r in at_receptacle if fact in state}
+        found |= {f"moved:{o}:{r}": True for o, r in _MOVE.findall(text)}
+        return found
+
+    return extract
+
+
+def _relocate(state: State, obj: str, dest: str) -> dict[str, Any]:
+    out = {k: v for k, v in state.items()
+           if not (k.startswith(f"inreceptacle({obj}, ") or k == f"holds({AGENT}, {obj})")}
+    out[_inr(obj, dest)] = True
+    return out
+
+
+def _mutations(g: GameFacts) -> dict[str, Any]:
+    wrong_home = g.other_receptacles[0] if g.other_receptacles else None
+    mutations: dict[str, Any] = {}
+
+    def final_objects(s: State) -> list[str]:
+        if g.task_type == "look_at_obj_in_light":
+            return [o for o in g.targets if f"holds({AGENT}, {o})" in s]
+        return [o for o, _ in _placed(g, s)]
+
+    if wrong_home:
+        def wrong_receptacle(s: State, e: Any):
+            for o in final_objects(s):
+                s = _relocate(s, o, wrong_home)
+            return s, e
+        mutations["wrong_receptacle"] = wrong_receptacle
+
+    flag = TRANSFORMS.get(g.task_type, (None, "istoggled"))[1]
+    if g.task_type in TRANSFORMS or g.task_type == "look_at_obj_in_light":
+        def clear_transformation(s: State, e: Any):
+            return {k: v for k, v in s.items() if not k.startswith(f"{flag}(")}, e
+        mutations["clear_transformation"] = clear_transformation
+
+    if g.other_objects:
+        def swap_target(s: State, e: Any):
+            # The stand-in is a non-target that sits outside every goal receptacle.
+            outside = [x for x in g.other_objects
+                       if any(_inr(x, r) in s for r in g.other_receptacles)]
+            if not outside:
+                return s, e
+            stand_in = outside[0]
+            for o in final_objects(s):
+                spot = [k for k in s if k.startswith(f"inreceptacle({o}, ")
+                        or k == f"holds({AGENT}, {o})"]
+                away = [k for k in s if k.startswith(f"inreceptacle({stand_in}, ")]
+                s = {k: v for k, v in s.items() if k not in spot and k not in away}
+                s.update({k.replace(o, stand_in, 1) if k.startswith("inreceptacle") else
+                          k.replace(o, stand_in): True for k in spot})
+                s.update({k.replace(stand_in, o, 1): True for k in away})
+            return s, e
+        mutations["swap_target"] = swap_target
+
+    if g.task_type == "pick_two_obj_and_place" and wrong_home:
+        def drop_second(s: State, e: Any):
+            placed = final_objects(s)
+            return (_relocate(s, placed[-1], wrong_home) if placed else s), e
+        mutations["drop_second"] = drop_second
+    return mutations
+
+
+def build_verifier(task: Task, game: Mapping[str, Any]) -> Verifier:
+    """The VICT verifier of one ALFWorld game (``game`` = the parsed ``game.tw-pddl``)."""
+    g = read_game_facts(check_task_type(task.task_type), game["pddl_problem"])
+    atoms = _atoms(g)
+    goal_receps = set(g.goal_receptacles)
+    if g.task_type == "look_at_obj_in_light":
+        def is_commit(action: str) -> bool:
+            return any(action.strip() == f"use {lamp}" for lamp in g.lamps)
+        scope = ("light_toggled", "object_held")
+    else:
+        def is_commit(action: str) -> bool:
+            match = re.fullmatch(r"move (.+) to (.+)", action.strip())
+            return bool(match) and match.group(2) in goal_receps
+        scope = tuple(a.atom_id for a in atoms
+                      if a.atom_id in {"final_placement", "transformation", "second_object",
+                                       "premature_placement", "wrong_object_placed"})
+    return Verifier(
+        task_id=task.task_id, atoms=atoms,
+        aggregate=lambda statuses: aggregate(atoms, statuses),
+        original=lambda state: original_score(g, state),
+        is_commit=is_commit,
+        commit_scope=lambda action: scope if is_commit(action) else (),
+        extract_evidence=_evidence_extractor(g),
+        mutations=_mutations(g),
+    )

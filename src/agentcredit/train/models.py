@@ -1,0 +1,103 @@
+"""Load a policy model and its tokenizer, from a local directory or the Hugging Face hub.
+
+One path for every checkpoint: the embedded tiny model written by
+``bootstrap_tiny_model``, a directory written by our own checkpoints, and a hub
+id such as ``Qwen/Qwen2.5-1.5B-Instruct`` all go through
+``AutoModelForCausalLM.from_pretrained`` / ``AutoTokenizer.from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+
+# A hub repo id is `name` or `owner/name` of letters, digits, `-`, `_`, `.`.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def _looks_local(name_or_dir: str) -> bool:
+    """True for strings that can only mean a filesystem path, never a hub repo id."""
+    return (
+        name_or_dir.startswith(("/", "./", "../", "~", "."))
+        or "\\" in name_or_dir
+        or name_or_dir.endswith("/")
+        or not _HUB_ID.match(name_or_dir)
+    )
+
+
+def load_policy(
+    name_or_dir: str,
+    device: str = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load ``(model, tokenizer)`` for a causal-LM policy.
+
+    Args:
+        name_or_dir: a checkpoint directory holding ``config.json`` (and the
+            tokenizer files), or a Hugging Face hub id (``owner/name``).
+        device: torch device the model is moved to (``"cpu"``, ``"cuda"``,
+            ``"cuda:1"``).
+        dtype: parameter dtype (``torch.float32`` for the tiny model and CPU;
+            ``torch.bfloat16`` for real checkpoints on GPU).
+
+    Returns:
+        The model, in eval mode as ``from_pretrained`` leaves it (the trainer
+        switches it to train mode), and its tokenizer.
+
+    Resolution: an existing directory is loaded with ``local_files_only=True``
+    and must contain ``config.json``. A string that does not exist and that can
+    only be a path (absolute, ``./``, ``../``, ``~``, a trailing ``/``, or not of
+    the ``owner/name`` form) raises ``FileNotFoundError`` without any network
+    access. Anything else is taken as a hub id; a relative ``runs/tiny`` that
+    does not exist is indistinguishable from a hub id, so pass an absolute path
+    for local checkpoints.
+
+    Padding: when the tokenizer defines no pad token, its EOS token is used as
+    pad (and recorded as the model's ``pad_token_id`` if that is unset). Padded
+    positions are always masked out of attention and loss, so reusing EOS is
+    harmless, and batched generation and scoring need some pad id.
+    """
+    path = Path(name_or_dir).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(
+                f"{str(path)!r} is a directory but has no config.json, so it is not a model "
+                "checkpoint. Pass a directory written by save_pretrained (for the embedded "
+                "model, one made by agentcredit.train.tiny_model.bootstrap_tiny_model) or a "
+                "Hugging Face hub id such as 'Qwen/Qwen2.5-1.5B-Instruct'."
+            )
+        source, local_only = str(path), True
+    elif path.exists():
+        raise FileNotFoundError(
+            f"{str(path)!r} is a file, not a model checkpoint directory. Pass the directory "
+            "that holds config.json and the weights, or a Hugging Face hub id such as "
+            "'Qwen/Qwen2.5-1.5B-Instruct'."
+        )
+    elif _looks_local(name_or_dir):
+        raise FileNotFoundError(
+            f"model directory {name_or_dir!r} does not exist (resolved to {str(path)!r}). "
+            "Pass an existing checkpoint directory containing config.json (for the embedded "
+            "model, create one with agentcredit.train.tiny_model.bootstrap_tiny_model) or a "
+            "Hugging Face hub id such as 'Qwen/Qwen2.5-1.5B-Instruct'."
+        )
+    else:
+        source, local_only = name_or_dir, False
+
+    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=local_only)
+    model.to(device)
+
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ValueError(
+                f"the tokenizer of {name_or_dir!r} defines neither a pad nor an eos token; "
+                "set tokenizer.pad_token in the checkpoint's tokenizer_config.json"
+            )
+        tokenizer.pad_token = tokenizer.eos_token
+    if getattr(model.config, "pad_token_id", None) is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer

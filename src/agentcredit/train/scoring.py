@@ -1,0 +1,155 @@
+"""Score fixed token sequences under a causal LM: per-token log-probs and entropies.
+
+Every log-prob the trainer needs goes through here: the behaviour policy's
+``ℓ^b`` when it is recomputed, the reference policy's ``ℓ_ref`` (SPEC §1), the
+ADRS teacher's ``ℓ^T`` (SPEC §5.1, the same model on a prompt with the skill
+prepended) and, with ``requires_grad=True``, the current policy's
+``log π_θ`` inside the PPO update.
+
+Alignment: entry ``l`` of the output is ``log π(y_l | y_<l)``, the log-prob of
+token ``l`` itself, so the output lines up with ``input_ids`` and with the loss
+mask the rollout collector builds. Entry 0 has no context and is 0; so is every
+padded position and the first real token after left padding, which makes the
+scores of a sequence independent of how it was padded (position ids are taken
+from the attention mask, as ``generate`` does).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+# Rows of logits turned into float32 log-softmax statistics at once: 2**25
+# floats = 128 MiB, whatever the vocabulary (about 220 rows of a 152k Qwen vocab).
+_LOGIT_ELEMENTS_PER_CHUNK = 2**25
+
+
+def _logprob_entropy_rows(
+    logits: Tensor, targets: Tensor, with_entropy: bool
+) -> tuple[Tensor, Tensor | None]:
+    """Log-prob of ``targets`` and entropy for each row of ``logits`` [N, V], in float32.
+
+    Works through the rows in chunks so only one chunk's float32 copy and
+    ``exp`` temporaries exist at a time; a full ``log_softmax`` over [N, V]
+    is never materialised.
+    """
+    n_rows, vocab = logits.shape
+    rows_per_chunk = max(1, _LOGIT_ELEMENTS_PER_CHUNK // vocab)
+    logprobs, entropies = [], []
+    for start in range(0, n_rows, rows_per_chunk):
+        chunk = logits[start : start + rows_per_chunk].float()  # [n, V]
+        log_norm = torch.logsumexp(chunk, dim=-1)  # [n]
+        picked = chunk.gather(-1, targets[start : start + rows_per_chunk, None]).squeeze(-1)
+        logprobs.append(picked - log_norm)
+        if with_entropy:
+            # H = log Z − Σ_v p_v z_v
+            probs = torch.softmax(chunk, dim=-1)
+            entropies.append(log_norm - (probs * chunk).sum(-1))
+    return torch.cat(logprobs), (torch.cat(entropies) if with_entropy else None)
+
+
+def _score(
+    model: nn.Module,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    micro_batch_size: int,
+    requires_grad: bool,
+    with_entropy: bool,
+) -> tuple[Tensor, Tensor | None]:
+    if input_ids.dim() != 2 or input_ids.shape != attention_mask.shape:
+        raise ValueError(
+            f"input_ids {tuple(input_ids.shape)} and attention_mask "
+            f"{tuple(attention_mask.shape)} must both be [B, L]"
+        )
+    if micro_batch_size < 1:
+        raise ValueError(f"micro_batch_size={micro_batch_size} must be >= 1")
+    device = next(model.parameters()).device
+    batch, length = input_ids.shape
+
+    logprob_parts, entropy_parts = [], []
+    with torch.set_grad_enabled(requires_grad):
+        for start in range(0, batch, micro_batch_size):
+            ids = input_ids[start : start + micro_batch_size].to(device)  # [b, L]
+            mask = attention_mask[start : start + micro_batch_size].to(device).long()
+            position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+            logits = model(
+                input_ids=ids, attention_mask=mask, position_ids=position_ids, use_cache=False
+            ).logits  # [b, L, V]
+            b = ids.shape[0]
+            # Row l of the logits predicts token l+1; the last row predicts nothing
+            # and gets a dummy target so the [b*L, V] view needs no copy.
+            targets = torch.cat([ids[:, 1:], torch.zeros_like(ids[:, :1])], dim=1)
+            lp, ent = _logprob_entropy_rows(
+                logits.reshape(b * length, -1), targets.reshape(-1), with_entropy
+            )
+            # Token l is scored when it and its predecessor are real tokens.
+            valid = torch.zeros_like(mask, dtype=torch.bool)
+            valid[:, 1:] = (mask[:, 1:] > 0) & (mask[:, :-1] > 0)
+            zero_col = lp.new_zeros(b, 1)
+            lp = torch.cat([zero_col, lp.view(b, length)[:, :-1]], dim=1)  # [b, L], shifted
+            logprob_parts.append(torch.where(valid, lp, 0.0))
+            if ent is not None:
+                ent = torch.cat([zero_col, ent.view(b, length)[:, :-1]], dim=1)
+                entropy_parts.append(torch.where(valid, ent, 0.0))
+            del logits
+
+    out_device = input_ids.device
+    logprobs = torch.cat(logprob_parts).to(out_device)
+    entropies = torch.cat(entropy_parts).to(out_device) if with_entropy else None
+    return logprobs, entropies
+
+
+def token_logprobs(
+    model: nn.Module,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    micro_batch_size: int,
+    *,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Per-token log-probs ``log π(y_l | y_<l)`` of ``input_ids`` under ``model``.
+
+    Args:
+        model: a causal LM (``model(input_ids=, attention_mask=, position_ids=).logits``).
+        input_ids: [B, L] token ids, left or right padded.
+        attention_mask: [B, L], 1 for real tokens, 0 for padding.
+        micro_batch_size: sequences per forward pass; the result does not
+            depend on it (up to float rounding).
+        requires_grad: run with autograd on (the PPO update). Off by default:
+            scoring for ``ℓ^b``, ``ℓ_ref`` and ``ℓ^T`` runs under ``no_grad``.
+            With it on, every micro-batch's graph is kept until backward, so
+            the trainer passes one micro-batch at a time.
+
+    Returns:
+        float32 [B, L] on ``input_ids``' device; entry 0, padded positions and
+        the first real token after left padding are 0. The model's train/eval
+        mode is left as the caller set it.
+    """
+    logprobs, _ = _score(
+        model, input_ids, attention_mask, micro_batch_size, requires_grad, with_entropy=False
+    )
+    return logprobs
+
+
+def token_logprobs_and_entropy(
+    model: nn.Module,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    micro_batch_size: int,
+    *,
+    requires_grad: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """``token_logprobs`` plus the entropy of each token's predictive distribution.
+
+    Entry ``l`` of the entropy is ``H(π(· | y_<l))``, the distribution token
+    ``l`` was drawn from, with the same zeros as the log-probs. Costs one extra
+    softmax per logit chunk, no extra forward pass.
+
+    Returns:
+        ``(logprobs, entropies)``, both float32 [B, L].
+    """
+    logprobs, entropies = _score(
+        model, input_ids, attention_mask, micro_batch_size, requires_grad, with_entropy=True
+    )
+    assert entropies is not None
+    return logprobs, entropies

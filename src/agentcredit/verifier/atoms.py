@@ -1,0 +1,123 @@
+"""The environment-independent VICT verifier interface (SPEC section 4.1).
+
+A ``Verifier`` is instantiated per task. It exposes the task's checked facts as
+``Atom`` s, an aggregator ``F`` over terminal atom statuses, the environment's
+original success check ``V`` over a state, commit predicates with their scopes,
+an evidence extractor over observations, and the mutations used for the
+conformance check (SPEC 4.2).
+
+States are the environment's snapshots (``Φ``: ``variable -> value``);
+evidence is the cumulative ``variable -> value`` mapping revealed by the
+observations so far.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+State = Mapping[str, Any]
+Evidence = Mapping[str, Any]
+
+EVALUABLE_WHEN = ("online", "on_evidence", "on_commit", "terminal_only")
+SCORE_ROLES = ("hard", "graded", "penalty", "prerequisite")
+
+
+class Status(enum.Enum):
+    """An atom's verdict on a state (SPEC 4.1)."""
+
+    SAT = "sat"
+    UNSAT = "unsat"
+    UNK = "unk"
+    VIOL = "viol"
+
+
+@dataclass(frozen=True)
+class Atom:
+    """One checked fact of a task's verifier.
+
+    Attributes:
+        atom_id: stable id, unique within the verifier (``"transformation"``).
+        predicate: ``(state, evidence) -> Status``.
+        evaluable_when: ``online`` | ``on_evidence`` | ``on_commit`` | ``terminal_only``.
+        dependencies: ids of the parent atoms this one requires.
+        state_vars: the state / evidence variables the predicate reads (witness keys).
+        score_role: ``hard`` | ``graded`` | ``penalty`` | ``prerequisite``.
+        weight: ``w_j``, the atom's weight in the signed atom value δ (SPEC 4.5).
+        audit_source: where the check comes from, for people reading the ledger.
+        value: graded atoms only: ``(state, evidence) -> float in [0, 1]``.
+    """
+
+    atom_id: str
+    predicate: Callable[[State, Evidence], Status]
+    evaluable_when: str
+    dependencies: tuple[str, ...]
+    state_vars: tuple[str, ...]
+    score_role: str
+    weight: float = 1.0
+    audit_source: str = ""
+    value: Callable[[State, Evidence], float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.evaluable_when not in EVALUABLE_WHEN:
+            raise ValueError(f"atom {self.atom_id!r}: evaluable_when={self.evaluable_when!r}; "
+                             f"expected one of {EVALUABLE_WHEN}")
+        if self.score_role not in SCORE_ROLES:
+            raise ValueError(f"atom {self.atom_id!r}: score_role={self.score_role!r}; "
+                             f"expected one of {SCORE_ROLES}")
+        if (self.score_role == "graded") != (self.value is not None):
+            raise ValueError(f"atom {self.atom_id!r}: graded atoms need a value function "
+                             "and only graded atoms may have one")
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """A task's verifier (SPEC 4.1).
+
+    Attributes:
+        task_id: the task this verifier was built for.
+        atoms: the atoms, in a fixed order (ties in the greedy core break by it).
+        aggregate: ``F``: terminal atom statuses (``atom_id -> Status``) -> score.
+        original: ``V``: a state -> the environment's own score.
+        is_commit: whether an action text commits.
+        commit_scope: the atom ids a committing action finalises.
+        extract_evidence: ``(observation text, state after) -> evidence variables revealed``.
+        mutations: name -> ``(state, evidence) -> (state, evidence)`` edits of a terminal state.
+    """
+
+    task_id: str
+    atoms: tuple[Atom, ...]
+    aggregate: Callable[[Mapping[str, Status]], float]
+    original: Callable[[State], float]
+    is_commit: Callable[[str], bool]
+    commit_scope: Callable[[str], tuple[str, ...]]
+    extract_evidence: Callable[[str, State], dict[str, Any]]
+    mutations: Mapping[str, Callable[[State, Evidence], tuple[State, Evidence]]] = field(
+        default_factory=dict)
+
+    def __post_init__(self) -> None:
+        ids = [a.atom_id for a in self.atoms]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"verifier {self.task_id!r} has duplicate atom ids: {ids}")
+        unknown = {d for a in self.atoms for d in a.dependencies} - set(ids)
+        if unknown:
+            raise ValueError(f"verifier {self.task_id!r}: dependencies on unknown atoms "
+                             f"{sorted(unknown)}")
+
+    def atom(self, atom_id: str) -> Atom:
+        """The atom with ``atom_id``."""
+        for atom in self.atoms:
+            if atom.atom_id == atom_id:
+                return atom
+        raise KeyError(f"verifier {self.task_id!r} has no atom {atom_id!r}; "
+                       f"atoms: {[a.atom_id for a in self.atoms]}")
+
+    def statuses(self, state: State, evidence: Evidence) -> dict[str, Status]:
+        """``z̄``: every atom's status on ``(state, evidence)``."""
+        return {a.atom_id: a.predicate(state, evidence) for a in self.atoms}
+
+    def score(self, state: State, evidence: Evidence) -> float:
+        """``F_x(z̄)`` on ``(state, evidence)``."""
+        return self.aggregate(self.statuses(state, evidence))

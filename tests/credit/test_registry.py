@@ -1,0 +1,79 @@
+import dataclasses
+
+import pytest
+import torch
+
+from agentcredit.credit import (
+    CreditBatch,
+    CreditResult,
+    estimator_names,
+    get_estimator,
+    register_estimator,
+    registry,
+)
+from agentcredit.credit.grpo import GRPOConfig
+from agentcredit.credit.rloo import RLOOConfig
+
+BACKBONES = ("grpo", "rloo", "gigpo")
+
+
+def test_importing_credit_registers_the_three_backbones():
+    assert set(BACKBONES) <= set(estimator_names())
+
+
+def test_unknown_estimator_name_fails_listing_the_known_names():
+    with pytest.raises(KeyError, match="unknown estimator 'grop'; known estimators: .*grpo"):
+        get_estimator("grop")
+
+
+def test_registering_an_existing_name_again_fails():
+    with pytest.raises(ValueError, match="'grpo' is already registered by agentcredit.credit"):
+        register_estimator("grpo", GRPOConfig)(lambda batch, config: None)
+
+
+def test_register_estimator_rejects_a_config_that_is_not_a_dataclass():
+    with pytest.raises(TypeError, match="config_cls must be a dataclass type"):
+        register_estimator("no_config", dict)
+
+
+def test_registered_function_is_returned_unchanged_and_found_by_name(monkeypatch):
+    monkeypatch.setattr(registry, "_ESTIMATORS", {})
+
+    @dataclasses.dataclass(frozen=True)
+    class ZeroConfig:
+        pass
+
+    @register_estimator("zero", ZeroConfig)
+    def zero(batch, config):
+        return CreditResult(step_advantages=torch.zeros(batch.num_steps))
+
+    estimator = get_estimator("zero")
+    assert estimator.fn is zero and estimator.config_cls is ZeroConfig
+    assert estimator_names() == ["zero"]
+
+
+def test_calling_an_estimator_with_another_estimators_config_fails():
+    batch = CreditBatch.from_lists([[1.0], [0.0]], [0, 0])
+    with pytest.raises(TypeError, match="'rloo' takes a RLOOConfig; got GRPOConfig"):
+        get_estimator("rloo")(batch, GRPOConfig())
+    assert isinstance(get_estimator("rloo")(batch, RLOOConfig()), CreditResult)
+
+
+@pytest.mark.parametrize("name", BACKBONES)
+def test_every_backbone_gives_zero_advantage_when_all_rollouts_earn_the_same_rewards(name):
+    # identical per-step rewards (so equal returns and equal return-to-go), shared anchors
+    rewards = [[-0.1, 0.1, 0.1]] * 4 + [[0.0, 1.0]] * 3
+    keys = [["s0", "s1", "s2"]] * 4 + [["s0", "s1"]] * 3
+    batch = CreditBatch.from_lists(rewards, [0, 0, 0, 0, 1, 1, 1], keys)
+    assert torch.equal(get_estimator(name)(batch).step_advantages, torch.zeros(batch.num_steps))
+
+
+@pytest.mark.parametrize("name", BACKBONES)
+def test_every_backbone_returns_one_finite_detached_advantage_per_step(name):
+    batch = CreditBatch.from_lists([[0.0, 10.0], [-0.1], [0.0, 0.0, 1.0]], [0, 0, 5],
+                                   [["a", "b"], ["a"], ["a", "b", "c"]])
+    result = get_estimator(name)(batch)
+    assert result.step_advantages.shape == (batch.num_steps,)
+    assert torch.isfinite(result.step_advantages).all()
+    assert not result.step_advantages.requires_grad
+    assert result.token_advantages is None and result.ledger_rows == []

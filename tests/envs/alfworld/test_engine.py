@@ -1,0 +1,81 @@
+import json
+
+import pytest
+
+from agentcredit.envs.alfworld.engine import NOTHING_HAPPENS, AlfWorldEnv, GameFileError
+from agentcredit.envs.base import Environment, Task
+
+
+def test_alfworld_env_speaks_the_environment_protocol(env):
+    assert isinstance(env, Environment)
+
+
+@pytest.mark.parametrize("action", ["", " ", "x" * 10_000, "prendre l'œuf ☕", "go to nowhere 99",
+                                    None, 42])
+def test_bad_actions_are_invalid_steps_that_leave_the_state_unchanged(env, train_games, action):
+    env.reset(train_games[0])
+    before, admissible = env.snapshot(), env.admissible_actions()
+    obs, reward, done, info = env.step(action)
+    assert obs.text == NOTHING_HAPPENS and not info.valid and reward == 0.0 and not done
+    assert env.snapshot() == before and obs.admissible_actions == admissible
+
+
+def test_an_action_from_another_game_is_invalid(env, games_by_type):
+    other = games_by_type["pick_heat_then_place"][0]
+    foreign = next(a for a in env.expert(other) if a.startswith("heat "))
+    env.reset(games_by_type["look_at_obj_in_light"][0])
+    assert env.step(foreign)[3].valid is False
+
+
+def test_snapshot_holds_positive_facts_only(env, games_by_type):
+    task = games_by_type["pick_heat_then_place"][0]
+    env.reset(task)
+    for action in env.expert(task):
+        env.step(action)
+        facts = env.snapshot()
+        assert facts and all(v is True for v in facts.values())
+        assert not any(f.startswith("not_") for f in facts)
+    assert any(f.startswith("ishot(") for f in facts)
+
+
+def test_steps_after_the_game_is_won_change_nothing(env, train_games):
+    task = train_games[0]
+    env.reset(task)
+    for action in env.expert(task):
+        env.step(action)
+    obs, reward, done, info = env.step("look")
+    assert done and info.won and not info.valid and reward == 1.0
+
+
+def test_step_before_reset_says_what_to_do():
+    with pytest.raises(RuntimeError, match="reset"):
+        AlfWorldEnv().step("look")
+
+
+def _task(path):
+    return Task("broken", "alfworld", "train", "do it", "pick_and_place",
+                payload={"game_file": str(path)})
+
+
+def test_missing_or_corrupt_game_files_raise_errors_naming_the_file(tmp_path):
+    env = AlfWorldEnv()
+    missing = tmp_path / "gone" / "game.tw-pddl"
+    with pytest.raises(GameFileError, match=str(missing)):
+        env.reset(_task(missing))
+    corrupt = tmp_path / "corrupt.tw-pddl"
+    corrupt.write_text("{not json")
+    with pytest.raises(GameFileError, match=str(corrupt)):
+        env.reset(_task(corrupt))
+    partial = tmp_path / "partial.tw-pddl"
+    partial.write_text(json.dumps({"pddl_domain": "(define)"}))
+    with pytest.raises(GameFileError, match="partial.tw-pddl lacks"):
+        env.reset(_task(partial))
+
+
+def test_a_game_whose_pddl_is_broken_raises_an_error_naming_it(tmp_path, train_games):
+    game = json.loads(open(train_games[0].payload["game_file"]).read())
+    game["pddl_problem"] = game["pddl_problem"].replace("(:init", "(:init (nonsense", 1)
+    bad = tmp_path / "bad.tw-pddl"
+    bad.write_text(json.dumps(game))
+    with pytest.raises(GameFileError, match="bad.tw-pddl"):
+        AlfWorldEnv().reset(_task(bad))

@@ -1,0 +1,87 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from agentcredit.envs.alfworld import scenes
+from agentcredit.envs.alfworld.engine import AlfWorldEnv, read_game_file
+from agentcredit.envs.alfworld.generator import GeneratorConfig, generate_game
+from agentcredit.envs.alfworld.tasks import TASK_TYPES
+
+from .conftest import SMALL
+
+
+def test_every_task_type_generates_a_game_the_planner_solves(games_by_type, env):
+    for task_type, games in games_by_type.items():
+        assert len(games) == 2, task_type
+        for task in games:
+            game = read_game_file(task.payload["game_file"])
+            assert game["solvable"] and game["walkthrough"]
+            obs = env.reset(task)
+            assert "Your task is to: " + task.instruction in obs.text
+            for action in game["walkthrough"]:
+                obs, reward, done, info = env.step(action)
+                assert info.valid, (task.task_id, action)
+            assert done and info.won and reward == 1.0, task.task_id
+
+
+def test_no_generated_game_is_won_at_the_start(train_games, env):
+    for task in train_games:
+        env.reset(task)
+        assert env.step("look")[3].won is False
+
+
+def test_generation_is_deterministic_by_seed(tmp_path, train_games):
+    first = train_games[0]
+    again = generate_game("train", first.task_type, 0, SMALL, tmp_path / "again")
+    assert (read_game_file(again.payload["game_file"])
+            == read_game_file(first.payload["game_file"]))
+    other = generate_game("train", first.task_type, 0, GeneratorConfig(seed=8, max_receptacles=12),
+                          tmp_path / "other")
+    assert (read_game_file(other.payload["game_file"])["pddl_problem"]
+            != read_game_file(first.payload["game_file"])["pddl_problem"])
+
+
+def _initial_state(task):
+    problem = read_game_file(task.payload["game_file"])["pddl_problem"]
+    return problem.split("(:init", 1)[1].split("(:goal", 1)[0]
+
+
+def test_splits_are_disjoint(tmp_path, train_games):
+    seen = [generate_game("valid_seen", t, 0, SMALL, tmp_path) for t in TASK_TYPES]
+    unseen = [generate_game("valid_unseen", t, 0, SMALL, tmp_path) for t in TASK_TYPES]
+    train_states = {_initial_state(t) for t in train_games}
+    assert not train_states & {_initial_state(t) for t in seen}
+    assert {t.payload["scene"] for t in seen} <= set(scenes.TRAIN_SCENES)
+    assert {t.payload["scene"] for t in unseen} <= set(scenes.HELD_OUT_SCENES)
+    assert not set(scenes.TRAIN_SCENES) & set(scenes.HELD_OUT_SCENES)
+    assert len({t.task_id for t in train_games + seen + unseen}) == len(train_games) + 12
+
+
+def test_room_size_knob_caps_receptacles(train_games):
+    assert all(t.payload["receptacles"] <= 12 for t in train_games)
+
+
+def test_tasks_are_reloaded_from_the_cache_without_regenerating(game_cache, train_games):
+    task = train_games[0]
+    meta = json.loads((Path(task.payload["game_file"]).parent / "meta.json").read_text())
+    index = int(task.task_id.rsplit("-", 1)[1])
+    assert generate_game("train", task.task_type, index, SMALL, game_cache) == task
+    assert meta["plan_length"] == len(AlfWorldEnv().expert(task))
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="unknown split 'test'"):
+        generate_game("test", "pick_and_place", 0, SMALL, "/tmp/unused")
+    with pytest.raises(ValueError, match="unknown ALFWorld task type 'pick'"):
+        generate_game("train", "pick", 0, SMALL, "/tmp/unused")
+    with pytest.raises(ValueError, match="max_receptacles=2"):
+        GeneratorConfig(max_receptacles=2)
+
+
+def test_layouts_omit_receptacles_that_scenes_add():
+    # FloorPlan1's layout has no stove burner or coffee machine pose; its object list does.
+    kitchen = scenes.load_scene(1)
+    types = {r.rtype for r in kitchen.receptacles}
+    assert {"StoveBurner", "CoffeeMachine", "SinkBasin", "Microwave", "Fridge"} <= types
+    assert len({r.rid for r in kitchen.receptacles}) == len(kitchen.receptacles)
