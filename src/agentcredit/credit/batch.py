@@ -14,6 +14,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from agentcredit.credit.tokens import TokenScores, check_token_scores
+from agentcredit.verifier.trace import RolloutTrace
+
 
 @dataclass(frozen=True, eq=False)
 class CreditBatch:
@@ -31,6 +34,10 @@ class CreditBatch:
             reward at the rollout's last step (SPEC section 2).
         anchor_keys: ``S`` strings, the GiGPO anchor state of each step (the
             observation text the policy saw before acting).
+        traces: VICT only (SPEC 4): one ``RolloutTrace`` per rollout, in rollout
+            order, each with as many steps as its rollout; ``None`` otherwise.
+        tokens: token-level methods only (ADRS, SPEC 5): per-token scores of the
+            valid response tokens (``credit.tokens.TokenScores``); ``None`` otherwise.
 
     Shapes and ordering are validated once, at construction.
     """
@@ -40,10 +47,14 @@ class CreditBatch:
     step_index: Tensor
     step_rewards: Tensor
     anchor_keys: tuple[str, ...]
+    traces: tuple[RolloutTrace, ...] | None = None
+    tokens: TokenScores | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.anchor_keys, tuple):
             object.__setattr__(self, "anchor_keys", tuple(self.anchor_keys))
+        if self.traces is not None and not isinstance(self.traces, tuple):
+            object.__setattr__(self, "traces", tuple(self.traces))
         _check_vector("group_ids", self.group_ids, integer=True,
                       fix="pass torch.tensor(group_ids, dtype=torch.long) with one id per rollout")
         num_rollouts = self.group_ids.shape[0]
@@ -81,6 +92,10 @@ class CreditBatch:
                 "check the environment's reward for that step."
             )
         _check_rollout_layout(self.step_rollout, self.step_index, num_rollouts)
+        if self.traces is not None:
+            _check_traces(self.traces, self.episode_lengths.tolist())
+        if self.tokens is not None:
+            check_token_scores(self.tokens, num_steps, self.step_rewards.device)
 
     # DERIVED VIEWS
 
@@ -131,6 +146,7 @@ class CreditBatch:
         group_ids: Sequence[int],
         anchor_keys: Sequence[Sequence[str]] | None = None,
         *,
+        traces: Sequence[RolloutTrace] | None = None,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> CreditBatch:
@@ -142,6 +158,7 @@ class CreditBatch:
             anchor_keys: ``anchor_keys[i][t]`` = the anchor state of step ``t`` of
                 rollout ``i``. ``None`` gives every step its own key (no shared
                 anchor states, so GiGPO's step level contributes nothing).
+            traces: VICT's per-rollout traces (see the class docstring), or ``None``.
             dtype: float dtype of the rewards.
             device: where the tensors live.
         """
@@ -175,6 +192,7 @@ class CreditBatch:
             step_index=step_index.to(device),
             step_rewards=torch.tensor(flat_rewards, dtype=dtype, device=device),
             anchor_keys=tuple(k for keys in anchor_keys for k in keys),
+            traces=None if traces is None else tuple(traces),
         )
 
 
@@ -224,3 +242,23 @@ def _check_rollout_layout(step_rollout: Tensor, step_index: Tensor, num_rollouts
             f"{int(expected[bad])} of rollout {int(step_rollout[bad])}; steps must be in time "
             "order with indices 0, 1, …, T_i − 1 inside each rollout."
         )
+
+
+def _check_traces(traces: tuple, lengths: list[int]) -> None:
+    """Raise unless there is one ``RolloutTrace`` per rollout with the rollout's step count."""
+    if len(traces) != len(lengths):
+        raise ValueError(
+            f"CreditBatch.traces has {len(traces)} traces but the batch has {len(lengths)} "
+            "rollouts; pass one RolloutTrace per rollout, in rollout order."
+        )
+    for i, (trace, length) in enumerate(zip(traces, lengths, strict=True)):
+        if not isinstance(trace, RolloutTrace):
+            raise TypeError(
+                f"CreditBatch.traces[{i}] is a {type(trace).__name__}; build each trace with "
+                "agentcredit.verifier.trace.trace_rollout."
+            )
+        if trace.num_steps != length:
+            raise ValueError(
+                f"CreditBatch.traces[{i}] has {trace.num_steps} steps but rollout {i} has "
+                f"{length}; trace exactly the steps that were batched."
+            )

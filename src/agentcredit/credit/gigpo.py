@@ -85,11 +85,53 @@ def anchor_group_ids(batch: CreditBatch) -> Tensor:
     return torch.tensor(dense, dtype=torch.long, device=batch.step_rollout.device)
 
 
+@dataclass(frozen=True)
+class GiGPOLevels:
+    """The two levels of GiGPO before they are combined.
+
+    Attributes:
+        episode_adv: ``[B]``, ``A^E_i``.
+        step_adv: ``[S]``, ``A^S_{i,t}``.
+        return_to_go: ``[S]``, ``G_{i,t}``.
+        step_group: ``[S]``, dense anchor step-group ids (``anchor_group_ids``).
+    """
+
+    episode_adv: Tensor
+    step_adv: Tensor
+    return_to_go: Tensor
+    step_group: Tensor
+
+    def combined(self, batch: CreditBatch, config: GiGPOConfig) -> Tensor:
+        """``A_{i,t} = A^E_i + w_S · A^S_{i,t}``, ``[S]``."""
+        return self.episode_adv[batch.step_rollout] + config.step_weight * self.step_adv
+
+
+def gigpo_levels(batch: CreditBatch, config: GiGPOConfig,
+                 episode_returns: Tensor | None = None) -> GiGPOLevels:
+    """Both levels of GiGPO (SPEC section 3); ``gigpo`` combines them.
+
+    ``episode_returns [B]`` replaces ``batch.returns`` at the episode level only
+    (ADRS feeds its shaped returns there and keeps the native step level, SPEC 5.4).
+    """
+    norm_by_std = config.mode == "mean_std_norm"
+    returns = batch.returns if episode_returns is None else episode_returns
+    # EPISODE LEVEL
+    episode_adv = group_relative(returns, batch.group_index, batch.num_groups,
+                                 norm_by_std=norm_by_std, eps=config.eps)  # [B]
+    # STEP LEVEL
+    return_to_go = discounted_return_to_go(batch, config.gamma)  # [S]
+    step_group = anchor_group_ids(batch)  # [S]
+    num_step_groups = int(step_group.max()) + 1
+    step_adv = group_relative(return_to_go, step_group, num_step_groups,
+                              norm_by_std=norm_by_std, eps=config.eps)  # [S]
+    return GiGPOLevels(episode_adv, step_adv, return_to_go, step_group)
+
+
 @register_estimator("gigpo", GiGPOConfig)
 def gigpo(batch: CreditBatch, config: GiGPOConfig) -> CreditResult:
     """GiGPO step advantages ``A_{i,t} = A^E_i + w_S · A^S_{i,t}`` (SPEC section 3).
 
-    Symbols → variables:
+    Symbols → variables (``gigpo_levels``):
         ``R_i`` → ``batch.returns [B]``; ``A^E_i`` → ``episode_adv [B]``, the
         group-relative ``R_i`` (``mode`` picks std normalisation or mean only);
         ``G_{i,t}`` → ``return_to_go [S]`` (``discounted_return_to_go``);
@@ -103,20 +145,11 @@ def gigpo(batch: CreditBatch, config: GiGPOConfig) -> CreditResult:
     give ``A^S = 0``; in ``mean_norm`` mode ``A^S`` sums to 0 in each step group;
     anchor keys never join steps of different task groups.
     """
-    norm_by_std = config.mode == "mean_std_norm"
-    # EPISODE LEVEL
-    episode_adv = group_relative(batch.returns, batch.group_index, batch.num_groups,
-                                 norm_by_std=norm_by_std, eps=config.eps)  # [B]
-    # STEP LEVEL
-    return_to_go = discounted_return_to_go(batch, config.gamma)  # [S]
-    step_group = anchor_group_ids(batch)  # [S]
+    levels = gigpo_levels(batch, config)
+    step_group, step_adv = levels.step_group, levels.step_adv
     num_step_groups = int(step_group.max()) + 1
-    step_adv = group_relative(return_to_go, step_group, num_step_groups,
-                              norm_by_std=norm_by_std, eps=config.eps)  # [S]
-    advantages = episode_adv[batch.step_rollout] + config.step_weight * step_adv  # [S]
-
     step_group_sizes = torch.bincount(step_group, minlength=num_step_groups)  # [K]
-    diagnostics = episode_group_diagnostics(batch, episode_adv)
+    diagnostics = episode_group_diagnostics(batch, levels.episode_adv)
     diagnostics.update({
         "num_step_groups": float(num_step_groups),
         "mean_step_group_size": batch.num_steps / num_step_groups,
@@ -124,7 +157,7 @@ def gigpo(batch: CreditBatch, config: GiGPOConfig) -> CreditResult:
         "mean_abs_step_advantage": step_adv.abs().double().mean().item(),
     })
     return CreditResult(
-        step_advantages=advantages,
+        step_advantages=levels.combined(batch, config),
         diagnostics=diagnostics,
-        extras={"anchor_group_ids": step_group, "return_to_go": return_to_go},
+        extras={"anchor_group_ids": step_group, "return_to_go": levels.return_to_go},
     )

@@ -85,3 +85,16 @@ def test_layouts_omit_receptacles_that_scenes_add():
     types = {r.rtype for r in kitchen.receptacles}
     assert {"StoveBurner", "CoffeeMachine", "SinkBasin", "Microwave", "Fridge"} <= types
     assert len({r.rid for r in kitchen.receptacles}) == len(kitchen.receptacles)
+
+
+def test_basins_keep_their_layout_pose_and_alfworld_names(env, tmp_path):
+    kitchen = scenes.load_scene(1)
+    [sink] = [r for r in kitchen.receptacles if r.rtype == "SinkBasin"]
+    assert sink.rid.startswith("Sink|") and not sink.rid.startswith("SinkBasin|")
+    bathroom = scenes.load_scene(401)
+    assert any(r.rtype == "BathtubBasin" for r in bathroom.receptacles)
+    config = GeneratorConfig(seed=3, max_receptacles=12)
+    for index in range(3):
+        task = generate_game("train", "pick_clean_then_place", index, config, tmp_path)
+        text = env.reset(task).text
+        assert "sinkbasin 1" in text and "basinbasin" not in text

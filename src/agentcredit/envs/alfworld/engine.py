@@ -165,6 +165,18 @@ class AlfWorldEnv:
             raise RuntimeError(f"the planner finds no solution for task {task.task_id!r}")
         return planned
 
+    def demonstration(self, task: Task) -> list[str]:
+        """Actions of a won episode that use only what the agent can observe (the SFT data).
+
+        ``expert`` is the planner's plan on the full state: it walks straight to the
+        hidden target, which a cloned policy can only guess. This searches instead
+        (``envs.alfworld.expert.demonstrate``), falling back to ``expert`` on a game its
+        rules do not win. Plays the game in this environment: reset before stepping.
+        """
+        from agentcredit.envs.alfworld.expert import demonstrate
+
+        return demonstrate(self, task) or self.expert(task)
+
     def verifier(self, task: Task):
         from agentcredit.envs.alfworld.verifier import build_verifier
 

@@ -39,7 +39,7 @@ from agentcredit.envs.alfworld.tasks import (
 from agentcredit.envs.base import Task
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 #: receptacle types that can carry a desk or floor lamp in a look task.
 LAMP_HOSTS = frozenset({"Desk", "SideTable", "Dresser", "Shelf", "CoffeeTable", "DiningTable",
                         "TVStand"})

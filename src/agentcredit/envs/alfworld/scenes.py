@@ -60,6 +60,17 @@ class Scene:
     object_types: frozenset[str]
 
 
+def receptacle_type(rid: str) -> str:
+    """The type of an ALFRED receptacle id.
+
+    Basins are parts of another object and carry their type last
+    (``Sink|-01.90|+00.97|-01.50|SinkBasin``); ALFWorld's demangler names them
+    ``sinkbasin 1`` from that shape. Every other id starts with its type.
+    """
+    parts = rid.split("|")
+    return parts[-1] if len(parts) == 5 else parts[0]
+
+
 def scene_kind(number: int) -> str:
     """``Kitchen``, ``LivingRoom``, ``Bedroom`` or ``Bathroom`` for a floor-plan number."""
     for kind, numbers in SCENE_KINDS.items():
@@ -88,13 +99,15 @@ def load_scene(number: int) -> Scene:
                                 f"({layouts}): {err}") from err
     receptacles = []
     for rid in sorted(poses):
-        rtype = rid.split("|", 1)[0]
+        rtype = receptacle_type(rid)
         if rtype in STATIC_RECEPTACLE_TYPES:
             receptacles.append(Receptacle(rid, rtype, _location_name(poses[rid])))
     present = {r.rtype for r in receptacles}
     for i, rtype in enumerate(sorted(set(object_types) & STATIC_RECEPTACLE_TYPES - present)):
         # Synthetic pose, distinct per added receptacle; location ids are never shown.
-        rid = f"{rtype}|+{9 + i:02d}.00|+00.90|+09.00"
+        pose = f"+{9 + i:02d}.00|+00.90|+09.00"
+        basin = rtype.removesuffix("Basin")
+        rid = f"{basin}|{pose}|{rtype}" if basin != rtype else f"{rtype}|{pose}"
         receptacles.append(Receptacle(rid, rtype, f"loc|{36 + 4 * i}|36|0|30"))
     return Scene(number, scene_kind(number), tuple(receptacles), frozenset(object_types))
 

@@ -18,7 +18,7 @@ Atoms (ids are stable across tasks; each task uses the ones it needs):
 | ``light_toggled`` | hard | look: a toggled goal lamp stands where the agent is |
 | ``final_placement`` | hard | a target is in a goal-type receptacle |
 | ``second_object`` | hard | pick two: one goal-type receptacle holds two targets |
-| ``premature_placement`` | penalty | VIOL: targets were placed without the flag and none placed has it |
+| ``premature_placement`` | penalty | VIOL: the agent placed a target without the flag and none placed has it |
 | ``wrong_object_placed`` | penalty | VIOL: the agent put a non-target in a goal receptacle and no target is placed |
 
 ``F`` = 1 when every hard atom is SAT and no penalty atom is VIOL, else 0. Each
@@ -188,8 +188,11 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
             return _status(any(f"{flag}({o})" in s for o in pool))
 
         def premature(s: State, e: Any) -> Status:
+            # Only the agent's own move counts: a target that starts in a goal-type
+            # receptacle (possible in official games) is no violation.
             placed = _placed(g, s)
-            bad = placed and not any(f"{flag}({o})" in s for o, _ in placed)
+            moved = any(f"moved:{o}:{r}" in e for o, r in placed)
+            bad = moved and not any(f"{flag}({o})" in s for o, _ in placed)
             return Status.VIOL if bad else Status.UNSAT
 
         atoms += [

@@ -1,0 +1,140 @@
+"""The VICT correction, the final advantage and the eligibility invariant (SPEC 4.6, 4.7).
+
+Symbols → variables (``S`` = steps of the batch):
+    ``A^VICT_{i,t} = Σ_{j ∈ C*_i} δ̂_{i,j} · ω_{i,t,j} / Z_{i,j}`` → ``assemble(...) [S]``;
+    ``λ = γ_λ · median|A^base| / (median_{nonzero}|A^VICT| + ε)``,
+    ``c = quantile_0.95(|A^base|)`` → ``correction_scale``;
+    ``A^final = A^base + λ · clip(A^VICT, −c, c)`` → ``final_advantage``.
+Medians and the quantile run over the steps of the whole batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from agentcredit.verifier.trace import RolloutTrace
+
+
+class EligibilityError(AssertionError):
+    """A non-zero VICT correction without a valid proof (SPEC 4.7): a bug, never a statistic."""
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """One atom's share of one step's ``A^VICT`` (a ledger row before scaling).
+
+    Attributes:
+        rollout: ``i``.
+        step: ``t`` inside the rollout.
+        flat_step: the step's index in the batch's flat ``[S]`` layout.
+        atom_id: ``j``.
+        delta_hat: ``δ̂_{i,j}``.
+        weight: ``ω_{i,t,j}``.
+        share: ``ω_{i,t,j} / Z_{i,j}`` (the shares of one atom sum to 1).
+        relations: the witness relations (or a control's rule name).
+        sources: the evidence behind them.
+    """
+
+    rollout: int
+    step: int
+    flat_step: int
+    atom_id: str
+    delta_hat: float
+    weight: float
+    share: float
+    relations: tuple[str, ...]
+    sources: tuple[str, ...]
+
+    @property
+    def amount(self) -> float:
+        """``δ̂_{i,j} · ω_{i,t,j} / Z_{i,j}``."""
+        return self.delta_hat * self.share
+
+
+def assemble(contributions: Sequence[Contribution], num_steps: int,
+             device: torch.device | str | None = None) -> Tensor:
+    """``A^VICT [S]`` (float64, on ``device``): the contributions summed per step."""
+    out = torch.zeros(num_steps, dtype=torch.float64)
+    if contributions:
+        index = torch.tensor([c.flat_step for c in contributions], dtype=torch.long)
+        values = torch.tensor([c.amount for c in contributions], dtype=torch.float64)
+        out.index_add_(0, index, values)
+    return out.to(device) if device is not None else out
+
+
+def correction_scale(base: Tensor, vict: Tensor, *, gamma_lambda: float, eps: float,
+                     clip_quantile: float, base_steps: str) -> tuple[float, float]:
+    """``(λ, c)`` for ``base [S]`` = ``A^base`` and ``vict [S]`` = ``A^VICT``.
+
+    ``λ = 0`` when ``A^VICT`` is zero everywhere (there is nothing to scale).
+    ``base_steps = "nonzero"`` takes ``median|A^base|`` over the steps with a
+    non-zero base advantage instead of all steps (``VICTConfig.lambda_base_steps``).
+    """
+    base_abs = base.to(torch.float64).abs()
+    vict_abs = vict.to(torch.float64).abs()
+    nonzero = vict_abs[vict_abs > 0]
+    clip = float(torch.quantile(base_abs, clip_quantile)) if base_abs.numel() else 0.0
+    if nonzero.numel() == 0:
+        return 0.0, clip
+    pool = base_abs[base_abs > 0] if base_steps == "nonzero" else base_abs
+    base_median = float(torch.quantile(pool, 0.5)) if pool.numel() else 0.0
+    lam = gamma_lambda * base_median / (float(torch.quantile(nonzero, 0.5)) + eps)
+    return lam, clip
+
+
+def final_advantage(base: Tensor, vict: Tensor, lam: float, clip: float) -> tuple[Tensor, Tensor]:
+    """``(A^final, λ·clip(A^VICT, −c, c))``, both ``[S]`` in ``base``'s dtype, ``A^final`` being
+    exactly ``A^base + correction`` in that dtype."""
+    correction = (lam * vict.to(torch.float64).clamp(-clip, clip)).to(base.dtype)  # [S]
+    return base + correction, correction
+
+
+def eligibility_failures(vict: Tensor, step_rollout: Sequence[int], step_index: Sequence[int],
+                         traces: Sequence[RolloutTrace], conforming: Sequence[bool],
+                         cores: Sequence[frozenset[str]],
+                         delta_hat: Sequence[dict[str, float]]) -> tuple[int, list[str]]:
+    """SPEC 4.7's invariant on every non-zero entry of ``A^VICT [S]``: ``(checked, failures)``.
+
+    ``A^VICT_{i,t} ≠ 0`` requires: rollout ``i``'s task conforms, and some atom
+    ``j ∈ C*_i`` with ``δ̂_{i,j} ≠ 0`` has a proof edge ``(t, j, r)`` whose proof
+    record satisfies the dependencies. The check reads the traces' edges
+    directly, independently of how the contributions were assembled; each
+    failure is a message naming the entry and what is missing.
+    """
+    nonzero = torch.nonzero(vict).flatten().tolist()
+    failures = []
+    for s in nonzero:
+        i, t = step_rollout[s], step_index[s]
+        trace = traces[i]
+        if not conforming[i]:
+            failures.append(f"A^VICT[rollout {i}, step {t}] = {float(vict[s]):.6g} but task "
+                            f"{trace.task_id!r} is non-conforming")
+            continue
+        eligible = {e.atom_id for e in trace.edges if e.step == t and e.valid and e.weight > 0}
+        if not any(j in eligible and delta_hat[i].get(j, 0.0) != 0.0 for j in cores[i]):
+            failures.append(
+                f"A^VICT[rollout {i}, step {t}] = {float(vict[s]):.6g} has no proof: core "
+                f"{sorted(cores[i])}, atoms with a valid edge at this step {sorted(eligible)}, "
+                f"non-zero δ̂ {sorted(j for j, d in delta_hat[i].items() if d != 0.0)}")
+    return len(nonzero), failures
+
+
+def check_eligibility(vict: Tensor, step_rollout: Sequence[int], step_index: Sequence[int],
+                      traces: Sequence[RolloutTrace], conforming: Sequence[bool],
+                      cores: Sequence[frozenset[str]],
+                      delta_hat: Sequence[dict[str, float]]) -> int:
+    """``eligibility_failures`` that raises on any failure; returns the entries checked.
+
+    Raises:
+        EligibilityError: naming the first entry that fails and why.
+    """
+    checked, failures = eligibility_failures(vict, step_rollout, step_index, traces, conforming,
+                                             cores, delta_hat)
+    if failures:
+        raise EligibilityError(f"{len(failures)} of {checked} non-zero VICT corrections break "
+                               f"the eligibility invariant (SPEC 4.7); first: {failures[0]}")
+    return checked

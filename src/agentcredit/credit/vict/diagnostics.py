@@ -1,0 +1,196 @@
+"""VICT diagnostics (SPEC 4.9; the VICT paper's Tables 5 and 12) and the interface audit.
+
+``credit_diagnostics`` gives one update's flat ``vict/…`` metrics for
+``metrics.jsonl``. ``interface_audit`` computes the Table-5-style audit row
+(atoms per task, reconstruction %, mutation %, eligibility pass %, proof
+coverage %, abstain %) over any list of traces — expert, random or policy
+rollouts — and ``format_audit_table`` prints rows as Markdown.
+
+Definitions (shares in percent):
+    reconstruction: rollouts with ``F(z̄) = V`` (within ``η_x``);
+    mutation: mutants on which ``F`` and ``V`` agree (100 when a task has none);
+    eligibility pass: non-zero ``A^VICT`` entries satisfying SPEC 4.7;
+    proof coverage: ``Σ p_{i,j} / (Σ 1[δ_{i,j} ≠ 0] + ε)``, ``p_{i,j} = 1`` when a
+        non-zero-marginal atom has a valid proof edge;
+    abstain: rollouts that abstained (``ABSTAIN_REASONS``), per reason too;
+    trigger: rollouts with a non-zero correction; sparsity: steps with one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import torch
+
+from agentcredit.credit.batch import CreditBatch
+from agentcredit.credit.vict.config import VICTConfig
+from agentcredit.credit.vict.correction import eligibility_failures
+from agentcredit.credit.vict.method import (
+    ABSTAIN_REASONS,
+    OUTCOMES,
+    VICT_RULE,
+    VictComputation,
+    compute_credit,
+)
+from agentcredit.verifier.trace import RolloutTrace
+
+_HAS_CORE = ("credited", "zero_marginal", "no_edge", "terminal_only")
+
+
+def interface_shares(traces: Sequence[RolloutTrace], tolerance: float) -> dict[str, float]:
+    """Atoms per task, reconstruction %, mutation % and proof coverage % over ``traces``."""
+    atoms_per_task = {t.task_id: len(t.atom_ids) for t in traces}
+    mutants = [m for t in traces for m in t.mutations]
+    marginal = proven = 0
+    for trace in traces:
+        with_edge = {e.atom_id for e in trace.edges if e.valid and e.weight > 0}
+        for atom_id, delta in zip(trace.atom_ids, trace.delta, strict=True):
+            if delta != 0.0:
+                marginal += 1
+                proven += atom_id in with_edge
+    return {
+        "atoms_per_task": sum(atoms_per_task.values()) / max(len(atoms_per_task), 1),
+        "reconstruction_pct": 100.0 * sum(t.reconstruction_error <= tolerance for t in traces)
+        / max(len(traces), 1),
+        "mutation_pct": 100.0 * sum(m.agrees for m in mutants) / len(mutants) if mutants
+        else 100.0,
+        "mutants_per_rollout": len(mutants) / max(len(traces), 1),
+        "proof_coverage_pct": 100.0 * proven / (marginal + 1e-6) if marginal else 0.0,
+    }
+
+
+def credit_diagnostics(batch: CreditBatch, computation: VictComputation) -> dict[str, float]:
+    """SPEC 4.9's per-update diagnostics as a flat ``vict/…`` float dict."""
+    traces = batch.traces
+    num_rollouts = batch.num_rollouts
+    shares = interface_shares(traces, computation.config.conformance_tolerance)
+    outcomes = Counter(r.outcome for r in computation.rollouts)
+    nonzero = computation.correction != 0  # [S]
+    per_rollout = torch.zeros(num_rollouts, dtype=torch.long, device=nonzero.device)
+    per_rollout.index_add_(0, batch.step_rollout, nonzero.long())  # [B]
+    cores = [len(r.core) for r in computation.rollouts if r.outcome in _HAS_CORE]
+    searched = sum(r.outcome in _HAS_CORE + ("budget", "empty_core")
+                   for r in computation.rollouts)
+    groups = {}
+    for i, g in enumerate(batch.group_index.tolist()):
+        groups[g] = computation.conforming[i]
+    checked, failures = computation.eligibility_checked, 0
+    if not computation.rule.eligibility:
+        checked, failed = eligibility_failures(
+            computation.vict, batch.step_rollout.tolist(), batch.step_index.tolist(), traces,
+            computation.conforming, [r.core for r in computation.rollouts],
+            [r.delta_hat for r in computation.rollouts])
+        failures = len(failed)
+    out = {f"vict/{k}": v for k, v in shares.items()}
+    out.update({
+        "vict/conforming_task_pct": 100.0 * sum(groups.values()) / len(groups),
+        "vict/eligibility_pass_pct": 100.0 * (checked - failures) / checked if checked else 100.0,
+        "vict/eligibility_checked": float(checked),
+        "vict/abstain_pct": 100.0 * sum(outcomes[r] for r in ABSTAIN_REASONS) / num_rollouts,
+        "vict/trigger_pct": 100.0 * float((per_rollout > 0).double().mean()),
+        "vict/sparsity_pct": 100.0 * float(nonzero.double().mean()),
+        "vict/nonzero_steps_per_rollout": float(per_rollout.double().mean()),
+        "vict/core_size_mean": sum(cores) / len(cores) if cores else 0.0,
+        "vict/core_size_std": _std(cores),
+        "vict/budget_hit_pct": 100.0 * outcomes["budget"] / searched if searched else 0.0,
+        "vict/lambda": computation.lam,
+        "vict/clip_c": computation.clip,
+        "vict/mean_abs_correction": float(computation.correction.double().abs().mean()),
+        "vict/credit_ms": computation.wall_ms,
+    })
+    for outcome in OUTCOMES:
+        key = "abstain" if outcome in ABSTAIN_REASONS else "outcome"
+        out[f"vict/{key}/{outcome}_pct"] = 100.0 * outcomes[outcome] / num_rollouts
+    return out
+
+
+def _std(values: Sequence[float]) -> float:
+    if not values:
+        return 0.0
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+# INTERFACE AUDIT
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One row of the interface audit (the VICT paper's Table 5, plus context).
+
+    Attributes:
+        rollouts, tasks: what was audited.
+        atoms_per_task: mean number of atoms per task.
+        reconstruction_pct, mutation_pct: conformance of ``F`` with ``V``.
+        eligibility_pass_pct: non-zero corrections satisfying SPEC 4.7 (must be 100).
+        proof_coverage_pct: non-zero-marginal atoms with a valid proof edge.
+        abstain_pct: rollouts that abstained; ``abstain_by_reason`` ranks the reasons.
+        trigger_pct: rollouts with a non-zero correction.
+    """
+
+    rollouts: int
+    tasks: int
+    atoms_per_task: float
+    reconstruction_pct: float
+    mutation_pct: float
+    eligibility_pass_pct: float
+    proof_coverage_pct: float
+    abstain_pct: float
+    trigger_pct: float
+    abstain_by_reason: tuple[tuple[str, float], ...]
+
+    @property
+    def top_abstention_reason(self) -> str:
+        """The most frequent abstention reason (``"-"`` when none abstained)."""
+        return self.abstain_by_reason[0][0] if self.abstain_by_reason else "-"
+
+
+def interface_audit(traces: Sequence[RolloutTrace], group_ids: Sequence[int] | None = None,
+                    config: VICTConfig | None = None) -> AuditRow:
+    """Audit the verifier interface on ``traces`` (for ``agentcredit audit``).
+
+    The rollouts of one task form a group (``group_ids`` overrides that); each
+    rollout's reward is its verifier score ``V`` at its last step, and VICT runs
+    with ``config`` (defaults) to measure eligibility, coverage and abstention.
+    """
+    traces = list(traces)
+    if not traces:
+        raise ValueError("interface_audit needs at least one trace")
+    empty = [i for i, t in enumerate(traces) if t.num_steps == 0]
+    if empty:
+        raise ValueError(f"traces {empty[:5]} have no steps; audit rollouts with at least one")
+    if group_ids is None:
+        first: dict[str, int] = {}
+        group_ids = [first.setdefault(t.task_id, len(first)) for t in traces]
+    config = config or VICTConfig()
+    rewards = [[0.0] * (t.num_steps - 1) + [t.v_score] for t in traces]
+    batch = CreditBatch.from_lists(rewards, list(group_ids), traces=traces,
+                                   dtype=torch.float64)
+    computation = compute_credit(batch, config, replace(VICT_RULE, eligibility=False))
+    diagnostics = credit_diagnostics(batch, computation)
+    reasons = sorted(((r, diagnostics[f"vict/abstain/{r}_pct"]) for r in ABSTAIN_REASONS
+                      if diagnostics[f"vict/abstain/{r}_pct"] > 0), key=lambda x: -x[1])
+    return AuditRow(
+        rollouts=len(traces), tasks=len({t.task_id for t in traces}),
+        atoms_per_task=diagnostics["vict/atoms_per_task"],
+        reconstruction_pct=diagnostics["vict/reconstruction_pct"],
+        mutation_pct=diagnostics["vict/mutation_pct"],
+        eligibility_pass_pct=diagnostics["vict/eligibility_pass_pct"],
+        proof_coverage_pct=diagnostics["vict/proof_coverage_pct"],
+        abstain_pct=diagnostics["vict/abstain_pct"], trigger_pct=diagnostics["vict/trigger_pct"],
+        abstain_by_reason=tuple(reasons))
+
+
+def format_audit_table(rows: Mapping[str, AuditRow]) -> str:
+    """Markdown table of audit rows keyed by their label (``expert``, ``random``, ``policy``)."""
+    head = ("| rollouts | n | atoms/task | recon. % | mutation % | elig. pass % | proof cov. % "
+            "| abstain % | top abstention reason |")
+    lines = [head, "|" + " --- |" * 9]
+    for label, row in rows.items():
+        lines.append(f"| {label} | {row.rollouts} | {row.atoms_per_task:.1f} | "
+                     f"{row.reconstruction_pct:.1f} | {row.mutation_pct:.1f} | "
+                     f"{row.eligibility_pass_pct:.1f} | {row.proof_coverage_pct:.1f} | "
+                     f"{row.abstain_pct:.1f} | {row.top_abstention_reason} |")
+    return "\n".join(lines)

@@ -1,0 +1,223 @@
+"""A partially-observable demonstrator for ALFWorld: search, then act on what was seen.
+
+The planner's plan (``AlfWorldEnv.expert``) is computed on the full PDDL state,
+so its first move goes straight to the receptacle that hides the target, which
+nothing in the agent's observation reveals. A policy cloned from it learns to
+guess. ``demonstrate`` plays the game knowing only what the agent knows:
+
+- the room (the receptacles the first observation lists, in the order of the
+  admissible ``go to`` actions), the task's types (target, goal receptacle,
+  appliance, lamp) and which receptacle types can hold which object types
+  (the game's ``receptacletype`` and ``cancontain`` facts: common sense the
+  agent learns across games);
+- objects only once an observation names them.
+
+It searches the receptacles that can hold what it needs, in list order, going
+to each and opening it when closed, never searching one twice (so it never
+visits a receptacle twice before the target is seen). Receptacles of the goal
+type are searched last, since a target already in place would make a trivial
+game. Once an instance is seen it is taken; then the appliance (clean / heat /
+cool: the first of its type in list order), then the first goal receptacle
+(opened when the move needs it). Look tasks then search for the lamp (or go
+back to where one was seen) and switch it on; pick-two goes back to a second
+instance it has seen, or resumes the search where it stopped.
+
+Every action is chosen among the admissible ones, so a demonstration is a
+valid episode; ``demonstrate`` returns None when the rules do not win the game
+within ``max_steps`` (the caller then falls back to the planner).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from agentcredit.envs.alfworld.tasks import TRANSFORMS
+from agentcredit.envs.alfworld.verifier import read_game_facts
+from agentcredit.envs.base import Task
+
+#: the command verb of each transformation task.
+_VERBS = {"pick_clean_then_place": "clean", "pick_heat_then_place": "heat",
+          "pick_cool_then_place": "cool"}
+_FACT = re.compile(r"^(\w+)\((.+)\)$")
+
+
+@dataclass
+class _Knowledge:
+    """What the agent may know before it looks anywhere, and what it has seen since."""
+
+    order: list[str]
+    """Receptacles in the order of the first observation's ``go to`` actions."""
+    rtype: dict[str, str]
+    """Receptacle -> its type (``drawertype``)."""
+    can_hold: set[tuple[str, str]]
+    """(receptacle type, object type) pairs of the game's ``cancontain`` facts."""
+    targets: tuple[str, ...]
+    """Instances of the target type (recognised when an observation names them)."""
+    lamps: tuple[str, ...]
+    """Instances of the lamp type (look tasks)."""
+    goal_type: str | None
+    """Type of the receptacles the target goes to (None for look tasks)."""
+    appliance_type: str | None
+    """Type of the clean / heat / cool appliance (None for other tasks)."""
+    location: str | None = None
+    """The receptacle last gone to (None in the middle of the room)."""
+    searched: set[str] = field(default_factory=set)
+    """Receptacles whose contents an observation has shown."""
+    seen: dict[str, str] = field(default_factory=dict)
+    """Target or lamp instance -> receptacle an observation last showed it in."""
+    holding: str | None = None
+    """The object in hand."""
+    placed: set[str] = field(default_factory=set)
+    """Targets moved to a goal receptacle."""
+    transformed: bool = False
+    """The held target has been cleaned / heated / cooled."""
+
+
+def _parse_facts(snapshot) -> dict[str, list[tuple[str, ...]]]:
+    facts: dict[str, list[tuple[str, ...]]] = {}
+    for text in snapshot:
+        match = _FACT.match(text)
+        if match:
+            facts.setdefault(match[1], []).append(tuple(a.strip() for a in match[2].split(",")))
+    return facts
+
+
+def _knowledge(task: Task, snapshot, pddl_problem: str, admissible) -> _Knowledge:
+    facts = _parse_facts(snapshot)
+    game = read_game_facts(task.task_type, pddl_problem)
+    rtype = {r: t for r, t in facts.get("receptacletype", [])}
+    goal_types = {rtype[r] for r in game.goal_receptacles if r in rtype}
+    appliance = TRANSFORMS.get(task.task_type, (None, None))[0]
+    return _Knowledge(
+        order=[a.removeprefix("go to ") for a in admissible if a.startswith("go to ")],
+        rtype=rtype, can_hold={(r, o) for r, o in facts.get("cancontain", [])},
+        targets=game.targets, lamps=game.lamps,
+        goal_type=min(goal_types) if goal_types else None,
+        appliance_type=f"{appliance.lower()}type" if appliance else None)
+
+
+def _mentioned(name: str, text: str) -> bool:
+    return re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text) is not None
+
+
+def _first_of_type(k: _Knowledge, rtype: str | None) -> str | None:
+    return next((r for r in k.order if k.rtype.get(r) == rtype), None)
+
+
+def _here(k: _Knowledge, receptacle: str, admissible: set[str]) -> bool:
+    """At ``receptacle``: went there, or it shares the location (its ``go to`` is missing)."""
+    return k.location is not None and (
+        k.location == receptacle or f"go to {receptacle}" not in admissible)
+
+
+def _go_or(k: _Knowledge, receptacle: str, admissible: set[str], *commands: str) -> str | None:
+    """Go to ``receptacle``; once there, the first admissible of ``commands``, else open it."""
+    if not _here(k, receptacle, admissible):
+        return f"go to {receptacle}"
+    for command in commands:
+        if command in admissible:
+            return command
+    return f"open {receptacle}" if f"open {receptacle}" in admissible else None
+
+
+def _search(k: _Knowledge, otype: str | None, admissible: set[str]) -> str | None:
+    """The next search move for an object of ``otype``: open here, or go to the next holder."""
+    holders = [r for r in k.order
+               if r not in k.searched and (k.rtype.get(r), otype) in k.can_hold]
+    holders.sort(key=lambda r: k.rtype.get(r) == k.goal_type)  # stable: list order within
+    if not holders:  # the type facts missed it: search everything left
+        holders = [r for r in k.order if r not in k.searched]
+    if not holders:
+        return None
+    if not _here(k, holders[0], admissible):
+        return f"go to {holders[0]}"
+    # a closed one is opened; a co-located one (its contents not shown on arrival) examined
+    return f"open {holders[0]}" if f"open {holders[0]}" in admissible else f"examine {holders[0]}"
+
+
+def _fetch(k: _Knowledge, names: tuple[str, ...], otype: str | None,
+           admissible: set[str]) -> str | None:
+    """Take a seen instance of ``names`` (going back to it if needed), else search on."""
+    for name in names:
+        where = k.seen.get(name)
+        if where is not None and name not in k.placed:
+            return _go_or(k, where, admissible, f"take {name} from {where}")
+    return _search(k, otype, admissible)
+
+
+def _next_action(k: _Knowledge, task_type: str, types: dict[str, str],
+                 admissible: set[str]) -> str | None:
+    target_type = types.get(k.targets[0]) if k.targets else None
+    if task_type == "look_at_obj_in_light":
+        if k.holding is None:
+            return _fetch(k, k.targets, target_type, admissible)
+        for lamp in k.lamps:
+            if lamp in k.seen:
+                return _go_or(k, k.seen[lamp], admissible, f"use {lamp}")
+        return _search(k, types.get(k.lamps[0]) if k.lamps else None, admissible)
+    if k.holding is None:
+        return _fetch(k, k.targets, target_type, admissible)
+    if task_type in _VERBS and not k.transformed:
+        appliance = _first_of_type(k, k.appliance_type)
+        if appliance is None:
+            return None
+        return _go_or(k, appliance, admissible,
+                      f"{_VERBS[task_type]} {k.holding} with {appliance}")
+    goal = _first_of_type(k, k.goal_type)
+    return None if goal is None else _go_or(k, goal, admissible, f"move {k.holding} to {goal}")
+
+
+def _observe(k: _Knowledge, action: str, text: str, admissible: set[str]) -> None:
+    """Update what the agent knows after ``action`` produced ``text``."""
+    verb, _, rest = action.partition(" ")
+    if verb == "take":
+        k.holding = rest.split(" from ")[0]
+        k.seen.pop(k.holding, None)
+        return
+    if verb == "move":
+        k.placed.add(k.holding)
+        k.holding = None
+        return
+    if verb in _VERBS.values():
+        k.transformed = True
+        return
+    if action.startswith("go to "):
+        shown = k.location = action.removeprefix("go to ")
+        if f"open {shown}" in admissible:  # closed: its contents are not shown yet
+            return
+    elif verb in ("open", "examine"):
+        shown = rest
+    else:
+        return
+    k.searched.add(shown)
+    for name in k.targets + k.lamps:
+        if name != k.holding and name not in k.placed and _mentioned(name, text):
+            k.seen[name] = shown
+
+
+def demonstrate(env, task: Task, max_steps: int = 60) -> list[str] | None:
+    """Play ``task`` in ``env`` (an ``AlfWorldEnv``) with the search demonstrator.
+
+    Resets ``env`` and leaves it in the final state. Returns the actions of a
+    won episode, or None when the rules get stuck or exceed ``max_steps``.
+    """
+    from agentcredit.envs.alfworld.engine import read_game_file
+
+    obs = env.reset(task)
+    snapshot = env.snapshot()
+    problem = read_game_file(task.payload["game_file"])["pddl_problem"]
+    k = _knowledge(task, snapshot, problem, obs.admissible_actions)
+    types = dict(_parse_facts(snapshot).get("objecttype", []))
+    actions: list[str] = []
+    for _ in range(max_steps):
+        admissible = set(obs.admissible_actions)
+        action = _next_action(k, task.task_type, types, admissible)
+        if action is None or action not in admissible:
+            return None
+        obs, _, _, info = env.step(action)
+        actions.append(action)
+        if info.won:
+            return actions
+        _observe(k, action, obs.text, set(obs.admissible_actions))
+    return None

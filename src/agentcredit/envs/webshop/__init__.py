@@ -1,0 +1,21 @@
+"""WebShop: its page flow, action space and reward over a generated catalog in its product
+schema (issue 6); official product and goal files load through ``official``.
+
+    from agentcredit.envs.webshop import WebShopEnv, WebShopConfig, build_tasks
+
+    tasks = build_tasks("train", WebShopConfig(num_products=1000, seed=0))
+    env = WebShopEnv()
+    obs = env.reset(tasks[0])
+    obs, reward, done, info = env.step("search[green tea bags]")
+
+Modules: ``taxonomy`` (what is sold), ``catalog`` (products, generator),
+``goals`` (goals, phrasing, splits), ``tasks`` (tasks by split), ``search``
+(BM25), ``shop`` (catalog + index per spec), ``pages`` (page text), ``engine``
+(the environment), ``reward`` (the formula), ``snapshot`` (state and ``V``),
+``expert``, ``verifier`` (VICT atoms), ``official`` (WebShop's files).
+"""
+
+from agentcredit.envs.webshop.engine import WebShopEnv
+from agentcredit.envs.webshop.tasks import SPLITS, WebShopConfig, build_tasks
+
+__all__ = ["SPLITS", "WebShopConfig", "WebShopEnv", "build_tasks"]

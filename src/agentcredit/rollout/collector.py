@@ -1,0 +1,256 @@
+"""The multi-turn rollout collector and the tensorisation of its steps (DESIGN.md "rollout/").
+
+``RolloutCollector.collect`` runs ``group_size`` rollouts of every task, one
+environment instance per rollout, for at most ``max_steps`` steps. At every
+step it builds the prompt of each still-running rollout, samples all responses
+in one batched ``Policy.generate`` call, parses the actions and steps the
+environments. Rewards follow SPEC 2: the invalid-action penalty at the step
+that produced it, the outcome ``outcome_reward · 1[won]`` at the last step.
+
+Training samples (design decision): a step's sample is the prompt it was
+sampled from followed by its response; ``tensorize_steps`` pads them into
+``[S, L]`` tensors whose ``loss_mask`` covers response tokens only, so every
+policy token is trained once and prompt, padding and environment text never.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from agentcredit.credit.batch import CreditBatch
+from agentcredit.envs.base import Environment, Task
+from agentcredit.rollout.actions import parse_action
+from agentcredit.rollout.policy import Policy
+from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
+from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.skills.prefix import SkillSplicer
+from agentcredit.skills.provider import SkillProvider
+
+
+@dataclass(frozen=True)
+class CollectorConfig:
+    """How rollouts are run.
+
+    Attributes:
+        max_steps: step limit per rollout (SPEC 6: ALFWorld 50).
+        max_new_tokens: response length limit per step.
+        invalid_penalty: reward added at a step whose action is unparsable or
+            not admissible (SPEC 2: −0.1 for ALFWorld).
+        outcome_reward: scale of the outcome reward at an episode's last step (SPEC 2: 10).
+        outcome_signal: ``won`` (the scale times 1[won]) or ``score`` (times the
+            environment's reward at the last step, in [0, 1]).
+        record_snapshots: store the environment's state snapshot after every step.
+        prompt: how prompts are built.
+    """
+
+    max_steps: int = 50
+    max_new_tokens: int = 24
+    invalid_penalty: float = -0.1
+    outcome_reward: float = 10.0
+    outcome_signal: str = "won"
+    record_snapshots: bool = True
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+
+
+@dataclass
+class _Running:
+    """A rollout in progress."""
+
+    trajectory: Trajectory
+    env: Environment
+    observation: str
+    admissible: tuple[str, ...]
+    history: list[tuple[str, str]] = field(default_factory=list)
+    done: bool = False
+
+
+class RolloutCollector:
+    """Runs groups of rollouts; keeps its environment instances between calls.
+
+    Args:
+        policy: samples the responses.
+        make_env: builds one environment instance; instances are reused across
+            calls (rollout ``k`` of a call always uses instance ``k``), so an
+            environment's per-instance caches (ALFWorld's loaded games) help.
+        config: limits, rewards and prompt options.
+    """
+
+    def __init__(self, policy: Policy, make_env: Callable[[], Environment],
+                 config: CollectorConfig):
+        self.policy = policy
+        self.make_env = make_env
+        self.config = config
+        self._envs: list[Environment] = []
+        self._splicer: SkillSplicer | None = None
+
+    def _env(self, index: int) -> Environment:
+        while len(self._envs) <= index:
+            self._envs.append(self.make_env())
+        return self._envs[index]
+
+    def collect(
+        self,
+        tasks: Sequence[Task],
+        group_size: int,
+        *,
+        temperature: float,
+        generator: torch.Generator,
+        first_group_id: int = 0,
+        skills: SkillProvider | None = None,
+    ) -> list[Trajectory]:
+        """``group_size`` rollouts of each task; task ``k``'s group id is ``first_group_id + k``.
+
+        ``skills``: only for the baselines that show skills to the acting policy
+        (``skill_prompt``, ``skill_grpo``, ``skill_grpo*``, SPEC 5.6): every prompt then
+        carries its task's skill prefix (``SkillSplicer``), and so do the recorded
+        ``prompt_ids`` the policy is trained on. ``None`` (the default) never shows a skill.
+
+        Returns the trajectories grouped by task, in task order; each has at least one step.
+        """
+        cfg = self.config
+        running: list[_Running] = []
+        for k, task in enumerate(tasks):
+            for _ in range(group_size):
+                env = self._env(len(running))
+                obs = env.reset(task)
+                trajectory = Trajectory(task=task, group_id=first_group_id + k,
+                                        initial_snapshot=(env.snapshot() if cfg.record_snapshots
+                                                          else None))
+                running.append(_Running(trajectory, env, obs.text, obs.admissible_actions))
+
+        tokenizer = self.policy.tokenizer
+        if skills is not None and self._splicer is None:
+            self._splicer = SkillSplicer(tokenizer)
+        for t in range(cfg.max_steps):
+            active = [r for r in running if not r.done]
+            if not active:
+                break
+            prompts = [build_prompt_ids(tokenizer, r.trajectory.task.instruction, r.history,
+                                        r.observation, r.admissible, cfg.prompt) for r in active]
+            if skills is not None:
+                prompts = [self._splicer.privileged_prompt_ids(
+                    ids, skills.skill_text(r.trajectory.task))
+                    for r, ids in zip(active, prompts, strict=True)]
+            generations = self.policy.generate(prompts, temperature=temperature,
+                                               max_new_tokens=cfg.max_new_tokens,
+                                               generator=generator)
+            last_step = t == cfg.max_steps - 1
+            for r, prompt_ids, gen in zip(active, prompts, generations, strict=True):
+                action = parse_action(gen.text, cfg.prompt.action_format)
+                # an unparsable response is still sent: the environment answers it, not us
+                obs, env_reward, done, info = r.env.step(gen.text if action is None else action)
+                valid = action is not None and info.valid
+                reward = 0.0 if valid else cfg.invalid_penalty
+                ends = done or last_step
+                if ends:
+                    r.trajectory.final_observation = obs.text
+                    r.trajectory.won = info.won
+                    signal = float(info.won) if cfg.outcome_signal == "won" else env_reward
+                    r.trajectory.outcome_reward = cfg.outcome_reward * signal
+                    r.trajectory.truncated = not done
+                    reward += r.trajectory.outcome_reward
+                r.trajectory.steps.append(Step(
+                    observation=r.observation,
+                    response=gen.text,
+                    action=action,
+                    valid=valid,
+                    reward=reward,
+                    anchor_key=r.observation,
+                    snapshot=r.env.snapshot() if cfg.record_snapshots else {},
+                    prompt_ids=list(prompt_ids),
+                    response_ids=gen.token_ids,
+                    sampling_logprobs=gen.logprobs,
+                    env_reward=env_reward,
+                ))
+                r.history.append((r.observation, gen.text.strip() if action is None else action))
+                r.observation, r.admissible, r.done = obs.text, obs.admissible_actions, ends
+        return [r.trajectory for r in running]
+
+
+# TENSORISATION
+
+
+@dataclass
+class StepTensors:
+    """The steps of a batch of trajectories as padded training samples, ``S`` rows.
+
+    Row ``s`` is ``prompt_ids + response_ids`` of flat step ``s`` (rollout 0's
+    steps first, in time order, then rollout 1's, …: the order of ``CreditBatch``),
+    right-padded to ``L``.
+
+    Attributes:
+        input_ids: ``[S, L]`` int64.
+        attention_mask: ``[S, L]`` int64, 1 on real tokens.
+        loss_mask: ``[S, L]`` bool, True exactly on response tokens.
+        sampling_logprobs: ``[S, L]`` float32, the sampling log-prob of each
+            response token at its position, 0 elsewhere.
+        step_rollout: ``[S]`` int64, the trajectory each row belongs to.
+    """
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    loss_mask: Tensor
+    sampling_logprobs: Tensor
+    step_rollout: Tensor
+
+    @property
+    def num_tokens(self) -> int:
+        """Number of real (unpadded) tokens."""
+        return int(self.attention_mask.sum())
+
+    @property
+    def num_response_tokens(self) -> int:
+        """Number of trained (response) tokens ``|V|``."""
+        return int(self.loss_mask.sum())
+
+
+def tensorize_steps(trajectories: Sequence[Trajectory], pad_id: int) -> StepTensors:
+    """Pad every step's ``prompt + response`` into ``[S, L]`` tensors (see ``StepTensors``)."""
+    steps = [(i, step) for i, traj in enumerate(trajectories) for step in traj.steps]
+    if not steps:
+        raise ValueError("tensorize_steps got no steps; every trajectory needs at least one")
+    length = max(len(s.prompt_ids) + len(s.response_ids) for _, s in steps)
+    num = len(steps)
+    input_ids = torch.full((num, length), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((num, length), dtype=torch.long)
+    loss_mask = torch.zeros((num, length), dtype=torch.bool)
+    logprobs = torch.zeros((num, length), dtype=torch.float32)
+    for row, (_, step) in enumerate(steps):
+        p, n = len(step.prompt_ids), len(step.response_ids)
+        input_ids[row, :p + n] = torch.tensor(step.prompt_ids + step.response_ids)
+        attention_mask[row, :p + n] = 1
+        loss_mask[row, p:p + n] = True
+        logprobs[row, p:p + n] = torch.tensor(step.sampling_logprobs, dtype=torch.float32)
+    return StepTensors(input_ids, attention_mask, loss_mask, logprobs,
+                       torch.tensor([i for i, _ in steps], dtype=torch.long))
+
+
+def trim_padding(input_ids: Tensor, attention_mask: Tensor, *others: Tensor) -> tuple[Tensor, ...]:
+    """Drop the columns that are padding in every row of right-padded ``[b, L]`` rows.
+
+    Applied to a micro-batch of ``StepTensors`` rows (and any aligned ``[b, L]``
+    tensors in ``others``) so a forward pass never runs over all-padding columns.
+    """
+    length = int(attention_mask.sum(1).max())
+    return (input_ids[:, :length], attention_mask[:, :length],
+            *(t[:, :length] for t in others))
+
+
+def broadcast_to_tokens(step_values: Tensor, loss_mask: Tensor) -> Tensor:
+    """Broadcast a per-step value ``[S]`` to the step's response tokens: ``[S, L]``, 0 elsewhere."""
+    return step_values[:, None].to(torch.float32) * loss_mask.to(torch.float32)
+
+
+def credit_batch(trajectories: Sequence[Trajectory], traces=None) -> CreditBatch:
+    """The ``CreditBatch`` of the trajectories: group ids, per-step rewards, anchor keys,
+    and, for VICT, one ``RolloutTrace`` per trajectory (``train.verifier_traces``)."""
+    return CreditBatch.from_lists(
+        step_rewards=[[s.reward for s in t.steps] for t in trajectories],
+        group_ids=[t.group_id for t in trajectories],
+        anchor_keys=[[s.anchor_key for s in t.steps] for t in trajectories],
+        traces=traces,
+    )

@@ -1,0 +1,587 @@
+"""The run configuration: dataclasses with a one-line doc per field, loaded from YAML + overrides.
+
+A run is one ``TrainConfig``. ``load_config(path, overrides)`` reads a YAML
+file (the packaged embedded default when ``path`` is None), applies
+``key=value`` overrides with dotted keys (``rollout.group_size=4``,
+``credit.estimator=gigpo``; ``model=DIR`` is short for ``model.name=DIR``;
+``method=NAME`` is short for a method's settings, see ``METHODS``), and
+validates everything once. Every problem raises ``ConfigError`` whose
+message is one line naming the key, the bad value and what is allowed (an
+unknown key suggests the closest known one).
+
+Dataclass defaults are the SPEC's (section 1 and 6) where it defines them;
+``configs/embedded.yaml`` shrinks them for the laptop run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import yaml
+
+from agentcredit.envs.alfworld.generator import GeneratorConfig
+from agentcredit.envs.webshop.tasks import WebShopConfig
+from agentcredit.train.tiny_model import TinyModelConfig
+
+EMBEDDED_CONFIG = "embedded.yaml"
+
+
+class ConfigError(ValueError):
+    """A bad configuration; the message is one line that says what to change."""
+
+
+@dataclass
+class RunConfig:
+    """Where the run lives, how long it runs, how it is seeded."""
+
+    name: str = "embedded"
+    """Run directory name, created under ``output_dir``."""
+    output_dir: str = "runs"
+    """Parent folder of run directories."""
+    seed: int = 0
+    """Seed of every random stream (task sampling, sampling, SFT order, initialisation)."""
+    updates: int = 100
+    """Number of RL updates (collect → score → credit → PPO step)."""
+    eval_every: int = 10
+    """Evaluate every this many updates (and always after the last); 0 = only at start and end."""
+    eval_at_start: bool = True
+    """Evaluate before the first update (the RL starting success)."""
+    checkpoint_every: int = 10
+    """Checkpoint every this many updates (and always after the last)."""
+    keep_checkpoints: int = 2
+    """Most recent checkpoints kept on disk; older ones are deleted."""
+    device: str = "cpu"
+    """Torch device of the policy and reference models (``cpu``, ``cuda``, ``cuda:1``)."""
+    threads: int = 0
+    """Torch CPU threads; 0 leaves torch's default."""
+    progress: bool = True
+    """Show a tqdm progress bar."""
+
+    _limits: ClassVar[dict[str, tuple]] = {"updates": (0, None), "eval_every": (0, None), "checkpoint_every": (1, None),
+               "keep_checkpoints": (1, None), "threads": (0, None)}
+
+
+@dataclass
+class ModelConfig:
+    """Which policy to train."""
+
+    name: str = "embedded"
+    """``embedded`` bootstraps the tiny model on environment text; else a hub id or a local checkpoint directory."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Parameter dtype (``bfloat16`` for real checkpoints on GPU)."""
+    tokenizer_games_per_type: int = 0
+    """Train games per task type whose expert replays train the embedded tokenizer; 0 = all train games."""
+    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+    """Size and seed of the embedded tiny model (ignored for other models)."""
+
+    _limits: ClassVar[dict[str, tuple]] = {"tokenizer_games_per_type": (0, None)}
+
+
+@dataclass
+class SFTConfig:
+    """Behaviour cloning on expert trajectories of the train split (the warm start)."""
+
+    enabled: bool = True
+    """Run the SFT warm start before RL (skipped when resuming)."""
+    epochs: float = 3.0
+    """Passes over the expert steps; fractional values stop part-way."""
+    lr: float = 1e-3
+    """AdamW learning rate."""
+    batch_size: int = 32
+    """Expert steps per optimiser step."""
+    micro_batch_size: int = 16
+    """Steps per forward/backward (gradient accumulation inside a batch)."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    grad_clip: float = 1.0
+    """Global gradient-norm clip."""
+    recovery: float = 0.0
+    """Fraction of expert steps also trained from just after a wrong, inadmissible action (``sft.demonstration_steps``)."""
+    skill_share: float = 0.0
+    """Share of demonstrations also trained as a copy with the task's skill prefix in every prompt
+    (issue 5 item 6, ``skills.with_skill_prompts``). Only for the embedded tiny model, which has
+    never seen skill text: this teaches it to tolerate and read the prefix so ADRS's teacher
+    branch is a working policy; it cannot teach procedures the expert never needed, so expect a
+    small ``eval/probe_gap``. Real instruction-tuned checkpoints need no such step (keep 0).
+    Set it alike for every method of a comparison: it changes the shared SFT start."""
+
+    _limits: ClassVar[dict[str, tuple]] = {"epochs": (0.0, None), "lr": (0.0, None), "batch_size": (1, None),
+               "micro_batch_size": (1, None), "weight_decay": (0.0, None),
+               "grad_clip": (0.0, None), "recovery": (0.0, 1.0), "skill_share": (0.0, 1.0)}
+
+
+@dataclass
+class RolloutConfig:
+    """How rollouts are collected (SPEC 0, 2, 6)."""
+
+    group_size: int = 8
+    """``N``, rollouts per task; they form one group (SPEC 6: 8)."""
+    tasks_per_update: int = 16
+    """Task groups collected per update (SPEC 6: 16)."""
+    max_steps: int = 50
+    """Step limit per episode (SPEC 6: ALFWorld 50)."""
+    temperature: float = 1.0
+    """Sampling temperature of training rollouts (SPEC 6: 1.0)."""
+    max_new_tokens: int = 24
+    """Response length limit per step."""
+    history_window: int = 2
+    """Past (observation, action) pairs shown in the prompt."""
+    action_format: Literal["bare", "tagged"] = "bare"
+    """``bare``: the response is the action (tiny model); ``tagged``: ``<think>`` + ``<action>`` (LLMs)."""
+    max_prompt_tokens: int = 1536
+    """Prompt length cap; the oldest history pairs are dropped to fit."""
+    invalid_penalty: float = -0.1
+    """Reward at a step whose action is unparsable or not admissible (SPEC 2: −0.1)."""
+    outcome_reward: float = 10.0
+    """Scale of the outcome reward at an episode's last step (SPEC 2: 10·1[won])."""
+    outcome_signal: Literal["won", "score"] = "won"
+    """What the scale multiplies: ``won`` (1[success]) or ``score`` (the environment's final
+    reward in [0, 1]; SPEC 2's normalised WebShop score for VICT-style runs)."""
+    record_snapshots: bool = True
+    """Store the environment state snapshot after every step (VICT reads it)."""
+    generation_batch_size: int = 64
+    """Prompts sampled in one batched forward pass."""
+    skills: bool = False
+    """Show the task's skill text in training rollout prompts (the ``skill_grpo`` and
+    ``skill_grpo*`` baselines, SPEC 5.6); the prefix comes on top of ``max_prompt_tokens``."""
+
+    _limits: ClassVar[dict[str, tuple]] = {"group_size": (1, None), "tasks_per_update": (1, None), "max_steps": (1, None),
+               "temperature": (0.0, None), "max_new_tokens": (1, None),
+               "history_window": (0, None), "max_prompt_tokens": (16, None),
+               "invalid_penalty": (None, 0.0), "generation_batch_size": (1, None)}
+
+
+@dataclass
+class OptimConfig:
+    """The PPO update (SPEC 1)."""
+
+    lr: float = 1e-6
+    """AdamW learning rate (SPEC 1: 1e-6 for real checkpoints; the tiny model needs more)."""
+    weight_decay: float = 0.01
+    """AdamW weight decay (SPEC 1: 0.01)."""
+    grad_clip: float = 1.0
+    """Global gradient-norm clip (SPEC 1: 1.0)."""
+    clip_low: float = 0.2
+    """``ε_lo``: the ratio is clipped below at ``1 − ε_lo`` (SPEC 1: 0.2)."""
+    clip_high: float = 0.2
+    """``ε_hi``: the ratio is clipped above at ``1 + ε_hi`` (SPEC 1: 0.2; ADRS 0.28)."""
+    kl_coef: float = 0.01
+    """``β_KL``, weight of the k3 KL to the frozen reference (SPEC 1: 0.01); 0 loads no reference."""
+    mini_batches: int = 1
+    """Optimiser steps per update; the steps are shuffled and split evenly (one epoch)."""
+    micro_batch_size: int = 8
+    """Step samples per forward/backward pass (gradient accumulation)."""
+    score_micro_batch_size: int = 16
+    """Step samples per forward pass when scoring old, reference and ADRS teacher log-probs."""
+    aux_loss: Literal["none", "opsd", "sdar"] = "none"
+    """Auxiliary self-distillation loss added to the PPO loss (SPEC 5.6): ``opsd`` pulls the
+    policy toward the privileged teacher ``ℓ^T`` on sampled tokens; ``sdar`` gates each token by
+    ``sigmoid(τ(ℓ^T − ℓ^b))`` (``credit/self_distillation.py``). Needs the teacher pass."""
+    aux_coef: float = 0.1
+    """``β``, the weight of ``aux_loss`` (SPEC 5.6 [choice]: 0.1)."""
+
+    _limits: ClassVar[dict[str, tuple]] = {"lr": (0.0, None), "weight_decay": (0.0, None), "grad_clip": (0.0, None),
+               "clip_low": (0.0, 0.999), "clip_high": (0.0, None), "kl_coef": (0.0, None),
+               "mini_batches": (1, None), "micro_batch_size": (1, None),
+               "score_micro_batch_size": (1, None), "aux_coef": (0.0, None)}
+
+
+@dataclass
+class CreditConfig:
+    """Which advantage estimator turns rewards into per-step advantages (SPEC 3)."""
+
+    estimator: str = "grpo"
+    """Name in the credit registry (``grpo``, ``rloo``, ``gigpo``, ``vict``, ``adrs``, …);
+    ``adrs`` adds the privileged teacher pass (SPEC 5) and trains on its token advantages."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Fields of the estimator's config dataclass (``credit.options.mode=mean_norm``); unset = SPEC defaults."""
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation on ``valid_seen`` and ``valid_unseen``."""
+
+    temperature: float = 0.4
+    """Sampling temperature at evaluation (SPEC 6: 0.4)."""
+    skills: bool = False
+    """Show the task's skill text in evaluation prompts (the ``skill_prompt`` and
+    ``skill_grpo*`` baselines, SPEC 5.6); every other method is evaluated without skills."""
+    probes: int = 4
+    """Runs that use skills log the ADRS token gap ``eval/probe_gap/{action,object,other}``
+    (mean ``ℓ^T − ℓ^b``, SPEC 5.5) at every evaluation on this many fixed probe trajectories:
+    the expert demonstrations of the first task of each task type of the first validation
+    split; 0 = off."""
+    splits: list[str] = field(default_factory=list)
+    """Splits evaluated (empty: the environment's own validation splits, ALFWorld
+    ``valid_seen`` and ``valid_unseen``, WebShop ``valid``); success is reported per split,
+    overall and per task type."""
+
+    _limits: ClassVar[dict[str, tuple]] = {"temperature": (0.0, None), "probes": (0, None)}
+
+
+@dataclass
+class SkillsConfig:
+    """The privileged skill texts of ADRS and its baselines (SPEC 5.1, ``skills/``)."""
+
+    root: str = ""
+    """Folder with ``<env>/guide.md`` and one ``<env>/<task_type>.md`` per task type; empty =
+    the packaged texts (ALFWorld, WebShop). The embedded tokenizer is also fitted on them."""
+    reuse_prefix: bool = True
+    """Teacher pass: compute each task's shared ``system + skill`` prefix once and reuse its KV
+    cache (``train/teacher.py``); needs full attention in every layer."""
+
+
+@dataclass
+class EnvConfig:
+    """The environment and its task sets."""
+
+    name: str = "alfworld"
+    """Environment suite (``alfworld`` or ``webshop``)."""
+    train_games_per_type: int = 20
+    """Generated train games per task type (6 types)."""
+    valid_games_per_type: int = 4
+    """Generated games per task type in each validation split."""
+    cache_dir: str = ".cache/agentcredit/alfworld"
+    """Where generated games are cached (shared between runs)."""
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    """ALFWorld: how games are sampled (room size, distractors, plan length)."""
+    webshop: WebShopConfig = field(default_factory=WebShopConfig)
+    """WebShop: the generated catalog and goals (``train``/``valid``/``test`` goals)."""
+
+    _limits: ClassVar[dict[str, tuple]] = {"train_games_per_type": (1, None), "valid_games_per_type": (1, None)}
+
+
+@dataclass
+class TrainConfig:
+    """One training run: every section above."""
+
+    run: RunConfig = field(default_factory=RunConfig)
+    """Run directory, length, seeding, device."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """The policy model."""
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    """The SFT warm start."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Rollout collection."""
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    """The PPO update."""
+    credit: CreditConfig = field(default_factory=CreditConfig)
+    """The advantage estimator."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """Evaluation."""
+    skills: SkillsConfig = field(default_factory=SkillsConfig)
+    """Privileged skill texts (ADRS and its baselines)."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Environment and tasks."""
+
+    @property
+    def run_dir(self) -> Path:
+        """``output_dir / name``."""
+        return Path(self.run.output_dir) / self.run.name
+
+    @property
+    def uses_teacher(self) -> bool:
+        """Whether updates run the privileged teacher pass ``ℓ^T`` (ADRS, ``opsd``, ``sdar``)."""
+        return self.credit.estimator == "adrs" or self.optim.aux_loss != "none"
+
+    @property
+    def uses_skills(self) -> bool:
+        """Whether any part of the run reads skill texts (then they must exist for every task)."""
+        return (self.uses_teacher or self.rollout.skills or self.eval.skills
+                or self.sft.skill_share > 0)
+
+
+# METHOD NAMES
+
+_NO_SKILLS = {"rollout.skills": False, "eval.skills": False, "optim.aux_loss": "none"}
+#: ``method=NAME`` is short for these settings (issue 5; SPEC 5.6). Overrides apply in order,
+#: so a method replaces the config file's settings and the overrides before it, and the
+#: overrides after it replace its own (``method=adrs credit.options.backbone=gigpo
+#: credit.options.gate=L3``); a ``method:`` key in a YAML file applies over that file. Every
+#: registered estimator name is a method too: ``{"credit.estimator": NAME}`` plus the
+#: skill-free settings.
+METHODS: dict[str, dict[str, Any]] = {
+    # the untrained (SFT) policy with skills in its evaluation prompts: nothing to train
+    "skill_prompt": {"credit.estimator": "grpo", **_NO_SKILLS, "eval.skills": True,
+                     "run.updates": 0},
+    # GRPO with skills in the rollout prompts; evaluated without (`*`: with) them
+    "skill_grpo": {"credit.estimator": "grpo", **_NO_SKILLS, "rollout.skills": True},
+    "skill_grpo_star": {"credit.estimator": "grpo", **_NO_SKILLS, "rollout.skills": True,
+                        "eval.skills": True},
+    # GRPO plus the auxiliary self-distillation loss toward the privileged teacher
+    "opsd": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "opsd"},
+    "sdar": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "sdar"},
+}
+#: Spellings of the SPEC that are awkward on a command line.
+METHOD_ALIASES = {"skill_grpo*": "skill_grpo_star"}
+
+
+def method_settings(method: str) -> dict[str, Any]:
+    """The dotted settings ``method=NAME`` stands for (``METHODS`` or a registered estimator)."""
+    from agentcredit.credit import estimator_names
+
+    if not isinstance(method, str):
+        raise ConfigError(f"method = {method!r} must be a method name such as adrs or skill_grpo")
+    name = METHOD_ALIASES.get(method, method)
+    if name in METHODS:
+        return dict(METHODS[name])
+    if name in estimator_names():
+        return {"credit.estimator": name, **_NO_SKILLS}
+    known = [*METHODS, *METHOD_ALIASES, *estimator_names()]
+    close = difflib.get_close_matches(str(method), known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"method = {method!r} is not a method name{hint} (known: "
+                      f"{', '.join(known)})")
+
+
+# LOADING
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+                ) -> TrainConfig:
+    """Read ``path`` (the packaged embedded default when None), apply overrides, validate.
+
+    Raises:
+        ConfigError: one line naming the bad key or value and what is allowed.
+    """
+    if path is None:
+        text = (resources.files("agentcredit") / "configs" / EMBEDDED_CONFIG).read_text()
+        source = f"the packaged {EMBEDDED_CONFIG}"
+    else:
+        try:
+            text = Path(path).read_text()
+        except OSError as err:
+            raise ConfigError(f"cannot read config file {str(path)!r}: {err.strerror}") from None
+        source = str(path)
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        first = str(err).splitlines()[0] if str(err) else "parse error"
+        raise ConfigError(f"{source} is not valid YAML ({first})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source} must hold a mapping of sections, got {type(data).__name__}")
+    if "method" in data:  # the file's own method replaces the file's settings
+        _apply_method(data, data.pop("method"))
+    for override in overrides:
+        key, sep, raw = override.partition("=")
+        if sep and key.strip() == "method":
+            _apply_method(data, raw.strip())
+        else:
+            apply_override(data, override)
+    return config_from_dict(data)
+
+
+def _apply_method(data: dict, method: Any) -> None:
+    for key, value in method_settings(method).items():
+        _set_key(data, key, value)
+
+
+def apply_override(data: dict, override: str) -> None:
+    """Set ``a.b.c=value`` in the nested dict ``data``; the value is parsed as YAML."""
+    key, sep, raw = override.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"override {override!r} is not key=value (for example "
+                          "rollout.group_size=4)")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    if "." not in key and _is_section(key) and not isinstance(value, dict):
+        key = f"{key}.name"  # `model=DIR` is short for `model.name=DIR`
+    _set_key(data, key, value)
+
+
+def _set_key(data: dict, key: str, value: Any) -> None:
+    """Set the dotted ``key`` in the nested dict ``data``, creating sections on the way."""
+    parts = key.split(".")
+    node = data
+    for depth, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(f"cannot set {key}: {'.'.join(parts[:depth + 1])} is a value, "
+                              "not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def _is_section(name: str) -> bool:
+    hints = typing.get_type_hints(TrainConfig)
+    return name in hints and dataclasses.is_dataclass(hints[name]) and \
+        "name" in {f.name for f in dataclasses.fields(hints[name])}
+
+
+def config_from_dict(data: dict) -> TrainConfig:
+    """Build and validate a ``TrainConfig`` from nested plain data."""
+    config = _build(TrainConfig, data, "")
+    _check_credit(config.credit)
+    _check_skill_settings(config)
+    return config
+
+
+def config_to_dict(config: TrainConfig) -> dict:
+    """Plain nested data (the content of a run's ``config.yaml``)."""
+    return dataclasses.asdict(config)
+
+
+def save_config(config: TrainConfig, path: Path) -> None:
+    """Write ``config`` as YAML."""
+    path.write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
+
+
+def all_keys(cls: type = TrainConfig, prefix: str = "") -> list[str]:
+    """Every dotted key of ``cls`` (sections and leaves)."""
+    keys = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        keys.append(key)
+        if dataclasses.is_dataclass(hints[f.name]):
+            keys += all_keys(hints[f.name], key + ".")
+    return keys
+
+
+def _unknown_key(key: str) -> ConfigError:
+    close = difflib.get_close_matches(key, all_keys(), n=1, cutoff=0.6)
+    if not close:  # a typo in the section name: compare the leaf names
+        leaf = key.rsplit(".", 1)[-1]
+        close = [k for k in all_keys() if k.rsplit(".", 1)[-1] == leaf][:1]
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"unknown config key {key!r}{hint}")
+
+
+def _build(cls: type, data: Any, prefix: str) -> Any:
+    where = prefix.rstrip(".") or "the config"
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a mapping of keys, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key, value in data.items():
+        if key not in names:
+            while isinstance(value, dict) and len(value) == 1:  # name the leaf the user meant
+                (leaf, value), = value.items()
+                key = f"{key}.{leaf}"
+            raise _unknown_key(f"{prefix}{key}")
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _coerce(hints[name], value, f"{prefix}{name}")
+    try:
+        obj = cls(**kwargs)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"{where}: {str(err).splitlines()[0]}") from None
+    for name, (low, high) in getattr(cls, "_limits", {}).items():
+        value = getattr(obj, name)
+        if (low is not None and value < low) or (high is not None and value > high):
+            allowed = f"[{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+            raise ConfigError(f"{prefix}{name} = {value!r} is out of range; allowed {allowed}")
+    return obj
+
+
+def _coerce(hint: Any, value: Any, key: str) -> Any:
+    """Check ``value`` against the type ``hint`` (ints widen to floats); raise one line if bad."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, key + ".")
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(inner[0], value, key)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{key} = {value!r} is not allowed; choose one of "
+                              f"{', '.join(map(str, args))}")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} = {value!r} must be true or false")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key} = {value!r} must be an integer")
+        return value
+    if hint is float:
+        if isinstance(value, str):  # YAML 1.1 reads `1e-6` (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{key} = {value!r} must be a number")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise ConfigError(f"{key} = {value!r} must be a string")
+        return str(value)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{key} = {value!r} must be a list")
+        return [_coerce(args[0], v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} = {value!r} must be a mapping")
+        return dict(value)
+    return value
+
+
+def _check_credit(credit: CreditConfig) -> None:
+    """The estimator exists and its options build its config dataclass."""
+    from agentcredit.credit import estimator_names
+
+    if credit.estimator not in estimator_names():
+        close = difflib.get_close_matches(credit.estimator, estimator_names(), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"credit.estimator = {credit.estimator!r} is not registered{hint} "
+                          f"(known: {', '.join(estimator_names())})")
+    # YAML 1.1 reads `off` / `on` as booleans: give a text option (ADRS `gate=off`) its word back
+    from agentcredit.credit import get_estimator
+
+    hints = typing.get_type_hints(get_estimator(credit.estimator).config_cls)
+    credit.options = {key: ("on" if value else "off")
+                      if hints.get(key) is str and isinstance(value, bool) else value
+                      for key, value in credit.options.items()}
+    estimator_config(credit)
+
+
+def _check_skill_settings(config: TrainConfig) -> None:
+    """The skill and teacher settings fit together (SPEC 5.1, 5.6)."""
+    if config.uses_teacher and config.rollout.skills:
+        teacher = ("credit.estimator = 'adrs'" if config.credit.estimator == "adrs"
+                   else f"optim.aux_loss = {config.optim.aux_loss!r}")
+        raise ConfigError(f"rollout.skills = true shows the skill to the acting policy, but "
+                          f"{teacher} needs skill-free rollouts for its privileged teacher; "
+                          "set rollout.skills=false (or use method=skill_grpo without a teacher)")
+    if config.credit.estimator == "adrs" and config.optim.kl_coef == 0 \
+            and estimator_config(config.credit).gate == "L1":
+        raise ConfigError("credit.options.gate = 'L1' compares ℓ^T with the reference policy, "
+                          "which optim.kl_coef = 0 does not load; set optim.kl_coef > 0 or "
+                          "choose gate L2, L3 or off")
+
+
+def estimator_config(credit: CreditConfig) -> Any:
+    """The estimator's config dataclass built from ``credit.options``."""
+    from agentcredit.credit import get_estimator
+
+    config_cls = get_estimator(credit.estimator).config_cls
+    fields = [f.name for f in dataclasses.fields(config_cls)]
+    for key in credit.options:
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=1)
+            hint = f"; did you mean 'credit.options.{close[0]}'?" if close else \
+                f" (it takes: {', '.join(fields) or 'no options'})"
+            raise ConfigError(f"unknown option credit.options.{key} for estimator "
+                              f"{credit.estimator!r}{hint}")
+    try:
+        return config_cls(**credit.options)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"credit.options: {str(err).splitlines()[0]}") from None

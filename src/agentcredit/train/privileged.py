@@ -1,0 +1,143 @@
+"""The privileged-skill stages of a training run: ADRS and its baselines (SPEC 5, issue 5).
+
+Who reads the skill text ``ρ(x)`` (``skills.SkillProvider``), per method name
+(``train.config.METHODS``)::
+
+    method            rollout prompts  eval prompts  teacher pass ℓ^T   trained on
+    adrs              -                -             yes                ADRS token advantages
+    opsd / sdar       -                -             yes                GRPO + β · aux loss
+    skill_prompt      (no training)    yes           -                  -
+    skill_grpo        yes              -             -                  GRPO
+    skill_grpo*       yes              yes           -                  GRPO
+    everything else   -                -             -                  its estimator
+
+The config switches are ``credit.estimator``, ``optim.aux_loss``,
+``rollout.skills`` and ``eval.skills``; the collector shows a skill only when it
+is handed a provider (``RolloutCollector.collect(skills=...)``), which the loop
+does only under ``rollout.skills`` / ``eval.skills`` (tested end to end).
+
+Stages, in the order the loop calls them:
+
+- ``check_skill_texts``: every task of the run has its skill text, before anything runs.
+- ``skill_tokenizer_corpus``: the skill texts join the embedded tokenizer's corpus,
+  so a skill is not spelled out byte by byte.
+- ``with_skill_demonstrations``: the SFT skill mixing of ``sft.skill_share``.
+- ``teacher_logprobs``: ``ℓ^T`` of a batch under the frozen behaviour snapshot.
+- ``auxiliary_loss``: the ``opsd`` / ``sdar`` term of one PPO micro-batch.
+- ``probe_trajectories`` / ``probe_gap_metrics``: the token-class gap at every evaluation.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Sequence
+
+from torch import Tensor, nn
+
+from agentcredit.credit.adrs import TOKEN_CLASSES
+from agentcredit.credit.self_distillation import opsd_loss, sdar_loss
+from agentcredit.envs.base import Environment, Task
+from agentcredit.rollout.collector import StepTensors
+from agentcredit.rollout.prompts import PromptConfig
+from agentcredit.rollout.records import Trajectory
+from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
+from agentcredit.train.probes import ACTION_WORDS, probe_token_gap
+from agentcredit.train.sft import demonstration_steps, expert_demonstrations
+from agentcredit.train.teacher import privileged_logprobs
+
+# BPE merges a pair only when it occurs twice (TinyModelConfig.min_frequency): each
+# task-type file occurs once in the corpus, so it goes in twice.
+_SKILL_CORPUS_COPIES = 2
+
+
+def check_skill_texts(provider: SkillProvider, tasks: Iterable[Task]) -> None:
+    """Raise ``SkillNotFoundError`` (naming the missing file) unless every task has its skill."""
+    for env, task_type in sorted({(task.env, task.task_type) for task in tasks}):
+        provider.text_for(env, task_type)
+
+
+def skill_tokenizer_corpus(provider: SkillProvider, env: str) -> list[str]:
+    """The skill texts of ``env`` for the embedded tokenizer; none when ``env`` has no skills.
+
+    Added for every method alike, so a comparison's runs share one tokenizer and one start.
+    """
+    if not provider.has_texts(env):
+        return []
+    return provider.corpus(env) * _SKILL_CORPUS_COPIES
+
+
+def with_skill_demonstrations(samples: Sequence[Trajectory], share: float,
+                              provider: SkillProvider, splicer: SkillSplicer,
+                              seed: int) -> list[Trajectory]:
+    """``samples`` plus skill-prefixed copies of ``round(share · len(samples))`` of them.
+
+    The copied demonstrations are drawn with ``random.Random(seed)``; ``share = 0``
+    returns the samples unchanged. See ``SFTConfig.skill_share`` for why and when.
+    """
+    count = round(share * len(samples))
+    if count == 0:
+        return list(samples)
+    chosen = sorted(random.Random(seed).sample(range(len(samples)), count))
+    return [*samples, *with_skill_prompts([samples[i] for i in chosen], provider, splicer)]
+
+
+def teacher_logprobs(model: nn.Module, splicer: SkillSplicer, provider: SkillProvider,
+                     trajectories: Sequence[Trajectory], steps: StepTensors, *,
+                     micro_batch_size: int, reuse_prefix: bool) -> Tensor:
+    """``ℓ^T [S, L]`` of the batch's sampled tokens (SPEC 5.1), 0 off the response tokens.
+
+    ``model`` must be the frozen behaviour snapshot: the policy that sampled the
+    batch, before this update. The pass takes no gradient and changes no weight
+    (``train/teacher.py``; tested in the loop).
+    """
+    skills = [provider.skill_text(t.task) for t in trajectories for _ in t.steps]
+    return privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask,
+                               steps.loss_mask, skills, micro_batch_size=micro_batch_size,
+                               reuse_prefix=reuse_prefix)
+
+
+def auxiliary_loss(kind: str, coef: float, logprobs: Tensor, teacher: Tensor,
+                   behaviour: Tensor, mask: Tensor, normalizer: Tensor
+                   ) -> tuple[Tensor, dict[str, float]]:
+    """The ``opsd`` or ``sdar`` term (SPEC 5.6) of one micro-batch, ``[b, L]`` inputs.
+
+    ``behaviour`` = ``ℓ^b`` (the old log-probs), read by ``sdar``'s gate only;
+    ``normalizer`` = the mini-batch's ``|V|``, as for ``ppo_loss``.
+    """
+    if kind == "opsd":
+        return opsd_loss(logprobs, teacher, mask, coef, normalizer=normalizer)
+    if kind == "sdar":
+        return sdar_loss(logprobs, teacher, behaviour, mask, coef, normalizer=normalizer)
+    raise ValueError(f"unknown auxiliary loss {kind!r}; choose opsd or sdar")
+
+
+def probe_trajectories(make_env: Callable[[], Environment], tasks: Sequence[Task], tokenizer,
+                       prompt: PromptConfig, count: int) -> list[Trajectory]:
+    """The fixed probe set of the token-gap diagnostic (SPEC 5.5).
+
+    The successful expert demonstrations of the first task of each task type in
+    ``tasks`` (at most ``count`` of them, in task order), as training samples:
+    the paper probes one successful episode per task family.
+    """
+    first: dict[str, Task] = {}
+    for task in tasks:
+        first.setdefault(task.task_type, task)
+    chosen = list(first.values())[:count]
+    demos = [demo for demo in expert_demonstrations(make_env(), chosen) if demo.won]
+    return demonstration_steps(demos, tokenizer, prompt) if demos else []
+
+
+def probe_gap_supported(env: str) -> bool:
+    """Whether ``env``'s actions can be split into action and object tokens (``probes.ACTION_WORDS``)."""
+    return env in ACTION_WORDS
+
+
+def probe_gap_metrics(model: nn.Module, tokenizer, probes: Sequence[Trajectory],
+                      provider: SkillProvider, *, action_format: str, micro_batch_size: int,
+                      env: str) -> dict[str, float]:
+    """``eval/probe_gap/{action,object,other}``: mean ``ℓ^T − ℓ^b`` per token class."""
+    gap = probe_token_gap(model, tokenizer, probes, provider, action_format=action_format,
+                          micro_batch_size=micro_batch_size, env=env)
+    return {f"eval/probe_gap/{name}": gap[f"gap.{name}"] for name in TOKEN_CLASSES
+            if f"gap.{name}" in gap}
+

@@ -1,0 +1,95 @@
+"""ADRS's probe diagnostic (SPEC 5.5; the ADRS paper's §5.5, Fig. 6): the token-class gap.
+
+On a fixed set of probe trajectories (the paper uses four successful ones:
+heat, pick-and-place, cool, look) the trainer logs, at every evaluation, the
+mean teacher–behaviour gap ``ℓ^T − ℓ^b`` per token class: *action* tokens (the
+command words of the parsed action), *object* tokens (the names and numbers
+it acts on) and *other* tokens (reasoning, tags, the end-of-turn token).
+``probe_token_gap`` runs both scoring passes and returns the metrics;
+``response_token_classes`` classifies one response from its text alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from agentcredit.credit.adrs import TOKEN_CLASSES, token_class_gap
+from agentcredit.rollout.actions import ActionFormat, parse_action
+from agentcredit.rollout.collector import tensorize_steps
+from agentcredit.rollout.records import Trajectory
+from agentcredit.skills.prefix import SkillSplicer
+from agentcredit.skills.provider import SkillProvider
+from agentcredit.train.scoring import token_logprobs
+from agentcredit.train.teacher import privileged_logprobs
+
+ACTION, OBJECT, OTHER = (TOKEN_CLASSES.index(name) for name in ("action", "object", "other"))
+
+#: The command words of each environment's actions; every other word of an action is an object.
+ACTION_WORDS: dict[str, frozenset[str]] = {
+    "alfworld": frozenset({
+        "go", "to", "take", "from", "move", "put", "in", "on", "in/on", "open", "close",
+        "heat", "cool", "clean", "slice", "with", "use", "toggle", "examine", "look",
+        "inventory", "help",
+    }),
+}
+
+
+def response_token_classes(tokenizer, response_ids: Sequence[int], action_format: ActionFormat,
+                           env: str = "alfworld") -> list[int]:
+    """The class (index in ``TOKEN_CLASSES``) of every token of one response.
+
+    The response is decoded (special tokens dropped), its action parsed as the
+    collector parses it (``rollout.actions.parse_action``), and each word of
+    the action marked *action* (an ``ACTION_WORDS[env]`` word) or *object*;
+    the rest of the text is *other*. A token takes the highest class among its
+    characters (action over object over other), so ``" egg"`` is an object
+    token. A response whose action cannot be parsed is all *other*.
+    """
+    words = ACTION_WORDS.get(env)
+    if words is None:
+        raise ValueError(f"no action words for environment {env!r}; add them to "
+                         f"agentcredit.train.probes.ACTION_WORDS (known: {sorted(ACTION_WORDS)})")
+    ids = list(response_ids)
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    char_class = [OTHER] * len(text)
+    action = parse_action(text, action_format)
+    if action:
+        offset = text.rfind(action)
+        for match in re.finditer(r"\S+", action):
+            kind = ACTION if match.group().lower() in words else OBJECT
+            for c in range(offset + match.start(), offset + match.end()):
+                char_class[c] = kind
+    classes, begin = [], 0
+    for k in range(len(ids)):
+        end = min(len(tokenizer.decode(ids[:k + 1], skip_special_tokens=True)), len(text))
+        span = char_class[begin:end]
+        classes.append(ACTION if ACTION in span else OBJECT if OBJECT in span else OTHER)
+        begin = max(begin, end)
+    return classes
+
+
+def probe_token_gap(model: nn.Module, tokenizer, probes: Sequence[Trajectory],
+                    provider: SkillProvider, *, action_format: ActionFormat,
+                    micro_batch_size: int, env: str = "alfworld") -> dict[str, float]:
+    """Mean ``ℓ^T − ℓ^b`` per token class over the response tokens of ``probes``.
+
+    Scores every step of the probe trajectories with the current policy,
+    without (``ℓ^b``) and with (``ℓ^T``) the task's skill, and returns
+    ``credit.adrs.token_class_gap``'s ``gap.<class>`` and ``tokens.<class>``
+    entries. No gradient, no weight change.
+    """
+    steps = tensorize_steps(probes, tokenizer.pad_token_id)
+    with torch.no_grad():
+        behaviour = token_logprobs(model, steps.input_ids, steps.attention_mask, micro_batch_size)
+    skills = [provider.skill_text(t.task) for t in probes for _ in t.steps]
+    teacher = privileged_logprobs(model, SkillSplicer(tokenizer), steps.input_ids,
+                                  steps.attention_mask, steps.loss_mask, skills,
+                                  micro_batch_size=micro_batch_size)
+    classes = torch.tensor([c for t in probes for step in t.steps
+                            for c in response_token_classes(tokenizer, step.response_ids,
+                                                            action_format, env)])
+    return token_class_gap(classes, teacher[steps.loss_mask], behaviour[steps.loss_mask])

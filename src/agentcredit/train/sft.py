@@ -1,0 +1,180 @@
+"""SFT warm start: behaviour cloning on the expert's trajectories of the train split.
+
+``expert_demonstrations`` replays the environment's demonstration (ALFWorld:
+a partially-observable search, ``envs.alfworld.expert``; else ``env.expert``,
+the planner) to record what the agent would have seen at each step; ``demonstration_steps`` turns every expert step
+into the same training sample a rollout step is (the windowed chat prompt
+plus the response, ``rollout.records.Step``), so SFT and RL train on one
+format. ``run_sft`` minimises the token-mean negative log-likelihood of the
+response tokens only (the loss mask of ``tensorize_steps``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from agentcredit.envs.base import Environment, Task
+from agentcredit.rollout.actions import format_action
+from agentcredit.rollout.collector import tensorize_steps, trim_padding
+from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids, system_message, user_message
+from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.train.scoring import token_logprobs
+
+
+@dataclass
+class Demonstration:
+    """One expert episode: per step, the observation and admissible actions seen, and the action."""
+
+    task: Task
+    observations: list[str]
+    admissible: list[tuple[str, ...]]
+    actions: list[str]
+    won: bool
+    invalid_observation: str | None = None
+    """What the environment answers to an inadmissible action (``Nothing happens.``)."""
+
+
+def expert_demonstrations(env: Environment, tasks: Sequence[Task]) -> list[Demonstration]:
+    """Replay the expert of every task and record what the agent saw before each action.
+
+    The expert is ``env.demonstration(task)`` when the environment has one (ALFWorld:
+    a search that uses only what the agent observes, which a policy can imitate),
+    else ``env.expert(task)`` (the planner's full-state plan).
+    """
+    expert = getattr(env, "demonstration", env.expert)
+    demos = []
+    for task in tasks:
+        plan = expert(task)
+        env.reset(task)
+        # an inadmissible action leaves the state unchanged (envs.base): ask for its answer
+        invalid_observation = env.step("")[0].text
+        obs = env.reset(task)
+        observations, admissible, actions, won = [], [], [], False
+        for action in plan:
+            observations.append(obs.text)
+            admissible.append(obs.admissible_actions)
+            actions.append(action)
+            obs, _, done, info = env.step(action)
+            won = info.won
+            if done:
+                break
+        demos.append(Demonstration(task, observations, admissible, actions, won,
+                                   invalid_observation))
+    return demos
+
+
+def demonstration_texts(demos: Sequence[Demonstration], action_format: str) -> Iterator[str]:
+    """The texts the agent reads and writes in the demonstrations (the tokenizer's corpus)."""
+    yield system_message(action_format)
+    for demo in demos:
+        history: list[tuple[str, str]] = []
+        for obs, admissible, action in zip(demo.observations, demo.admissible, demo.actions,
+                                           strict=True):
+            yield user_message(demo.task.instruction, history[-1:], obs, admissible)
+            yield format_action(action, action_format)
+            history.append((obs, action))
+
+
+def demonstration_steps(demos: Sequence[Demonstration], tokenizer, prompt: PromptConfig,
+                        recovery: float = 0.0, seed: int = 0) -> list[Trajectory]:
+    """The demonstrations as trajectories of training samples (prompt ids + response ids).
+
+    With ``recovery`` > 0, that fraction of steps gets a second sample in which the
+    agent has just tried a wrong action (another step's action, inadmissible here):
+    the history ends with it, the observation is the environment's answer to an
+    inadmissible action, and the target is still the expert's action. A cloned
+    policy otherwise never sees the state after its own mistake and, after one
+    invalid action, keeps producing invalid ones.
+    """
+    eos = tokenizer.eos_token_id
+    rng = random.Random(seed)
+    out = []
+    for group, demo in enumerate(demos):
+        traj = Trajectory(task=demo.task, group_id=group, won=demo.won)
+        history: list[tuple[str, str]] = []
+        for obs, admissible, action in zip(demo.observations, demo.admissible, demo.actions,
+                                           strict=True):
+            response = format_action(action, prompt.action_format)
+            response_ids = tokenizer.encode(response, add_special_tokens=False) + [eos]
+            contexts = [(history, obs)]
+            wrong = [a for a in demo.actions if a not in admissible]
+            if wrong and demo.invalid_observation is not None and rng.random() < recovery:
+                contexts.append((history + [(obs, rng.choice(wrong))], demo.invalid_observation))
+            for past, seen in contexts:
+                traj.steps.append(Step(
+                    observation=seen, response=response, action=action, valid=True, reward=0.0,
+                    anchor_key=seen, snapshot={},
+                    prompt_ids=build_prompt_ids(tokenizer, demo.task.instruction, past, seen,
+                                                admissible, prompt),
+                    response_ids=response_ids, sampling_logprobs=[0.0] * len(response_ids),
+                ))
+            history.append((obs, action))
+        if traj.steps:
+            out.append(traj)
+    return out
+
+
+def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
+            generator: torch.Generator, progress=None) -> dict[str, float]:
+    """Behaviour cloning: AdamW on the NLL of response tokens, linear LR decay to 0.
+
+    Args:
+        model: the policy, trained in place.
+        trajectories: from ``demonstration_steps``.
+        pad_id: the tokenizer's pad id.
+        config: ``train.config.SFTConfig`` (epochs, lr, batch sizes, clip).
+        generator: CPU generator for the sample order.
+        progress: optional callable ``(step, num_steps, loss)`` after each optimiser step.
+
+    Returns:
+        ``sft/steps``, ``sft/samples``, ``sft/first_loss``, ``sft/final_loss`` (mean
+        over the last epoch's worth of batches), ``sft/seconds``.
+    """
+    start = time.perf_counter()
+    data = tensorize_steps(trajectories, pad_id)
+    device = next(model.parameters()).device
+    num = data.input_ids.shape[0]
+    batches_per_epoch = math.ceil(num / config.batch_size)
+    num_steps = max(1, math.ceil(config.epochs * batches_per_epoch)) if config.epochs > 0 else 0
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
+                                  weight_decay=config.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / max(num_steps, 1))
+    order = torch.cat([torch.randperm(num, generator=generator)
+                       for _ in range(math.ceil(num_steps / batches_per_epoch) or 1)])
+    model.train()
+    losses = []
+    for step in range(num_steps):
+        epoch, batch_in_epoch = divmod(step, batches_per_epoch)
+        base = epoch * num + batch_in_epoch * config.batch_size
+        rows = order[base: base + min(config.batch_size, num - batch_in_epoch * config.batch_size)]
+        normalizer = data.loss_mask[rows].sum()
+        total = 0.0
+        for start_mb in range(0, len(rows), config.micro_batch_size):
+            mb = rows[start_mb:start_mb + config.micro_batch_size]
+            ids, attn, mask = trim_padding(data.input_ids[mb], data.attention_mask[mb],
+                                           data.loss_mask[mb])
+            logprobs = token_logprobs(model, ids.to(device), attn.to(device), len(mb),
+                                      requires_grad=True)
+            loss = -(logprobs * mask.to(device)).sum() / normalizer.clamp(min=1)
+            loss.backward()
+            total += loss.item()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(total)
+        if progress is not None:
+            progress(step + 1, num_steps, total)
+    model.eval()
+    tail = losses[-batches_per_epoch:] or [float("nan")]
+    return {"sft/steps": float(num_steps), "sft/samples": float(num),
+            "sft/first_loss": losses[0] if losses else float("nan"),
+            "sft/final_loss": sum(tail) / len(tail),
+            "sft/seconds": time.perf_counter() - start}
+

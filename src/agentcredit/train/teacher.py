@@ -1,0 +1,213 @@
+"""Privileged rescoring for ADRS (SPEC 5.1): the teacher log-probs ``ℓ^T`` of the sampled tokens.
+
+``ℓ^T_{s,j} = log π_θb(y_{s,j} | ρ(x) ⊕ h_s, y_{s,<j})``: the frozen behaviour
+snapshot (the very model that sampled the batch, before the update) scores
+each step's response again with the task's skill inserted into its prompt
+(``skills.SkillSplicer``). Nothing is sampled and no weight changes: the pass
+runs under ``no_grad`` in eval mode (the caller's mode is restored).
+
+**Prefix reuse.** The privileged prompt of step ``s`` of task ``x`` is
+``shared(x) + rest_s`` where ``shared(x)`` = system turn + user header + skill
+prefix, the same for every rollout and step of the task (often ~500 tokens of a
+~1000-token sequence). With ``reuse_prefix=True`` rows are grouped by their
+shared prefix, the prefix's key/value cache is computed once per group
+(``shared[:-1]``; its last token is re-fed with every row so the first scored
+logit always comes from the row's own forward) and expanded over each
+micro-batch; the rows then run only ``shared[-1] + rest + response``, with
+position ids continuing after the prefix. ``reuse_prefix=False`` runs the full
+privileged sequences; both give the same log-probs up to float rounding
+(tested to 1e-4).
+
+Two further savings apply to both paths: rows are sorted by length before
+micro-batching (less padding), and the LM head runs only on the columns that
+predict response tokens (``logits_to_keep``; rows are left-padded so those
+columns line up), not on the ~1000 prompt positions. Requires a Hugging Face
+causal LM whose ``forward`` accepts ``logits_to_keep`` and ``past_key_values``
+(Qwen2, Llama, Mistral, … in transformers 5) and, for reuse, full attention in
+every layer.
+
+Output layout: ``[S, L]`` aligned with the input rows, like
+``scoring.token_logprobs``: entry ``(s, l)`` is ``ℓ^T`` of token ``l`` of row
+``s`` on ``loss_mask`` positions and 0 elsewhere, so
+``TokenScores.from_step_rows(loss_mask, teacher, ...)`` takes it as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+from transformers import DynamicCache
+
+from agentcredit.skills.prefix import SkillSplicer
+from agentcredit.train.scoring import _logprob_entropy_rows
+
+
+@dataclass
+class _Row:
+    """One step sample rewritten for the teacher: ``shared + tail``, last ``scored`` tokens scored."""
+
+    index: int  # row of the input
+    shared: tuple[int, ...]  # prompt head + skill prefix, identical for every step of a task
+    tail: list[int]  # rest of the prompt, then the response (up to the last real token)
+    scored: int  # trailing tokens of ``tail`` whose log-prob is returned
+    start: int  # column of the input row where the scored tokens start
+
+
+def privileged_logprobs(
+    model: nn.Module,
+    splicer: SkillSplicer,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    loss_mask: Tensor,
+    skills: Sequence[str],
+    *,
+    micro_batch_size: int,
+    reuse_prefix: bool = True,
+) -> Tensor:
+    """``ℓ^T`` of every response token, with each row's skill inserted into its prompt.
+
+    Args:
+        model: the frozen behaviour snapshot (the policy before this update).
+        splicer: a ``SkillSplicer`` for the model's tokenizer.
+        input_ids: ``[S, L]`` step samples, prompt then response, right padded
+            (``rollout.collector.StepTensors``).
+        attention_mask: ``[S, L]``, 1 on real tokens (a prefix of each row).
+        loss_mask: ``[S, L]``, the response tokens; the prompt is everything
+            before a row's first response token.
+        skills: the skill text ``ρ(x)`` of each row's task (``SkillProvider.skill_text``).
+        micro_batch_size: rows per forward pass (the result does not depend on it).
+        reuse_prefix: compute each task's shared prefix once and reuse its KV cache.
+
+    Returns:
+        float32 ``[S, L]`` on ``input_ids``' device: ``ℓ^T`` on ``loss_mask``, 0 elsewhere.
+    """
+    if not (input_ids.shape == attention_mask.shape == loss_mask.shape) or input_ids.dim() != 2:
+        raise ValueError(f"input_ids {tuple(input_ids.shape)}, attention_mask "
+                         f"{tuple(attention_mask.shape)} and loss_mask {tuple(loss_mask.shape)} "
+                         "must all be [S, L]")
+    if len(skills) != input_ids.shape[0]:
+        raise ValueError(f"got {len(skills)} skill texts for {input_ids.shape[0]} rows; pass the "
+                         "skill of each row's task (one per step sample)")
+    if micro_batch_size < 1:
+        raise ValueError(f"micro_batch_size={micro_batch_size} must be >= 1")
+    if reuse_prefix:
+        _check_full_attention(model)
+    rows = _teacher_rows(splicer, input_ids, attention_mask, loss_mask, skills)
+    out = torch.zeros(input_ids.shape, dtype=torch.float32)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            if reuse_prefix:
+                groups: dict[tuple[int, ...], list[_Row]] = {}
+                for row in rows:
+                    groups.setdefault(row.shared, []).append(row)
+                for shared, members in groups.items():
+                    past = prefix_cache(model, shared[:-1])
+                    _score_rows(model, members, past, len(shared) - 1,
+                                [[shared[-1], *row.tail] for row in members],
+                                micro_batch_size, out)
+            else:
+                _score_rows(model, rows, None, 0, [[*row.shared, *row.tail] for row in rows],
+                            micro_batch_size, out)
+    finally:
+        model.train(was_training)
+    return (out * loss_mask.to(torch.float32).cpu()).to(input_ids.device)
+
+
+def _teacher_rows(splicer: SkillSplicer, input_ids: Tensor, attention_mask: Tensor,
+                  loss_mask: Tensor, skills: Sequence[str]) -> list[_Row]:
+    ids, attn, mask = input_ids.cpu(), attention_mask.cpu().bool(), loss_mask.cpu().bool()
+    lengths = attn.sum(1).tolist()
+    rows = []
+    for index, length in enumerate(lengths):
+        if not attn[index, :length].all():
+            raise ValueError(f"row {index}: attention_mask must be 1 on a prefix of the row "
+                             "(right padding), as tensorize_steps builds it")
+        positions = torch.nonzero(mask[index]).flatten()
+        if positions.numel() == 0:
+            raise ValueError(f"row {index} has no response token in loss_mask; every step "
+                             "sample needs at least one")
+        first, last = int(positions[0]), int(positions[-1])
+        if first == 0 or last >= length:
+            raise ValueError(f"row {index}: response tokens must follow a non-empty prompt and lie "
+                             f"on real tokens (first at {first}, last at {last}, length {length})")
+        shared, rest = splicer.splice(ids[index, :first].tolist(), skills[index])
+        rows.append(_Row(index=index, shared=shared,
+                         tail=rest + ids[index, first:length].tolist(),
+                         scored=length - first, start=first))
+    return rows
+
+
+def _check_full_attention(model: nn.Module) -> None:
+    config = model.config
+    layer_types = getattr(config, "layer_types", None) or []
+    if getattr(config, "use_sliding_window", False) or any(
+            kind != "full_attention" for kind in layer_types):
+        raise ValueError(f"prefix reuse needs full attention in every layer, but this "
+                         f"{type(model).__name__} uses sliding-window layers; call "
+                         "privileged_logprobs(..., reuse_prefix=False)")
+
+
+def prefix_cache(model: nn.Module, prefix: Sequence[int]) -> list[tuple[Tensor, Tensor]] | None:
+    """Per-layer ``(keys, values)`` ``[1, heads, P, d]`` of ``prefix``; ``None`` when it is empty.
+
+    Call under ``torch.no_grad()``; ``privileged_logprobs`` computes one per task.
+    """
+    if not prefix:
+        return None
+    device = next(model.parameters()).device
+    ids = torch.tensor([list(prefix)], dtype=torch.long, device=device)
+    cache = model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def _score_rows(model: nn.Module, rows: list[_Row], past: list[tuple[Tensor, Tensor]] | None,
+                past_len: int, sequences: list[list[int]], micro_batch_size: int,
+                out: Tensor) -> None:
+    """Score the last ``row.scored`` tokens of each sequence (after ``past``) into ``out``."""
+    order = sorted(range(len(rows)), key=lambda k: len(sequences[k]))
+    for start in range(0, len(order), micro_batch_size):
+        chunk = order[start:start + micro_batch_size]
+        scores = _score_block(model, past, past_len, [sequences[k] for k in chunk],
+                              [rows[k].scored for k in chunk])
+        for k, lp in zip(chunk, scores, strict=True):
+            row = rows[k]
+            out[row.index, row.start:row.start + row.scored] = lp
+
+
+def _score_block(model: nn.Module, past: list[tuple[Tensor, Tensor]] | None, past_len: int,
+                 sequences: list[list[int]], scored: list[int]) -> list[Tensor]:
+    """Log-probs of the last ``scored[i]`` tokens of each sequence, given the cached ``past``.
+
+    Sequences are left-padded to one length so their ends line up: the
+    ``keep = max(scored) + 1`` last columns hold every logit needed (column
+    ``c`` predicts token ``c + 1``), and the LM head runs on those only.
+    """
+    device = next(model.parameters()).device
+    b, length = len(sequences), max(len(seq) for seq in sequences)
+    ids = torch.zeros((b, length), dtype=torch.long)
+    mask = torch.zeros((b, length), dtype=torch.long)
+    for i, seq in enumerate(sequences):
+        ids[i, length - len(seq):] = torch.tensor(seq)
+        mask[i, length - len(seq):] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    position_ids = past_len + (mask.cumsum(-1) - 1).clamp(min=0)  # [b, Ls]
+    full_mask = torch.cat([mask.new_ones(b, past_len), mask], dim=1)  # [b, P + Ls]
+    cache = None
+    if past is not None:
+        cache = DynamicCache(ddp_cache_data=[(keys.expand(b, -1, -1, -1),
+                                              values.expand(b, -1, -1, -1))
+                                             for keys, values in past])
+    keep = max(scored) + 1
+    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=position_ids,
+                   past_key_values=cache, use_cache=cache is not None,
+                   logits_to_keep=keep).logits  # [b, keep, V]
+    targets = ids[:, length - keep + 1:]  # [b, keep − 1], predicted by logits[:, :-1]
+    logprobs, _ = _logprob_entropy_rows(logits[:, :-1].reshape(b * (keep - 1), -1),
+                                        targets.reshape(-1), with_entropy=False)
+    logprobs = logprobs.view(b, keep - 1).float().cpu()
+    return [logprobs[i, keep - 1 - n:] for i, n in enumerate(scored)]

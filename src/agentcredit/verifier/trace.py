@@ -1,0 +1,312 @@
+"""Trace one finished rollout through its task's verifier (SPEC 4.1-4.3).
+
+``trace_rollout`` replays what a rollout recorded — the observations (the
+initial one included), the state snapshots ``Φ`` (the initial one included)
+and the actions — and returns a ``RolloutTrace``: a plain, torch-free record
+that the VICT credit functions read. It holds
+
+- the atom statuses ``z_t`` after every step, ``t = 0..T`` (``t = 0`` = after reset);
+- the cumulative evidence timeline ``E_0..E_T`` and what each observation revealed;
+- the raw signed atom values ``δ_j`` read at the end (SPEC 4.5);
+- conformance: ``F`` and ``V`` on the terminal state and on its mutants (SPEC 4.2);
+- the proof edges ``(t, j, r)`` with their proof-record dependency check (SPEC 4.3);
+- which atoms each step "mentions" (for the ``temporal_nearest`` control, SPEC 4.8).
+
+Indexing: action ``a_t`` (``t = 0..T-1``) is taken in state ``Φ_t`` and leads
+to ``Φ_{t+1}`` and observation ``o_{t+1}``; ``o_0`` / ``Φ_0`` are the reset.
+
+Timing of statuses (``Atom.evaluable_when``): ``online`` and ``on_evidence``
+atoms are evaluated at every ``t``; an ``on_commit`` atom is ``UNK`` until a
+valid commit whose scope names it has happened; a ``terminal_only`` atom is
+``UNK`` before ``T``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentcredit.verifier.atoms import Evidence, State, Status, Verifier
+from agentcredit.verifier.closure import DependencyGraph
+from agentcredit.verifier.conformance import MutationOutcome, evidence_timeline
+
+RELATIONS = ("write", "commit", "violation", "reveal")
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class ProofEdge:
+    """A witness ``(t, j, r)`` linking step ``t`` to atom ``j`` by relation ``r`` (SPEC 4.3).
+
+    Attributes:
+        step: ``t``, the action's index in the rollout.
+        atom_id: ``j``.
+        relation: ``write`` | ``commit`` | ``violation`` | ``reveal``.
+        weight: the witness weight ``ω``: 1 for write / commit / violation; the
+            valid reveal edges of one atom share 1.0 equally (an invalid reveal
+            edge has weight 0; invalid edges never carry credit).
+        source: the evidence behind the edge, for the ledger
+            (``state:ishot(egg 1)``, ``action:move egg 1 to countertop 1``,
+            ``status:premature_placement=viol``, ``observation:seen:egg 1``).
+        valid: the proof record satisfies the dependencies: every parent of ``j``
+            is SAT at ``t+1`` ([choice] a parent that is not evaluable yet at
+            ``t+1`` — terminal-only, or on-commit before its commit — must be SAT
+            at the end instead).
+        unmet_parents: the parents that made the record invalid.
+    """
+
+    step: int
+    atom_id: str
+    relation: str
+    weight: float
+    source: str
+    valid: bool
+    unmet_parents: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class RolloutTrace:
+    """A rollout seen through its task's verifier; see the module docstring.
+
+    Attributes:
+        task_id: the verifier's task (rollouts of one group share it).
+        verifier: the task's verifier (the credit function evaluates ``F`` on
+            counterfactual statuses through it).
+        graph: the verifier's dependency graph (closures, excluded atoms).
+        actions: ``T`` action texts.
+        valid: ``T`` flags, the environment accepted the action.
+        statuses: ``T+1`` rows of ``J`` statuses, ``statuses[t][j]`` = ``z_{t,j}``.
+        evidence: ``T+1`` cumulative evidence mappings ``E_t``.
+        revealed: ``T+1`` sets of evidence keys observation ``o_t`` added or changed.
+        mentions: ``T`` sets of atom ids whose state variables step ``t`` changed
+            or whose variables' entities its action text names.
+        delta: ``J`` raw signed atom values ``δ_j`` at the end: ``+w`` SAT (graded:
+            ``+w·value``), ``0`` UNSAT / UNK, ``−w`` VIOL (SPEC 4.5).
+        f_score: ``F_x(z̄_T)``.
+        v_score: ``V_x(Φ_T)``.
+        mutations: ``F`` and ``V`` on every mutant of the terminal state.
+        edges: every proof edge, valid or not, ordered by step then atom order.
+    """
+
+    task_id: str
+    verifier: Verifier = field(repr=False)
+    graph: DependencyGraph = field(repr=False)
+    actions: tuple[str, ...]
+    valid: tuple[bool, ...]
+    statuses: tuple[tuple[Status, ...], ...]
+    evidence: tuple[Mapping[str, Any], ...] = field(repr=False)
+    revealed: tuple[frozenset[str], ...] = field(repr=False)
+    mentions: tuple[frozenset[str], ...] = field(repr=False)
+    delta: tuple[float, ...]
+    f_score: float
+    v_score: float
+    mutations: tuple[MutationOutcome, ...]
+    edges: tuple[ProofEdge, ...]
+
+    @property
+    def num_steps(self) -> int:
+        """``T``, the number of actions."""
+        return len(self.actions)
+
+    @property
+    def atom_ids(self) -> tuple[str, ...]:
+        """The atoms, in the verifier's order."""
+        return self.graph.atom_ids
+
+    @property
+    def terminal(self) -> dict[str, Status]:
+        """``z̄``: the statuses at the end, ``atom_id -> Status``."""
+        return dict(zip(self.atom_ids, self.statuses[-1], strict=True))
+
+    @property
+    def reconstruction_error(self) -> float:
+        """``|F_x(z̄(τ)) − V_x(τ)|`` on the rollout itself."""
+        return abs(self.f_score - self.v_score)
+
+    @property
+    def conformance_error(self) -> float:
+        """``max |F − V|`` over the rollout and its mutants (SPEC 4.2)."""
+        return max([self.reconstruction_error]
+                   + [abs(m.f_score - m.v_score) for m in self.mutations])
+
+    def valid_edges(self) -> tuple[ProofEdge, ...]:
+        """The edges whose proof record satisfies the dependencies."""
+        return tuple(e for e in self.edges if e.valid)
+
+
+def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Sequence[State],
+                  actions: Sequence[str | None], *, valid: Sequence[bool] | None = None,
+                  graph: DependencyGraph | None = None) -> RolloutTrace:
+    """Trace a finished rollout post hoc (see the module docstring).
+
+    Args:
+        verifier: the task's verifier.
+        observations: ``T+1`` texts: the reset observation, then one per step.
+        snapshots: ``T+1`` state snapshots ``Φ_0..Φ_T`` (``Φ_0`` after reset).
+        actions: ``T`` action texts (``None`` for an unparsable response).
+        valid: ``T`` flags, whether the environment accepted each action; an
+            invalid action never commits. ``None`` means all valid.
+        graph: the verifier's dependency graph, to share one across a group.
+    """
+    num_steps = len(actions)
+    if len(observations) != num_steps + 1 or len(snapshots) != num_steps + 1:
+        raise ValueError(
+            f"trace_rollout got {num_steps} actions, {len(observations)} observations and "
+            f"{len(snapshots)} snapshots; pass T actions and T+1 observations and snapshots "
+            "(the reset observation and snapshot first)")
+    valid = tuple(bool(v) for v in valid) if valid is not None else (True,) * num_steps
+    if len(valid) != num_steps:
+        raise ValueError(f"trace_rollout got {len(valid)} validity flags for {num_steps} actions")
+    graph = graph or DependencyGraph.from_atoms(verifier.atoms)
+    texts = tuple(a if isinstance(a, str) else "" for a in actions)
+    atoms = verifier.atoms
+
+    # EVIDENCE
+    timeline = evidence_timeline(verifier, observations, snapshots)
+    revealed = [frozenset(timeline[0])]
+    for before, after in itertools.pairwise(timeline):
+        revealed.append(frozenset(k for k, v in after.items() if before.get(k, _MISSING) != v))
+
+    # COMMITS AND STATUSES
+    commits = [verifier.is_commit(a) and ok for a, ok in zip(texts, valid, strict=True)]
+    scopes = [frozenset(verifier.commit_scope(a)) if c else frozenset()
+              for a, c in zip(texts, commits, strict=True)]
+    committed: set[str] = set()
+    statuses, evaluable = [], []
+    for t in range(num_steps + 1):
+        if t > 0:
+            committed |= scopes[t - 1]
+        row, ok = _statuses(verifier, snapshots[t], timeline[t], committed, terminal=t == num_steps)
+        statuses.append(row)
+        evaluable.append(ok)
+
+    # TERMINAL VALUES AND CONFORMANCE
+    final_state, final_evidence = snapshots[-1], timeline[-1]
+    terminal = dict(zip(graph.atom_ids, statuses[-1], strict=True))
+    delta = tuple(_signed_value(a, z, final_state, final_evidence)
+                  for a, z in zip(atoms, statuses[-1], strict=True))
+    mutations = []
+    for name, mutate in verifier.mutations.items():
+        state, evidence = mutate(final_state, final_evidence)
+        row, _ = _statuses(verifier, state, evidence, committed, terminal=True)
+        mutations.append(MutationOutcome(
+            name, verifier.aggregate(dict(zip(graph.atom_ids, row, strict=True))),
+            verifier.original(state)))
+
+    # PROOF EDGES
+    var_atoms: dict[str, list[int]] = {}
+    for j, atom in enumerate(atoms):
+        for v in atom.state_vars:
+            var_atoms.setdefault(v, []).append(j)
+    terms = [_entity_pattern(a.state_vars) for a in atoms]
+    raw: list[tuple[int, int, str, str]] = []  # (t, j, relation, source)
+    mentions = []
+    for t in range(num_steps):
+        changed = _changed_vars(snapshots[t], snapshots[t + 1])
+        written: dict[int, list[str]] = {}
+        for v in changed:
+            for j in var_atoms.get(v, ()):
+                written.setdefault(j, []).append(v)
+        shown: dict[int, list[str]] = {}
+        for v in revealed[t + 1]:
+            for j in var_atoms.get(v, ()):
+                shown.setdefault(j, []).append(v)
+        named = {j for j, pat in enumerate(terms) if pat is not None and pat.search(texts[t])}
+        mentions.append(frozenset(atoms[j].atom_id for j in set(written) | named))
+        for j, atom in enumerate(atoms):
+            if j in written:
+                raw.append((t, j, "write", "state:" + ", ".join(sorted(written[j])[:3])))
+            if atom.atom_id in scopes[t]:
+                raw.append((t, j, "commit", f"action:{texts[t]}"))
+            if statuses[t + 1][j] is Status.VIOL and statuses[t][j] is not Status.VIOL:
+                raw.append((t, j, "violation", f"status:{atom.atom_id}=viol"))
+            if j in shown:
+                raw.append((t, j, "reveal", "observation:" + ", ".join(sorted(shown[j])[:3])))
+    edges = _proof_edges(raw, atoms, graph, statuses, evaluable)
+
+    return RolloutTrace(
+        task_id=verifier.task_id, verifier=verifier, graph=graph, actions=texts, valid=valid,
+        statuses=tuple(statuses), evidence=tuple(timeline), revealed=tuple(revealed),
+        mentions=tuple(mentions), delta=delta, f_score=verifier.aggregate(terminal),
+        v_score=verifier.original(final_state), mutations=tuple(mutations), edges=edges)
+
+
+def _statuses(verifier: Verifier, state: State, evidence: Evidence, committed: set[str], *,
+              terminal: bool) -> tuple[tuple[Status, ...], tuple[bool, ...]]:
+    """Every atom's status on ``(state, evidence)`` with the timing rules, and which were evaluable."""
+    row, ok = [], []
+    for atom in verifier.atoms:
+        can = (terminal if atom.evaluable_when == "terminal_only"
+               else atom.atom_id in committed if atom.evaluable_when == "on_commit" else True)
+        row.append(atom.predicate(state, evidence) if can else Status.UNK)
+        ok.append(can)
+    return tuple(row), tuple(ok)
+
+
+def _signed_value(atom, status: Status, state: State, evidence: Evidence) -> float:
+    """``δ_j`` of SPEC 4.5."""
+    if status is Status.SAT:
+        value = float(atom.value(state, evidence)) if atom.value is not None else 1.0
+        return atom.weight * value
+    return -atom.weight if status is Status.VIOL else 0.0
+
+
+def _changed_vars(before: State, after: State) -> list[str]:
+    """Variables whose value differs between two snapshots (a missing key is its own value)."""
+    if before is after:
+        return []
+    return [k for k in before.keys() | after.keys()
+            if before.get(k, _MISSING) != after.get(k, _MISSING)]
+
+
+def _entity_pattern(state_vars: Sequence[str]) -> re.Pattern | None:
+    """A regex matching, as whole words, the entities an atom's variables name.
+
+    ``holds(agent1, egg 1)`` names ``agent1`` and ``egg 1``; ``seen:egg 1`` names
+    ``egg 1``; a bare variable ``v3`` names itself.
+    """
+    found = set()
+    for var in state_vars:
+        pieces = [p.strip() for p in re.split(r"[(),:]", var)]
+        if len(pieces) > 1:
+            pieces = pieces[1:]  # drop the predicate / namespace
+        found.update(p for p in pieces if len(p) >= 2)
+    if not found:
+        return None
+    alternatives = "|".join(re.escape(p) for p in sorted(found, key=len, reverse=True))
+    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)")
+
+
+def _proof_edges(raw: list[tuple[int, int, str, str]], atoms, graph: DependencyGraph,
+                 statuses: list[tuple[Status, ...]],
+                 evaluable: list[tuple[bool, ...]]) -> tuple[ProofEdge, ...]:
+    """Attach the dependency check and the witness weights to the raw edges."""
+    index = {a: j for j, a in enumerate(graph.atom_ids)}
+    final = statuses[-1]
+    checked: dict[tuple[int, int], tuple[str, ...]] = {}
+    for t, j, _, _ in raw:
+        if (t, j) in checked:
+            continue
+        unmet = []
+        for parent in atoms[j].dependencies:
+            p = index[parent]
+            status = statuses[t + 1][p] if evaluable[t + 1][p] else final[p]
+            if status is not Status.SAT:
+                unmet.append(parent)
+        checked[t, j] = tuple(unmet)
+    reveals: dict[int, int] = {}
+    for t, j, relation, _ in raw:
+        if relation == "reveal" and not checked[t, j]:
+            reveals[j] = reveals.get(j, 0) + 1
+    edges = []
+    for t, j, relation, source in raw:
+        unmet = checked[t, j]
+        if relation == "reveal":
+            weight = 1.0 / reveals[j] if not unmet else 0.0
+        else:
+            weight = 1.0
+        edges.append(ProofEdge(t, graph.atom_ids[j], relation, weight, source, not unmet, unmet))
+    return tuple(edges)

@@ -1,0 +1,167 @@
+"""Shared test fixtures: a tiny in-memory environment that speaks the agentcredit protocol,
+and a tokenizer and tiny model trained on its text.
+
+``FakeEnv`` is a corridor of rooms; the task is to walk to the room with the
+apple and take it. It is deterministic, instant, and has an expert, so the
+rollout collector and the whole training loop can be tested without ALFWorld.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentcredit.envs.base import Observation, StepInfo, Task
+from agentcredit.rollout.prompts import system_message
+from agentcredit.train.tiny_model import TinyModelConfig, bootstrap_tiny_model
+from agentcredit.train.tokenizer_bootstrap import train_bpe_tokenizer
+from agentcredit.verifier.atoms import Atom, Status, Verifier
+
+NOTHING_HAPPENS = "Nothing happens."
+
+
+class FakeEnv:
+    """A corridor ``0..size-1``; ``go left`` / ``go right`` move, ``take apple`` wins in the apple room."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.room = 0
+        self.won = False
+        self.task: Task | None = None
+
+    def _text(self) -> str:
+        here = "You see an apple." if self.room == self.task.payload["apple"] else "The room is empty."
+        return f"You are in room {self.room}. {here}"
+
+    def admissible_actions(self) -> tuple[str, ...]:
+        size, actions = self.task.payload["size"], []
+        if self.room > 0:
+            actions.append("go left")
+        if self.room < size - 1:
+            actions.append("go right")
+        if self.room == self.task.payload["apple"] and not self.won:
+            actions.append("take apple")
+        return tuple(actions)
+
+    def reset(self, task: Task) -> Observation:
+        self.task, self.room, self.won = task, task.payload["start"], False
+        return Observation(self._text(), self.admissible_actions())
+
+    def step(self, action_text: str) -> tuple[Observation, float, bool, StepInfo]:
+        action = action_text.strip()
+        if self.won or action not in self.admissible_actions():
+            return (Observation(NOTHING_HAPPENS, self.admissible_actions()), float(self.won),
+                    self.won, StepInfo(valid=False, won=self.won))
+        if action == "take apple":
+            self.won = True
+            text = "You take the apple."
+        else:
+            self.room += 1 if action == "go right" else -1
+            text = self._text()
+        return (Observation(text, self.admissible_actions()), float(self.won), self.won,
+                StepInfo(valid=True, won=self.won))
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"room": self.room, "won": self.won}
+
+    def verifier(self, task: Task) -> Verifier:
+        """Atoms: the apple was seen, the agent stands at it, the apple is taken (F = taken)."""
+        apple = task.payload["apple"]
+
+        def sat(ok: bool) -> Status:
+            return Status.SAT if ok else Status.UNSAT
+
+        atoms = (
+            Atom("apple_seen", lambda s, e: sat("seen:apple" in e), "on_evidence", (),
+                 ("seen:apple",), "prerequisite"),
+            Atom("at_apple", lambda s, e: sat(s.get("room") == apple), "online",
+                 ("apple_seen",), ("room",), "prerequisite"),
+            Atom("apple_taken", lambda s, e: sat(bool(s.get("won"))), "online", ("at_apple",),
+                 ("won",), "hard"),
+        )
+        return Verifier(
+            task_id=task.task_id, atoms=atoms,
+            aggregate=lambda z: float(z["apple_taken"] is Status.SAT),
+            original=lambda s: float(bool(s.get("won"))),
+            is_commit=lambda a: a.strip() == "take apple",
+            commit_scope=lambda a: ("apple_taken",) if a.strip() == "take apple" else (),
+            extract_evidence=lambda text, s: {"seen:apple": True} if "an apple" in text else {},
+        )
+
+    def expert(self, task: Task) -> list[str]:
+        start, apple = task.payload["start"], task.payload["apple"]
+        move = "go right" if apple > start else "go left"
+        return [move] * abs(apple - start) + ["take apple"]
+
+
+def fake_task(split: str, index: int, size: int = 4) -> Task:
+    """Task ``index`` of ``split``: a deterministic (start, apple) pair."""
+    start, apple = index % size, (index * 3 + 1 + (split != "train")) % size
+    return Task(task_id=f"{split}-{index}", env="fake", split=split,
+                instruction="take the apple", task_type=f"type{index % 2}",
+                payload={"start": start, "apple": apple, "size": size})
+
+
+class FakeSuite:
+    """The ``EnvSuite`` of the fake environment: ``train_games_per_type`` × 2 train tasks, etc."""
+
+    validation_splits = ("valid_seen", "valid_unseen")
+
+    def __init__(self, env_config) -> None:
+        self.config = env_config
+
+    def tasks(self, split: str) -> list[Task]:
+        per_type = (self.config.train_games_per_type if split == "train"
+                    else self.config.valid_games_per_type)
+        return [fake_task(split, i) for i in range(2 * per_type)]
+
+    def make_env(self) -> FakeEnv:
+        return FakeEnv()
+
+
+@pytest.fixture(scope="session")
+def fake_suite() -> type[FakeSuite]:
+    """Registers the fake environment as env suite ``fake`` and returns the suite class."""
+    from agentcredit.train.env_suites import register_env_suite
+
+    register_env_suite("fake", FakeSuite)
+    return FakeSuite
+
+
+@pytest.fixture
+def fake_env() -> FakeEnv:
+    return FakeEnv()
+
+
+@pytest.fixture(scope="session")
+def make_fake_task():
+    """``fake_task(split, index)``: a task of the fake corridor environment."""
+    return fake_task
+
+
+FAKE_TEXTS = [
+    system_message("bare"),
+    "Your task is to: take the apple",
+    "Recent steps:\nObservation: You are in room 0. The room is empty.\nAction: go right",
+    ("Current observation: You are in room 1. You see an apple.\nAdmissible actions:\n"
+     "go left\ngo right\ntake apple"),
+    "You take the apple.",
+    "Nothing happens.",
+    "<action>go left</action> <think>the apple</think>",
+] * 3
+
+
+@pytest.fixture(scope="session")
+def fake_tokenizer():
+    return train_bpe_tokenizer(FAKE_TEXTS, vocab_size=512)
+
+
+@pytest.fixture(scope="session")
+def fake_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    config = TinyModelConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                             num_key_value_heads=1, intermediate_size=64,
+                             max_position_embeddings=512, seed=0)
+    return bootstrap_tiny_model(FAKE_TEXTS, tmp_path_factory.mktemp("fake_tiny"), config)

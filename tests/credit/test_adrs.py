@@ -1,0 +1,412 @@
+"""ADRS (SPEC 5.2–5.5) and the self-distillation baselines' auxiliary losses (SPEC 5.6)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentcredit.credit import CreditBatch, TokenScores, get_estimator
+from agentcredit.credit.adrs import (
+    TOKEN_CLASSES,
+    ADRSConfig,
+    adrs,
+    calibrate,
+    token_class_gap,
+    tva_contrast,
+    tva_gate,
+    whiten_in_groups,
+)
+from agentcredit.credit.gigpo import GiGPOConfig, gigpo, gigpo_levels
+from agentcredit.credit.grpo import GRPOConfig, grpo
+from agentcredit.credit.self_distillation import opsd_loss, sdar_loss
+from agentcredit.credit.tokens import to_step_rows
+
+FAST = settings(max_examples=40, deadline=None)
+
+
+def with_tokens(batch: CreditBatch, tokens_per_step: list[int], seed: int = 0,
+                update: int | None = None) -> CreditBatch:
+    """``batch`` with random teacher / behaviour / reference log-probs for the given token counts."""
+    g = torch.Generator().manual_seed(seed)
+    n = sum(tokens_per_step)
+    token_step = torch.repeat_interleave(torch.arange(len(tokens_per_step)),
+                                         torch.tensor(tokens_per_step))
+    scores = TokenScores(token_step=token_step,
+                         teacher_logprobs=-3 * torch.rand(n, generator=g),
+                         behaviour_logprobs=-3 * torch.rand(n, generator=g),
+                         ref_logprobs=-3 * torch.rand(n, generator=g), update=update)
+    return dataclasses.replace(batch, tokens=scores)
+
+
+@st.composite
+def adrs_batches(draw) -> CreditBatch:
+    """Random groups of ALFWorld-like rollouts (outcome 10, penalties −0.1, shared anchors)."""
+    rewards, group_ids, anchors, tokens_per_step = [], [], [], []
+    for group in range(draw(st.integers(1, 3))):
+        for _ in range(draw(st.integers(1, 4))):
+            length = draw(st.integers(1, 4))
+            steps = [draw(st.sampled_from([0.0, 0.0, -0.1])) for _ in range(length)]
+            steps[-1] += 10.0 * draw(st.booleans())
+            rewards.append(steps)
+            group_ids.append(group)
+            anchors.append([f"state{draw(st.integers(0, 2))}" for _ in range(length)])
+            tokens_per_step += [draw(st.integers(1, 5)) for _ in range(length)]
+    batch = CreditBatch.from_lists(rewards, group_ids, anchors)
+    return with_tokens(batch, tokens_per_step, seed=draw(st.integers(0, 2**31 - 1)))
+
+
+def step_sums(values: torch.Tensor, batch: CreditBatch) -> torch.Tensor:
+    return torch.zeros(batch.num_steps, dtype=torch.float64).index_add_(
+        0, batch.tokens.token_step, values.double())
+
+
+# MODULE 1: WITHIN-STEP CALIBRATION
+
+
+@FAST
+@given(adrs_batches(), st.sampled_from(["global", "per_seq"]))
+def test_each_steps_calibrated_scores_sum_to_zero(batch, scope):
+    q_hat = adrs(batch, ADRSConfig(scope=scope)).extras["q_hat"]
+    assert torch.allclose(step_sums(q_hat, batch), torch.zeros(batch.num_steps, dtype=torch.float64),
+                          atol=1e-4)
+
+
+def test_global_scope_scales_by_one_std_over_every_token_of_the_batch():
+    batch = with_tokens(CreditBatch.from_lists([[0.0, 10.0], [0.0]], [0, 0]), [3, 2, 4])
+    tokens = batch.tokens
+    q_hat = calibrate(tokens.teacher_logprobs, tokens.token_step, 3, scope="global",
+                      token_rollout=batch.step_rollout[tokens.token_step], num_rollouts=2,
+                      eps=1e-8)
+    step_mean = step_sums(tokens.teacher_logprobs, batch) / torch.tensor([3.0, 2.0, 4.0])
+    q = tokens.teacher_logprobs.double() - step_mean[tokens.token_step]
+    assert torch.allclose(q_hat, q / (q.std(correction=0) + 1e-8))
+    assert q_hat.std(correction=0).item() == pytest.approx(1.0, abs=1e-6)
+
+
+def test_per_seq_scope_gives_each_rollout_unit_spread():
+    batch = with_tokens(CreditBatch.from_lists([[0.0, 10.0], [0.0], [1.0]], [0, 0, 1]),
+                        [3, 2, 4, 5])
+    q_hat = adrs(batch, ADRSConfig(scope="per_seq")).extras["q_hat"]
+    rollout = batch.step_rollout[batch.tokens.token_step]
+    for i in range(3):
+        assert q_hat[rollout == i].double().std(correction=0).item() == pytest.approx(1, abs=1e-5)
+
+
+# MODULE 2: THE TVA GATE
+
+
+@FAST
+@given(st.lists(st.tuples(st.floats(0.01, 0.99), st.floats(-10, 10)), min_size=2, max_size=8))
+def test_tva_contrast_equals_covariance_over_alpha_variance_as_eps_goes_to_zero(units):
+    alpha = torch.tensor([a for a, _ in units], dtype=torch.float64)
+    returns = torch.tensor([r for _, r in units], dtype=torch.float64)
+    d = tva_contrast(alpha, returns, torch.zeros(len(units), dtype=torch.long), 1, eps=1e-12)
+    mean_alpha = alpha.mean()
+    cov = ((alpha - mean_alpha) * (returns - returns.mean())).mean()
+    assert d.item() == pytest.approx((cov / (mean_alpha * (1 - mean_alpha))).item(),
+                                     rel=1e-6, abs=1e-9)
+
+
+@FAST
+@given(st.lists(st.tuples(st.floats(0.05, 0.95), st.floats(-10, 10)), min_size=2, max_size=8))
+def test_tva_contrast_sign_follows_the_covariance_of_confidence_and_return(units):
+    alpha = torch.tensor([a for a, _ in units], dtype=torch.float64)
+    returns = torch.tensor([r for _, r in units], dtype=torch.float64)
+    cov = ((alpha - alpha.mean()) * (returns - returns.mean())).mean().item()
+    d = tva_contrast(alpha, returns, torch.zeros(len(units), dtype=torch.long), 1, eps=1e-8).item()
+    if abs(cov) > 1e-6:
+        assert (d > 0) == (cov > 0)
+
+
+def test_gate_opens_when_the_confident_rollouts_won_and_closes_when_they_lost():
+    confidence = torch.tensor([-0.5, -2.0, -0.4, -2.2, -0.5, -2.0])
+    returns = torch.tensor([10.0, 0.0, 10.0, 0.0, 0.0, 10.0])
+    groups = torch.tensor([0, 0, 0, 0, 1, 1])
+    gate = tva_gate(confidence, returns, groups, 2, temperature=1.0, tau=2.0, eps=1e-8,
+                    gate_norm=False)
+    assert (gate.gate[:4] > 0.5).all() and (gate.gate[4:] < 0.5).all()
+    assert gate.contrast[0] > 0 > gate.contrast[1]
+
+
+def test_groups_with_fewer_than_two_units_gate_at_one_half_even_with_gate_norm():
+    gate = tva_gate(torch.tensor([-0.5, -2.0, -1.0]), torch.tensor([10.0, 0.0, 10.0]),
+                    torch.tensor([0, 0, 1]), 2, temperature=1.0, tau=2.0, eps=1e-8,
+                    gate_norm=True)
+    assert gate.undersized.tolist() == [False, True]
+    assert gate.gate[2].item() == 0.5 and gate.contrast[1].item() == 0.0
+
+
+@pytest.mark.parametrize("level", ["L2", "L3"])
+def test_undersized_units_get_gate_one_half_in_the_estimator(level):
+    # one rollout per task, every anchor state unique: no group has two units
+    batch = with_tokens(CreditBatch.from_lists([[0.0, 10.0], [0.0]], [0, 1]), [2, 3, 2])
+    gate = adrs(batch, ADRSConfig(gate=level)).extras["token_gate"]
+    assert torch.equal(gate, torch.full_like(gate, 0.5))
+
+
+def test_tva_off_gives_gate_one():
+    batch = with_tokens(CreditBatch.from_lists([[0.0, 10.0], [0.0]], [0, 0]), [2, 3, 2])
+    gate = adrs(batch, ADRSConfig(gate="off")).extras["token_gate"]
+    assert torch.equal(gate, torch.ones_like(gate))
+
+
+def test_l1_gate_is_sigmoid_of_tau_times_teacher_minus_reference():
+    batch = with_tokens(CreditBatch.from_lists([[0.0, 10.0], [0.0]], [0, 0]), [2, 3, 2])
+    tokens = batch.tokens
+    gate = adrs(batch, ADRSConfig(gate="L1", tau=2.0)).extras["token_gate"]
+    assert torch.allclose(gate, torch.sigmoid(2.0 * (tokens.teacher_logprobs
+                                                     - tokens.ref_logprobs)))
+
+
+def test_l1_gate_without_reference_logprobs_fails_clearly():
+    batch = with_tokens(CreditBatch.from_lists([[10.0], [0.0]], [0, 0]), [2, 2])
+    batch = dataclasses.replace(batch, tokens=dataclasses.replace(batch.tokens, ref_logprobs=None))
+    with pytest.raises(ValueError, match="L1 compares .* reference"):
+        adrs(batch, ADRSConfig(gate="L1"))
+
+
+def test_gate_norm_divides_contrasts_by_their_std_over_units_keeping_the_sign():
+    confidence = torch.tensor([-0.5, -2.0, -0.4, -2.2, -0.5, -2.0])
+    returns = torch.tensor([10.0, 0.0, 10.0, 0.0, 0.0, 10.0]) * 1e-3  # tiny raw contrasts
+    groups = torch.tensor([0, 0, 0, 0, 1, 1])
+    kwargs = {"temperature": 1.0, "tau": 2.0, "eps": 1e-8}
+    raw = tva_gate(confidence, returns, groups, 2, gate_norm=False, **kwargs)
+    normed = tva_gate(confidence, returns, groups, 2, gate_norm=True, **kwargs)
+    scale = raw.contrast[groups].std(correction=0)
+    assert normed.norm_scale == pytest.approx(scale.item())
+    assert torch.allclose(normed.gate, torch.sigmoid(2.0 * raw.contrast[groups] / scale))
+    assert (raw.gate - 0.5).abs().max() < 0.01 < (normed.gate - 0.5).abs().min()
+
+
+def test_gate_norm_is_skipped_when_every_contrast_is_zero():
+    gate = tva_gate(torch.tensor([-1.0, -2.0]), torch.tensor([5.0, 5.0]),
+                    torch.tensor([0, 0]), 1, temperature=1.0, tau=2.0, eps=1e-8, gate_norm=True)
+    assert gate.norm_scale is None and torch.equal(gate.gate, torch.full((2,), 0.5,
+                                                                          dtype=torch.float64))
+
+
+# MODULE 3: CREDIT INTEGRATION
+
+
+@FAST
+@given(adrs_batches(), st.sampled_from(["off", "L1", "L2", "L3"]))
+def test_whitened_token_path_has_zero_mean_and_unit_variance_per_group(batch, gate):
+    extras = adrs(batch, ADRSConfig(gate=gate, eta=0.1)).extras
+    z, reward = extras["z_teacher"].double(), extras["teacher_reward"].double()
+    token_group = batch.group_index[batch.step_rollout[batch.tokens.token_step]]
+    for g in range(batch.num_groups):
+        members = token_group == g
+        assert z[members].mean().item() == pytest.approx(0.0, abs=1e-5)
+        if reward[members].var(correction=0) > 1e-5:
+            assert z[members].var(correction=0).item() == pytest.approx(1.0, abs=1e-3)
+
+
+def test_whitening_is_per_group_and_matches_the_formula():
+    values = torch.tensor([1.0, 2.0, 3.0, 10.0, 30.0])
+    group = torch.tensor([0, 0, 0, 1, 1])
+    z = whiten_in_groups(values, group, 2, eps=1e-8)
+    expected = [(v - 2.0) / (2 / 3 + 1e-8) ** 0.5 for v in (1, 2, 3)] + \
+               [(v - 20.0) / (100 + 1e-8) ** 0.5 for v in (10, 30)]
+    assert torch.allclose(z, torch.tensor(expected, dtype=torch.float64))
+
+
+@FAST
+@given(adrs_batches(), st.sampled_from(["off", "L1", "L2", "L3"]),
+       st.sampled_from(["global", "per_seq"]))
+def test_eta_zero_reproduces_grpo_advantages_exactly(batch, gate, scope):
+    result = adrs(batch, ADRSConfig(backbone="grpo", gate=gate, scope=scope, eta=0.0))
+    native = grpo(batch, GRPOConfig()).step_advantages
+    assert torch.equal(result.step_advantages, native)
+    assert torch.equal(result.token_advantages, native[batch.tokens.token_step])
+
+
+@FAST
+@given(adrs_batches(), st.sampled_from(["off", "L1", "L2", "L3"]))
+def test_eta_zero_reproduces_gigpo_advantages_exactly(batch, gate):
+    result = adrs(batch, ADRSConfig(backbone="gigpo", gate=gate, eta=0.0))
+    native = gigpo(batch, GiGPOConfig()).step_advantages
+    assert torch.equal(result.step_advantages, native)
+    assert torch.equal(result.token_advantages, native[batch.tokens.token_step])
+
+
+@FAST
+@given(adrs_batches(), st.sampled_from(["off", "L2", "L3"]), st.sampled_from(["grpo", "gigpo"]))
+def test_step_shared_gates_keep_the_trajectory_path_and_add_only_eta_z(batch, gate, backbone):
+    config = ADRSConfig(backbone=backbone, gate=gate, eta=0.1)
+    result = adrs(batch, config)
+    native = (grpo(batch, GRPOConfig()) if backbone == "grpo"
+              else gigpo(batch, GiGPOConfig())).step_advantages
+    assert torch.equal(result.step_advantages, native)
+    expected = native[batch.tokens.token_step] + 0.1 * result.extras["z_teacher"]
+    assert torch.allclose(result.token_advantages, expected, atol=1e-6)
+
+
+def test_l1_gate_shapes_the_returns_through_the_backbones_own_normalisation():
+    batch = with_tokens(CreditBatch.from_lists([[0.0, 10.0], [0.0], [0.0, 0.0]], [0, 0, 0]),
+                        [2, 3, 4, 1, 3])
+    result = adrs(batch, ADRSConfig(gate="L1", eta=0.5))
+    step_shaping = step_sums(result.extras["teacher_reward"], batch).float()
+    shaped = dataclasses.replace(batch, step_rewards=batch.step_rewards + step_shaping)
+    assert torch.allclose(result.step_advantages, grpo(shaped, GRPOConfig()).step_advantages,
+                          atol=1e-5)
+    assert step_shaping.abs().max() > 1e-3  # the token gate really breaks the step zero sum
+
+
+def test_gigpo_adds_the_shaping_to_the_episode_level_and_keeps_the_native_step_level():
+    batch = with_tokens(CreditBatch.from_lists([[0.0, 10.0], [0.0, 0.0], [-0.1, 10.0]], [0, 0, 0],
+                                               [["s", "a"], ["s", "b"], ["s", "a"]]),
+                        [2, 3, 4, 1, 3, 2])
+    config = ADRSConfig(backbone="gigpo", gate="L1", eta=0.5)
+    result = adrs(batch, config)
+    gigpo_config = GiGPOConfig()
+    shaping = torch.zeros(3, dtype=torch.float64).index_add_(
+        0, batch.step_rollout, step_sums(result.extras["teacher_reward"], batch)).float()
+    episode = gigpo_levels(batch, gigpo_config, episode_returns=batch.returns + shaping)
+    native_step_level = gigpo_levels(batch, gigpo_config).step_adv
+    expected = episode.episode_adv[batch.step_rollout] + native_step_level
+    assert torch.allclose(result.step_advantages, expected, atol=1e-6)
+
+
+def test_token_path_window_turns_eta_z_on_after_warmup_and_off_after_the_active_updates():
+    config = ADRSConfig(eta=0.1, token_path_warmup=2, token_path_updates=3)
+    active = []
+    for update in range(1, 8):
+        batch = with_tokens(CreditBatch.from_lists([[10.0], [0.0]], [0, 0]), [3, 2],
+                            update=update)
+        result = adrs(batch, config)
+        plain = result.step_advantages[batch.tokens.token_step]
+        active.append(not torch.equal(result.token_advantages, plain))
+        assert result.diagnostics["token_path_active"] == float(active[-1])
+    assert active == [False, False, True, True, True, False, False]
+
+
+def test_a_token_path_window_without_an_update_index_fails_clearly():
+    batch = with_tokens(CreditBatch.from_lists([[10.0], [0.0]], [0, 0]), [3, 2])
+    with pytest.raises(ValueError, match="no update index"):
+        adrs(batch, ADRSConfig(token_path_warmup=20, token_path_updates=50))
+
+
+def test_z_clip_bounds_the_token_path():
+    batch = with_tokens(CreditBatch.from_lists([[10.0, 0.0], [0.0]], [0, 0]), [1, 9, 1], seed=3)
+    z = adrs(batch, ADRSConfig(z_clip=0.5)).extras["z_teacher"]
+    assert z.abs().max() <= 0.5 and (z.abs() == 0.5).any()
+
+
+def test_adrs_without_teacher_scores_says_how_to_provide_them():
+    with pytest.raises(ValueError, match="TokenScores.from_step_rows"):
+        adrs(CreditBatch.from_lists([[10.0], [0.0]], [0, 0]), ADRSConfig())
+
+
+def test_adrs_is_registered_and_built_from_flat_options_like_the_trainer_does():
+    estimator = get_estimator("adrs")
+    options = {"backbone": "gigpo", "gate": "L3", "gate_norm": True}  # credit.options
+    config = estimator.config_cls(**options)
+    batch = with_tokens(CreditBatch.from_lists([[10.0], [0.0]], [0, 0]), [3, 2])
+    assert estimator(batch, config).token_advantages.shape == (5,)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("gate", "L4", "ADRSConfig.gate = 'L4'; choose one of off, L1, L2, L3"),
+    ("backbone", "rloo", "ADRSConfig.backbone = 'rloo'"),
+    ("eta", -0.1, "ADRSConfig.eta = -0.1"),
+    ("scope", "batch", "ADRSConfig.scope = 'batch'"),
+    ("token_path_updates", 0, "ADRSConfig.token_path_updates = 0"),
+])
+def test_config_errors_name_the_field_and_the_bad_value(field, value, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        ADRSConfig(**{field: value})
+
+
+def test_diagnostics_report_gates_per_level_and_the_share_of_large_scores():
+    batch = with_tokens(CreditBatch.from_lists([[0.0, 10.0], [0.0, 0.0]], [0, 0]), [3, 2, 4, 2])
+    diagnostics = adrs(batch, ADRSConfig()).diagnostics
+    for level in ("L1", "L2", "L3"):
+        assert {f"gate_mean.{level}", f"gate_std.{level}", f"gate_up_share.{level}"} <= \
+            diagnostics.keys()
+    q_hat = adrs(batch, ADRSConfig()).extras["q_hat"]
+    assert diagnostics["q_hat_abs_gt1_share"] == pytest.approx((q_hat.abs() > 1).float().mean())
+    assert "teacher_minus_behaviour_mean" in diagnostics
+
+
+# TOKEN LAYOUT
+
+
+def test_token_scores_from_step_rows_list_tokens_step_by_step_and_scatter_back():
+    loss_mask = torch.tensor([[0, 1, 1, 0], [0, 0, 1, 1], [1, 0, 0, 0]], dtype=torch.bool)
+    teacher = torch.arange(12, dtype=torch.float32).view(3, 4)
+    scores = TokenScores.from_step_rows(loss_mask, teacher)
+    assert scores.token_step.tolist() == [0, 0, 1, 1, 2]
+    assert scores.teacher_logprobs.tolist() == [1, 2, 6, 7, 8]
+    assert torch.equal(to_step_rows(scores.teacher_logprobs, loss_mask), teacher * loss_mask)
+
+
+@pytest.mark.parametrize("token_step, message", [
+    ([0, 0, 2], "step 1 has no valid response token"),
+    ([1, 0, 2], "token_step decreases"),
+    ([0, 1, 5], "outside 0..2"),
+])
+def test_credit_batch_rejects_token_scores_that_do_not_fit_its_steps(token_step, message):
+    batch = CreditBatch.from_lists([[0.0, 10.0], [0.0]], [0, 0])
+    scores = TokenScores(token_step=torch.tensor(token_step), teacher_logprobs=torch.zeros(3))
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(batch, tokens=scores)
+
+
+def test_backbones_ignore_token_scores():
+    batch = CreditBatch.from_lists([[0.0, 10.0], [0.0]], [0, 0])
+    assert torch.equal(grpo(with_tokens(batch, [2, 1, 3]), GRPOConfig()).step_advantages,
+                       grpo(batch, GRPOConfig()).step_advantages)
+
+
+# PROBE DIAGNOSTIC
+
+
+def test_token_class_gap_averages_teacher_minus_behaviour_per_class():
+    classes = torch.tensor([0, 1, 1, 2, 0])
+    teacher = torch.tensor([-1.0, -2.0, -3.0, -4.0, -0.5])
+    behaviour = torch.tensor([-2.0, -2.0, -2.0, -4.0, -1.5])
+    gap = token_class_gap(classes, teacher, behaviour)
+    assert gap == {"tokens.action": 2.0, "gap.action": 1.0, "tokens.object": 2.0,
+                   "gap.object": -0.5, "tokens.other": 1.0, "gap.other": 0.0}
+    assert TOKEN_CLASSES == ("action", "object", "other")
+
+
+# SELF-DISTILLATION BASELINES (SPEC 5.6)
+
+
+def test_opsd_gradient_pulls_the_student_toward_the_teacher_token_by_token():
+    logprobs = torch.tensor([[-1.0, -1.0, -1.0]], requires_grad=True)
+    teacher = torch.tensor([[-0.2, -3.0, -5.0]])
+    mask = torch.tensor([[True, True, False]])
+    loss, stats = opsd_loss(logprobs, teacher, mask, beta=0.1)
+    loss.backward()
+    # descent raises ℓ_θ where the teacher is likelier, lowers it where it is not
+    assert logprobs.grad[0, 0] < 0 < logprobs.grad[0, 1] and logprobs.grad[0, 2] == 0
+    assert torch.allclose(logprobs.grad, 0.1 * torch.tensor([[-0.8, 2.0, 0.0]]) / 2)
+    assert stats["opsd_gap"] == pytest.approx((-0.8 + 2.0) / 2)
+
+
+def test_sdar_is_opsd_weighted_by_the_confidence_gate():
+    logprobs = torch.tensor([[-1.0, -2.0, -0.5]], requires_grad=True)
+    teacher = torch.tensor([[-0.2, -3.0, -0.1]])
+    behaviour = torch.tensor([[-1.0, -2.0, -0.5]])
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    loss, stats = sdar_loss(logprobs, teacher, behaviour, mask, beta=0.1, tau=2.0)
+    loss.backward()
+    gate = torch.sigmoid(2.0 * (teacher - behaviour))
+    assert torch.allclose(logprobs.grad, 0.1 * gate * (logprobs.detach() - teacher) / 3)
+    assert stats["sdar_gate_mean"] == pytest.approx(gate.mean().item())
+
+
+def test_distillation_losses_accumulate_over_micro_batches_with_a_shared_normalizer():
+    logprobs = -torch.rand(4, 5)
+    teacher = -torch.rand(4, 5)
+    mask = torch.rand(4, 5) > 0.3
+    whole, _ = opsd_loss(logprobs, teacher, mask)
+    parts = sum(opsd_loss(logprobs[rows], teacher[rows], mask[rows], normalizer=mask.sum())[0]
+                for rows in (slice(0, 1), slice(1, 4)))
+    assert torch.allclose(whole, parts)

@@ -1,0 +1,150 @@
+"""The VICT paper's ALFWorld case study (appendix F.1) as a real generated game.
+
+"Heat some egg and put it in countertop": a kitchen from FloorPlan4 with two
+countertops, a dining table holding three eggs, a fridge holding a potato, a
+bowl and a plate, a microwave, a sink and a cabinet. Rollouts are played on the
+real ALFWorld engine and traced through its verifier.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from agentcredit.credit import CreditBatch
+from agentcredit.verifier.trace import RolloutTrace, trace_rollout
+
+pytest.importorskip("alfworld")
+
+OUTCOME_REWARD = 10.0  # SPEC 2: ALFWorld 10·1[won]
+
+@dataclass(frozen=True)
+class CaseStudy:
+    """The rollouts of the case study. ``mixed``: one success, the three near misses of
+    Table 14 and four rollouts that never find the egg (so most of the group never
+    holds it: median centring, SPEC 4.5, credits the rollouts that differ from the
+    majority). ``failed``: eight failures, equal rewards."""
+
+    success: tuple[str, ...] = (
+        "go to fridge 1", "open fridge 1", "go to diningtable 1", "take egg 1 from diningtable 1",
+        "go to microwave 1", "heat egg 1 with microwave 1", "go to countertop 1",
+        "move egg 1 to countertop 1")
+    premature: tuple[str, ...] = (
+        "go to diningtable 1", "take egg 1 from diningtable 1", "go to countertop 1",
+        "move egg 1 to countertop 1", "look")
+    looping: tuple[str, ...] = (
+        "go to diningtable 1", "take egg 2 from diningtable 1", "look", "look", "look", "look",
+        "look")
+    wrong_object: tuple[str, ...] = (
+        "go to fridge 1", "open fridge 1", "take potato 1 from fridge 1", "go to countertop 1",
+        "move potato 1 to countertop 1")
+    wandering: tuple[tuple[str, ...], ...] = (
+        ("go to countertop 2", "go to countertop 1", "look", "inventory"),
+        ("go to microwave 1", "open microwave 1", "close microwave 1", "go to cabinet 1"),
+        ("go to fridge 1", "open fridge 1", "close fridge 1", "go to countertop 2"),
+        ("go to cabinet 1", "open cabinet 1", "close cabinet 1", "look"),
+    )
+
+    @property
+    def mixed(self) -> tuple[tuple[str, ...], ...]:
+        return (self.success, self.premature, self.looping, self.wrong_object) + self.wandering
+
+    @property
+    def failed(self) -> tuple[tuple[str, ...], ...]:
+        return (self.premature, self.looping, self.wrong_object) + self.wandering + (
+            self.premature,)
+
+
+@pytest.fixture(scope="session")
+def case() -> CaseStudy:
+    return CaseStudy()
+
+
+@dataclass(frozen=True)
+class Played:
+    """One rollout played on the engine: what the collector records, and its trace."""
+
+    actions: tuple[str, ...]
+    observations: tuple[str, ...]
+    snapshots: tuple[dict, ...]
+    won: bool
+    trace: RolloutTrace
+
+
+@pytest.fixture(scope="session")
+def heat_egg_task(tmp_path_factory):
+    from agentcredit.envs.alfworld import scenes
+    from agentcredit.envs.alfworld.engine import plan_game
+    from agentcredit.envs.alfworld.generator import GameSpec, game_json
+    from agentcredit.envs.alfworld.tasks import goal_sentence
+    from agentcredit.envs.base import Task
+
+    scene = scenes.load_scene(4)
+
+    def first(rtype, k=1):
+        return [r for r in scene.receptacles if r.rtype == rtype][:k]
+
+    room = tuple(first("CounterTop", 2) + first("DiningTable") + first("Fridge")
+                 + first("Microwave") + first("SinkBasin") + first("Cabinet"))
+    table, fridge = first("DiningTable")[0].rid, first("Fridge")[0].rid
+    objects = (("Egg|+01.00|+01.00|+01.00", table), ("Egg|+01.10|+01.00|+01.00", table),
+               ("Egg|+01.20|+01.00|+01.00", table), ("Potato|+00.50|+01.00|+01.00", fridge),
+               ("Bowl|+00.40|+01.00|+01.00", fridge), ("Plate|+00.30|+01.00|+01.00", fridge))
+    sentence = goal_sentence("pick_heat_then_place", 0, "Egg", "CounterTop")
+    spec = GameSpec("pick_heat_then_place", 4, room, objects, "Egg", "CounterTop", "", sentence)
+    game = game_json(spec, "case-study-heat-egg")
+    plan = plan_game(game)
+    assert plan, "the case-study game must be solvable"
+    game.update(solvable=True, walkthrough=plan)
+    path = tmp_path_factory.mktemp("heat-egg") / "game.tw-pddl"
+    path.write_text(json.dumps(game))
+    return Task("case-study-heat-egg", "alfworld", "train", sentence, "pick_heat_then_place",
+                payload={"game_file": str(path)})
+
+
+@pytest.fixture(scope="session")
+def heat_egg_env():
+    from agentcredit.envs.alfworld.engine import AlfWorldEnv
+
+    return AlfWorldEnv()
+
+
+@pytest.fixture(scope="session")
+def play(heat_egg_env, heat_egg_task):
+    """``play(actions) -> Played``: run actions on the case-study game and trace them (cached)."""
+    verifier = heat_egg_env.verifier(heat_egg_task)
+    cache: dict[tuple[str, ...], Played] = {}
+
+    def run(actions: tuple[str, ...]) -> Played:
+        if actions not in cache:
+            obs = heat_egg_env.reset(heat_egg_task)
+            observations, snapshots, valid, won = [obs.text], [heat_egg_env.snapshot()], [], False
+            for action in actions:
+                obs, _, _, info = heat_egg_env.step(action)
+                assert info.valid, f"case-study action {action!r} is not admissible"
+                observations.append(obs.text)
+                snapshots.append(heat_egg_env.snapshot())
+                valid.append(info.valid)
+                won = info.won
+            trace = trace_rollout(verifier, observations, snapshots, actions, valid=valid)
+            cache[actions] = Played(actions, tuple(observations), tuple(snapshots), won, trace)
+        return cache[actions]
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def group_batch(play):
+    """``group_batch(rollouts) -> CreditBatch``: one group played on the case-study game, outcome
+    reward ``10·1[won]`` at the last step, GiGPO anchors = the observations before each step."""
+    def build(rollouts: tuple[tuple[str, ...], ...]) -> CreditBatch:
+        played = [play(actions) for actions in rollouts]
+        rewards = [[0.0] * (len(p.actions) - 1) + [OUTCOME_REWARD * p.won] for p in played]
+        anchors = [list(p.observations[:-1]) for p in played]
+        return CreditBatch.from_lists(rewards, [0] * len(played), anchors,
+                                      traces=[p.trace for p in played], dtype=torch.float32)
+
+    return build

@@ -1,0 +1,109 @@
+import random
+
+import pytest
+import torch
+
+from agentcredit.credit import CreditBatch
+from agentcredit.credit.vict import EligibilityError, VICTConfig, compute_credit
+from agentcredit.credit.vict.ablations import spread_witnesses
+from agentcredit.credit.vict.correction import (
+    Contribution,
+    assemble,
+    check_eligibility,
+    correction_scale,
+    final_advantage,
+)
+from agentcredit.credit.vict.method import CreditRule
+from agentcredit.verifier.synthetic import synthetic_group
+
+
+def test_lambda_and_clip_follow_spec_4_6_over_the_steps_of_the_batch():
+    base = torch.tensor([1.0, 1.0, 2.0, 0.0])
+    vict = torch.tensor([0.0, 2.0, 0.0, -4.0], dtype=torch.float64)
+    lam, clip = correction_scale(base, vict, gamma_lambda=0.5, eps=1e-6, clip_quantile=0.95,
+                                 base_steps="all")
+    assert lam == pytest.approx(0.5 * 1.0 / (3.0 + 1e-6)) and clip == pytest.approx(1.85)
+    final, correction = final_advantage(base, vict, lam, clip)
+    assert correction.tolist() == pytest.approx([0.0, lam * 1.85, 0.0, -lam * 1.85])
+    assert torch.equal(final, base + correction)
+
+
+def test_lambda_is_zero_without_corrections_and_can_skip_zero_base_steps():
+    base = torch.tensor([0.0, 0.0, 0.0, 2.0])
+    assert correction_scale(base, torch.zeros(4, dtype=torch.float64), gamma_lambda=0.5,
+                            eps=1e-6, clip_quantile=0.95, base_steps="all")[0] == 0.0
+    vict = torch.tensor([0.0, 0.0, 0.0, 1.0], dtype=torch.float64)
+    spec, _ = correction_scale(base, vict, gamma_lambda=0.5, eps=1e-6, clip_quantile=0.95,
+                               base_steps="all")
+    nonzero, _ = correction_scale(base, vict, gamma_lambda=0.5, eps=1e-6, clip_quantile=0.95,
+                                  base_steps="nonzero")
+    assert spec == 0.0 and nonzero == pytest.approx(1.0, rel=1e-5)
+
+
+def test_atom_shares_add_up_per_step():
+    shares = [Contribution(0, 1, 1, "a", 2.0, 1.0, 0.5, ("write",), ("s",)),
+              Contribution(0, 1, 1, "b", -1.0, 1.0, 1.0, ("commit",), ("s",)),
+              Contribution(0, 2, 2, "a", 2.0, 1.0, 0.5, ("write",), ("s",))]
+    assert assemble(shares, 4).tolist() == [0.0, 0.0, 1.0, 0.0]
+
+
+def _batch(seed=3):
+    traces = synthetic_group("t", 8, 6, 12, random.Random(seed))
+    rewards = [[0.0] * (t.num_steps - 1) + [10.0 * t.v_score] for t in traces]
+    return CreditBatch.from_lists(rewards, [0] * 8, traces=traces)
+
+
+def _credited_batch():
+    for seed in range(50):
+        batch = _batch(seed)
+        if compute_credit(batch, VICTConfig()).vict.any():
+            return batch
+    raise AssertionError("no synthetic group with a correction")
+
+
+def test_a_correction_without_a_proof_edge_raises_instead_of_being_counted():
+    batch = _credited_batch()
+    computation = compute_credit(batch, VICTConfig())
+    args = (batch.step_rollout.tolist(), batch.step_index.tolist(), batch.traces,
+            computation.conforming, [r.core for r in computation.rollouts],
+            [r.delta_hat for r in computation.rollouts])
+    assert check_eligibility(computation.vict, *args) == int((computation.vict != 0).sum())
+    forged = torch.ones_like(computation.vict)  # credit on every step
+    with pytest.raises(EligibilityError, match="has no proof"):
+        check_eligibility(forged, *args)
+    with pytest.raises(EligibilityError, match="non-conforming"):
+        check_eligibility(computation.vict, *args[:3], [False] * 8, *args[4:])
+
+
+def test_the_pipeline_enforces_the_invariant_on_every_batch():
+    broken = CreditRule("vict", spread_witnesses, eligibility=True)  # credits steps without edges
+    with pytest.raises(EligibilityError):
+        compute_credit(_credited_batch(), VICTConfig(), broken)
+
+
+def test_vict_without_traces_says_how_to_build_them():
+    batch = CreditBatch.from_lists([[0.0, 1.0]], [0])
+    with pytest.raises(ValueError, match="trace_rollout"):
+        compute_credit(batch, VICTConfig())
+
+
+def test_a_batch_rejects_traces_that_do_not_match_its_rollouts():
+    batch = _batch()
+    rewards = [[0.0] * t.num_steps for t in batch.traces]
+    with pytest.raises(ValueError, match="7 traces but the batch has 8 rollouts"):
+        CreditBatch.from_lists(rewards, [0] * 8, traces=batch.traces[:7])
+    short = [[0.0] * (t.num_steps + 1) for t in batch.traces]
+    with pytest.raises(ValueError, match="trace exactly the steps that were batched"):
+        CreditBatch.from_lists(short, [0] * 8, traces=batch.traces)
+
+
+def test_config_errors_name_the_field_and_the_allowed_values():
+    with pytest.raises(ValueError, match="backbone = 'ppo'"):
+        VICTConfig(backbone="ppo")
+    with pytest.raises(ValueError, match="budget = 0"):
+        VICTConfig(budget=0)
+    with pytest.raises(ValueError, match="clip_quantile = 1.5"):
+        VICTConfig(clip_quantile=1.5)
+    from agentcredit.credit.grpo import GRPOConfig
+    with pytest.raises(TypeError, match="backbone 'gigpo' takes a GiGPOConfig"):
+        VICTConfig(backbone="gigpo", backbone_config=GRPOConfig())

@@ -1,0 +1,96 @@
+import math
+import random
+
+import pytest
+import torch
+
+from agentcredit.credit import CreditBatch, get_estimator
+from agentcredit.credit.vict import (
+    ABSTAIN_REASONS,
+    LedgerWriter,
+    VICTConfig,
+    format_audit_table,
+    interface_audit,
+    read_ledger,
+)
+from agentcredit.credit.vict.ledger import LEDGER_FIELDS
+from agentcredit.credit.vict.method import OUTCOMES
+from agentcredit.verifier.synthetic import synthetic_group
+
+
+def _batch(num_groups=4, liar=False, seed=0):
+    rng = random.Random(seed)
+    traces, groups = [], []
+    for g in range(num_groups):
+        traces += synthetic_group(f"task{g}", 8, 6, 15, rng, liar=liar and g == 0)
+        groups += [g] * 8
+    rewards = [[0.0] * (t.num_steps - 1) + [10.0 * t.v_score] for t in traces]
+    return CreditBatch.from_lists(rewards, groups, traces=traces)
+
+
+def test_update_diagnostics_are_finite_floats_consistent_with_the_corrections():
+    batch = _batch()
+    result = get_estimator("vict")(batch, VICTConfig())
+    diagnostics = result.diagnostics
+    assert all(isinstance(v, float) and math.isfinite(v) for v in diagnostics.values())
+    shares = [diagnostics[f"vict/{'abstain' if o in ABSTAIN_REASONS else 'outcome'}/{o}_pct"]
+              for o in OUTCOMES]
+    assert sum(shares) == pytest.approx(100.0)
+    assert diagnostics["vict/abstain_pct"] == pytest.approx(
+        sum(diagnostics[f"vict/abstain/{r}_pct"] for r in ABSTAIN_REASONS))
+    nonzero = result.extras["correction"] != 0
+    assert diagnostics["vict/sparsity_pct"] == pytest.approx(100 * nonzero.double().mean().item())
+    assert diagnostics["vict/nonzero_steps_per_rollout"] == pytest.approx(
+        nonzero.sum().item() / batch.num_rollouts)
+    assert diagnostics["vict/eligibility_pass_pct"] == 100.0
+    assert diagnostics["vict/atoms_per_task"] == 6.0 and diagnostics["vict/credit_ms"] > 0
+    assert "base/mean_abs_advantage" in diagnostics
+
+
+def test_proof_coverage_counts_nonzero_marginal_atoms_with_a_valid_edge():
+    batch = _batch()
+    marginal = proven = 0
+    for trace in batch.traces:
+        edged = {e.atom_id for e in trace.edges if e.valid}
+        for atom_id, delta in zip(trace.atom_ids, trace.delta, strict=True):
+            marginal += delta != 0
+            proven += delta != 0 and atom_id in edged
+    diagnostics = get_estimator("vict")(batch, VICTConfig()).diagnostics
+    assert 0 < proven < marginal
+    assert diagnostics["vict/proof_coverage_pct"] == pytest.approx(100 * proven / marginal)
+
+
+def test_controls_report_how_many_of_their_credits_a_proof_would_back():
+    batch = _batch()
+    spread = get_estimator("no_proof_edges")(batch, VICTConfig()).diagnostics
+    assert spread["vict/eligibility_pass_pct"] < 100.0
+
+
+def test_the_interface_audit_flags_a_verifier_that_disagrees_with_the_environment():
+    honest = interface_audit(_batch().traces)
+    liar = interface_audit(_batch(liar=True).traces)
+    assert honest.reconstruction_pct == 100.0 and honest.mutation_pct == 100.0
+    assert liar.reconstruction_pct < 100.0
+    assert dict(liar.abstain_by_reason)["non_conforming"] == 25.0  # one task of four
+    shares = [share for _, share in liar.abstain_by_reason]
+    assert shares == sorted(shares, reverse=True)
+    assert liar.eligibility_pass_pct == 100.0 and liar.tasks == 4 and liar.rollouts == 32
+    table = format_audit_table({"random": honest, "liar": liar})
+    lines = table.splitlines()
+    assert lines[0].startswith("| rollouts | n | atoms/task") and len(lines) == 4
+    assert lines[3].startswith("| liar | 32 | 6.0 | 75.0 |")
+    assert lines[3].endswith(f"| {liar.top_abstention_reason} |")
+
+
+def test_ledger_rows_have_the_spec_fields_and_survive_the_writer(tmp_path):
+    result = get_estimator("vict")(_batch(), VICTConfig())
+    assert result.ledger_rows and all(set(r) == set(LEDGER_FIELDS) for r in result.ledger_rows)
+    with LedgerWriter(tmp_path / "ledger.jsonl") as ledger:
+        ledger.append(result.ledger_rows, update=0)
+    back = list(read_ledger(tmp_path / "ledger.jsonl"))
+    assert [{k: v for k, v in r.items() if k != "update"} for r in back] == result.ledger_rows
+    corrections = result.extras["correction"]
+    flat = {(int(batch_rollout), int(step)) for batch_rollout, step in
+            ((r["rollout"], r["step"]) for r in back)}
+    assert len(flat) == int((corrections != 0).sum())
+    assert torch.isfinite(corrections).all()

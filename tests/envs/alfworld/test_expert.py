@@ -1,0 +1,78 @@
+"""The search demonstrator wins using only what the agent observes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from agentcredit.envs.alfworld import expert
+from agentcredit.envs.alfworld.engine import read_game_file
+from agentcredit.envs.alfworld.tasks import TASK_TYPES
+from agentcredit.envs.alfworld.verifier import read_game_facts
+
+
+def _replay(env, task, actions):
+    """(observation before each action, admissible before each action, won) of a replay."""
+    obs = env.reset(task)
+    seen, admissible, won = [], [], False
+    for action in actions:
+        seen.append(obs.text)
+        admissible.append(obs.admissible_actions)
+        obs, _, _, info = env.step(action)
+        assert info.valid, f"{task.task_id}: {action!r} is not admissible"
+        won = info.won
+    return seen + [obs.text], admissible, won
+
+
+def _names(text: str, names) -> bool:
+    return any(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text) for n in names)
+
+
+@pytest.mark.parametrize("task_type", sorted(TASK_TYPES))
+def test_the_search_demonstration_wins_every_task_type(env, games_by_type, task_type):
+    for task in games_by_type[task_type]:
+        actions = expert.demonstrate(env, task)
+        assert actions is not None, f"the search rules do not win {task.task_id}"
+        assert _replay(env, task, actions)[2]
+
+
+@pytest.mark.parametrize("task_type", sorted(TASK_TYPES))
+def test_no_receptacle_is_visited_twice_before_a_target_is_seen(env, games_by_type, task_type):
+    for task in games_by_type[task_type]:
+        targets = read_game_facts(task_type, read_game_file(task.payload["game_file"])
+                                  ["pddl_problem"]).targets
+        actions = expert.demonstrate(env, task)
+        observations, _, _ = _replay(env, task, actions)
+        visits, looks = [], []
+        for action, after in zip(actions, observations[1:], strict=True):
+            verb, _, receptacle = action.partition(" ")
+            assert verb in ("go", "open", "examine"), f"{task.task_id}: {action!r} while searching"
+            (visits if verb == "go" else looks).append(receptacle)
+            if _names(after, targets):
+                break
+        assert len(visits) == len(set(visits)) and len(looks) == len(set(looks)), task.task_id
+
+
+def test_the_first_move_is_the_first_listed_receptacle_that_can_hold_the_target(
+        env, games_by_type):
+    for task in games_by_type["pick_and_place"]:
+        obs = env.reset(task)
+        facts = env.snapshot()
+        target = read_game_facts(task.task_type, read_game_file(task.payload["game_file"])
+                                 ["pddl_problem"]).targets[0]
+        otype = next(f.split(", ")[1][:-1] for f in facts if f.startswith(f"objecttype({target},"))
+        holders = {f.split("(")[1].split(",")[0] for f in facts
+                   if f.startswith("receptacletype(")
+                   and f"cancontain({f.split(', ')[1][:-1]}, {otype})" in facts}
+        goal = read_game_facts(task.task_type, read_game_file(task.payload["game_file"])
+                               ["pddl_problem"]).goal_receptacles
+        first = next(a for a in obs.admissible_actions
+                     if a.startswith("go to ") and a[6:] in holders - set(goal))
+        assert expert.demonstrate(env, task)[0] == first
+
+
+def test_a_game_the_rules_cannot_win_falls_back_to_the_planner(env, games_by_type, monkeypatch):
+    task = games_by_type["pick_heat_then_place"][0]
+    monkeypatch.setattr(expert, "demonstrate", lambda env, task: None)
+    assert env.demonstration(task) == env.expert(task)

@@ -1,0 +1,174 @@
+"""The collector on the fake corridor environment: rewards, groups, anchor keys, and the
+training masks (no prompt, padding or environment token ever gets loss)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from agentcredit.rollout.collector import (
+    CollectorConfig,
+    RolloutCollector,
+    broadcast_to_tokens,
+    credit_batch,
+    tensorize_steps,
+)
+from agentcredit.rollout.policy import Generation
+from agentcredit.rollout.prompts import PromptConfig
+
+
+class ScriptedPolicy:
+    """Answers from the prompt text: ``take apple`` when the apple is in sight, else a
+    scripted move; every ``garbage_every``-th call per prompt batch row answers garbage."""
+
+    def __init__(self, tokenizer, move="go right", garbage_at_call=None):
+        self.tokenizer = tokenizer
+        self.move = move
+        self.garbage_at_call = garbage_at_call
+        self.calls = 0
+        self.batch_sizes = []
+
+    def generate(self, prompts, *, temperature, max_new_tokens, generator):
+        self.calls += 1
+        self.batch_sizes.append(len(prompts))
+        out = []
+        for prompt in prompts:
+            text = self.tokenizer.decode(prompt)
+            current = text.split("Current observation:")[-1]
+            if self.calls == self.garbage_at_call:
+                response = "xyzzy\nplugh"
+            elif "You see an apple" in current:
+                response = "take apple"
+            else:
+                response = self.move
+            ids = self.tokenizer.encode(response, add_special_tokens=False)
+            ids.append(self.tokenizer.eos_token_id)
+            out.append(Generation(ids, [-0.5] * len(ids), response))
+        return out
+
+
+def _collect(fake_suite, tokenizer, tasks, group_size=2, max_steps=6, **policy_kwargs):
+    policy = ScriptedPolicy(tokenizer, **policy_kwargs)
+    collector = RolloutCollector(policy, fake_suite(None).make_env,
+                                 CollectorConfig(max_steps=max_steps, prompt=PromptConfig()))
+    trajs = collector.collect(tasks, group_size, temperature=1.0,
+                              generator=torch.Generator().manual_seed(0), first_group_id=7)
+    return trajs, policy
+
+
+def test_rollouts_of_a_task_share_a_group_id_and_run_batched(fake_suite, fake_tokenizer,
+        make_fake_task):
+    tasks = [make_fake_task("train", 0), make_fake_task("train", 1)]
+    trajs, policy = _collect(fake_suite, fake_tokenizer, tasks, group_size=3)
+    assert [t.group_id for t in trajs] == [7, 7, 7, 8, 8, 8]
+    assert [t.task.task_id for t in trajs] == ["train-0"] * 3 + ["train-1"] * 3
+    assert policy.batch_sizes[0] == 6  # all envs in one generate call
+
+
+def test_a_won_episode_ends_with_the_outcome_reward_at_its_last_step(fake_suite, fake_tokenizer,
+        make_fake_task):
+    task = make_fake_task("train", 0)  # start 0, apple 1: "go right", "take apple"
+    (traj,), _ = _collect(fake_suite, fake_tokenizer, [task], group_size=1)
+    assert [s.action for s in traj.steps] == ["go right", "take apple"]
+    assert traj.won and not traj.truncated
+    assert [s.reward for s in traj.steps] == [0.0, 10.0]
+    assert traj.steps[-1].env_reward == 1.0
+    assert traj.steps[-1].snapshot == {"room": 1, "won": True}
+
+
+def test_invalid_actions_are_penalised_at_their_step_and_truncation_gives_no_outcome(
+        fake_suite, fake_tokenizer, make_fake_task):
+    task = make_fake_task("train", 0)  # room 0: "go left" is not admissible
+    (traj,), _ = _collect(fake_suite, fake_tokenizer, [task], group_size=1, max_steps=3,
+                          move="go left")
+    assert len(traj.steps) == 3 and traj.truncated and not traj.won
+    assert all(not s.valid and s.reward == -0.1 for s in traj.steps)
+    assert traj.steps[1].observation == "Nothing happens."
+
+
+def test_an_unparsable_response_is_sent_raw_and_marked_invalid(fake_suite, fake_tokenizer,
+        make_fake_task):
+    (traj,), _ = _collect(fake_suite, fake_tokenizer, [make_fake_task("train", 0)], group_size=1,
+                          garbage_at_call=1)
+    first = traj.steps[0]
+    assert first.action is None and not first.valid and first.reward == -0.1
+    assert traj.steps[1].observation == "Nothing happens."  # the environment answered it
+    assert traj.won  # the scripted policy then solves the task
+
+
+def test_anchor_key_is_the_observation_before_the_step(fake_suite, fake_tokenizer,
+        make_fake_task):
+    (traj,), _ = _collect(fake_suite, fake_tokenizer, [make_fake_task("train", 2)], group_size=1)
+    assert traj.steps[0].anchor_key == "You are in room 2. The room is empty."
+    assert traj.steps[1].anchor_key == "You are in room 3. You see an apple."
+    assert all(step.anchor_key == step.observation for step in traj.steps)
+
+
+def test_no_prompt_padding_or_environment_token_gets_loss(fake_suite, fake_tokenizer,
+        make_fake_task):
+    trajs, _ = _collect(fake_suite, fake_tokenizer,
+                        [make_fake_task("train", 0), make_fake_task("train", 3)], group_size=2,
+                        garbage_at_call=2)
+    steps = tensorize_steps(trajs, fake_tokenizer.pad_token_id)
+    flat = [s for t in trajs for s in t.steps]
+    assert steps.input_ids.shape[0] == len(flat)
+    for row, step in enumerate(flat):
+        p, n = len(step.prompt_ids), len(step.response_ids)
+        mask = steps.loss_mask[row]
+        # loss exactly on the response tokens: never on the prompt (which holds all
+        # environment text of the step) nor on padding
+        assert mask.nonzero().flatten().tolist() == list(range(p, p + n))
+        assert steps.input_ids[row, mask].tolist() == step.response_ids
+        assert steps.input_ids[row, :p].tolist() == step.prompt_ids
+        assert steps.attention_mask[row].sum() == p + n
+        assert torch.allclose(steps.sampling_logprobs[row, mask],
+                              torch.tensor(step.sampling_logprobs))
+        assert (steps.sampling_logprobs[row, ~mask] == 0).all()
+    assert steps.num_response_tokens == sum(len(s.response_ids) for s in flat)
+
+
+def test_step_advantages_broadcast_to_response_tokens_only(fake_suite, fake_tokenizer,
+        make_fake_task):
+    trajs, _ = _collect(fake_suite, fake_tokenizer, [make_fake_task("train", 3)], group_size=2)
+    steps = tensorize_steps(trajs, fake_tokenizer.pad_token_id)
+    values = torch.arange(1.0, steps.input_ids.shape[0] + 1)
+    tokens = broadcast_to_tokens(values, steps.loss_mask)
+    assert (tokens[~steps.loss_mask] == 0).all()
+    assert torch.equal(tokens.sum(1), values * steps.loss_mask.sum(1))
+
+
+def test_credit_batch_matches_the_flat_step_order(fake_suite, fake_tokenizer,
+        make_fake_task):
+    trajs, _ = _collect(fake_suite, fake_tokenizer,
+                        [make_fake_task("train", 0), make_fake_task("train", 1)], group_size=2)
+    batch = credit_batch(trajs)
+    flat = [s for t in trajs for s in t.steps]
+    assert batch.num_steps == len(flat)
+    assert batch.step_rewards.tolist() == pytest.approx([s.reward for s in flat])
+    assert batch.anchor_keys == tuple(s.observation for s in flat)
+    assert batch.group_ids.tolist() == [7, 7, 8, 8]
+    steps = tensorize_steps(trajs, fake_tokenizer.pad_token_id)
+    assert torch.equal(steps.step_rollout, batch.step_rollout)
+
+
+def test_the_collector_shows_a_skill_only_when_handed_a_skill_provider(fake_suite, fake_tokenizer,
+                                                                       make_fake_task, tmp_path):
+    from agentcredit.skills import SKILL_HEADER, SkillProvider
+
+    (tmp_path / "fake").mkdir()
+    for name, text in (("guide", "Walk the corridor."), ("type0", "Go right."),
+                       ("type1", "Go left.")):
+        (tmp_path / "fake" / f"{name}.md").write_text(text)
+    provider = SkillProvider(tmp_path)
+    tasks = [make_fake_task("train", 0), make_fake_task("train", 1)]
+    collector = RolloutCollector(ScriptedPolicy(fake_tokenizer), fake_suite(None).make_env,
+                                 CollectorConfig(max_steps=3, prompt=PromptConfig()))
+    for skills in (None, provider):
+        trajs = collector.collect(tasks, 2, temperature=1.0, skills=skills,
+                                  generator=torch.Generator().manual_seed(0))
+        prompts = [(t.task, fake_tokenizer.decode(s.prompt_ids)) for t in trajs for s in t.steps]
+        if skills is None:
+            assert not any(SKILL_HEADER in text for _, text in prompts)
+        else:  # the task's own skill, in the user turn, on every recorded training prompt
+            assert all(SKILL_HEADER + provider.skill_text(task) + "\n\nYour task is to:" in text
+                       for task, text in prompts)

@@ -1,0 +1,95 @@
+"""Run configuration: YAML + dotted overrides, validated once, errors in one clear line."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentcredit.credit.gigpo import GiGPOConfig
+from agentcredit.train.config import (
+    ConfigError,
+    TrainConfig,
+    config_to_dict,
+    estimator_config,
+    load_config,
+    save_config,
+)
+
+
+def _error(*overrides: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(None, list(overrides))
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_the_packaged_embedded_default_loads():
+    config = load_config()
+    assert isinstance(config, TrainConfig)
+    assert config.model.name == "embedded" and config.sft.enabled
+    assert config.env.generator.max_receptacles == 10
+
+
+def test_dotted_overrides_are_parsed_as_yaml_values():
+    config = load_config(None, ["rollout.group_size=4", "optim.lr=3e-4", "sft.enabled=false",
+                                "env.generator.max_receptacles=null", "credit.estimator=gigpo",
+                                "credit.options.mode=mean_norm"])
+    assert config.rollout.group_size == 4 and config.optim.lr == 3e-4
+    assert config.sft.enabled is False and config.env.generator.max_receptacles is None
+    assert estimator_config(config.credit) == GiGPOConfig(mode="mean_norm")
+
+
+def test_model_equals_dir_is_short_for_model_name(tmp_path):
+    assert load_config(None, [f"model={tmp_path}"]).model.name == str(tmp_path)
+
+
+def test_an_unknown_key_names_it_and_suggests_the_closest():
+    assert _error("rollout.group_sise=4") == (
+        "unknown config key 'rollout.group_sise'; did you mean 'rollout.group_size'?")
+    assert "did you mean 'rollout.temperature'" in _error("rollot.temperature=1")
+    assert "did you mean 'credit.options.gamma'" in _error("credit.estimator=gigpo",
+                                                           "credit.options.gama=0.9")
+
+
+def test_a_bad_value_names_the_field_the_value_and_the_allowed_range():
+    assert _error("rollout.temperature=-1") == (
+        "rollout.temperature = -1.0 is out of range; allowed [0.0, inf]")
+    assert _error("rollout.action_format=xml") == (
+        "rollout.action_format = 'xml' is not allowed; choose one of bare, tagged")
+    assert _error("run.updates=many") == "run.updates = 'many' must be an integer"
+    assert "grpo" in _error("credit.estimator=grpp")
+    assert _error("optim.kl_coef=true") == "optim.kl_coef = True must be a number"
+
+
+def test_errors_from_nested_dataclasses_are_prefixed_with_their_section():
+    assert _error("env.generator.max_receptacles=2").startswith("env.generator: ")
+    assert _error("model.tiny.hidden_size=30").startswith("model.tiny: ")
+
+
+def test_a_malformed_override_or_file_is_one_line(tmp_path):
+    assert "key=value" in _error("rollout.group_size")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("run: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_a_saved_config_loads_back_unchanged(tmp_path):
+    config = load_config(None, ["credit.estimator=gigpo", "credit.options.gamma=0.9"])
+    save_config(config, tmp_path / "config.yaml")
+    assert config_to_dict(load_config(tmp_path / "config.yaml")) == config_to_dict(config)
+
+
+def test_a_method_name_expands_in_place_among_the_overrides():
+    star = load_config(None, ["method=skill_grpo*"])
+    assert (star.credit.estimator, star.rollout.skills, star.eval.skills) == ("grpo", True, True)
+    assert load_config(None, ["run.updates=7", "method=skill_prompt"]).run.updates == 0
+    assert load_config(None, ["method=skill_prompt", "run.updates=7"]).run.updates == 7
+    sdar = load_config(None, ["rollout.skills=true", "method=sdar"])  # the method resets skills
+    assert (sdar.optim.aux_loss, sdar.rollout.skills, sdar.uses_teacher) == ("sdar", False, True)
+    adrs = load_config(None, ["method=adrs", "credit.options.backbone=gigpo",
+                              "credit.options.gate=off"])
+    assert adrs.credit.options == {"backbone": "gigpo", "gate": "off"}  # not YAML's False
+    assert not load_config(None, ["method=gigpo"]).uses_skills

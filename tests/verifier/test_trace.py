@@ -1,0 +1,153 @@
+import pytest
+
+from agentcredit.verifier.atoms import Atom, Status, Verifier
+from agentcredit.verifier.trace import trace_rollout
+
+
+def _has(var):
+    return lambda s, e: Status.SAT if s.get(var) or e.get(var) else Status.UNSAT
+
+
+def _kitchen(original=None, extra_atoms=()):
+    """A hand-made heat task: see the egg, hold it, heat it, place it; placing it cold violates.
+
+    As in the ALFWorld verifier, ``held`` means "held at some point" (evidence), so
+    it stays SAT after the egg is put down and placing keeps a valid proof record.
+    """
+    atoms = (
+        Atom("seen", _has("seen:egg"), "on_evidence", (), ("seen:egg",), "prerequisite"),
+        Atom("held", _has("held:egg"), "online", ("seen",), ("holds(egg)",), "prerequisite"),
+        Atom("hot", _has("ishot(egg)"), "online", ("held",), ("ishot(egg)",), "hard"),
+        Atom("cold_placed",
+             lambda s, e: Status.VIOL if s.get("in(egg, table)") and not s.get("ishot(egg)")
+             else Status.UNSAT, "online", ("held",), ("in(egg, table)",), "penalty"),
+        Atom("placed", _has("in(egg, table)"), "online", ("held", "hot"), ("in(egg, table)",),
+             "hard"),
+    ) + tuple(extra_atoms)
+
+    def aggregate(z):
+        return float(z["hot"] is Status.SAT and z["placed"] is Status.SAT
+                     and z["cold_placed"] is not Status.VIOL)
+
+    return Verifier(
+        "kitchen", atoms, aggregate,
+        original or (lambda s: float(bool(s.get("in(egg, table)") and s.get("ishot(egg)")))),
+        is_commit=lambda a: a.startswith("place"),
+        commit_scope=lambda a: ("placed", "cold_placed") if a.startswith("place") else (),
+        extract_evidence=_evidence,
+        mutations={"cool": lambda s, e: ({k: v for k, v in s.items() if k != "ishot(egg)"}, e)})
+
+
+def _evidence(text, state):
+    found = {"seen:egg": True} if "egg" in text.split() else {}
+    return found | ({"held:egg": True} if state.get("holds(egg)") else {})
+
+
+def _play(steps):
+    """``steps`` = [(action, observation, facts added, facts removed)] from an empty state."""
+    observations, snapshots, actions, state = ["a kitchen"], [{}], [], {}
+    for action, text, add, remove in steps:
+        state = {k: v for k, v in state.items() if k not in remove} | dict.fromkeys(add, True)
+        actions.append(action)
+        observations.append(text)
+        snapshots.append(state)
+    return observations, snapshots, actions
+
+
+SOLVED = [("look", "you see an egg", [], []),
+          ("take egg", "taken", ["holds(egg)"], []),
+          ("heat egg", "hot now", ["ishot(egg)"], []),
+          ("place egg", "placed", ["in(egg, table)"], ["holds(egg)"])]
+COLD = [SOLVED[0], SOLVED[1], SOLVED[3], ("look", "you see an egg", [], [])]
+
+
+def _edges(trace):
+    return {(e.step, e.atom_id, e.relation) for e in trace.edges if e.valid}
+
+
+def test_trace_records_statuses_after_every_step_from_the_reset_on():
+    trace = trace_rollout(_kitchen(), *_play(SOLVED))
+    assert trace.num_steps == 4 and len(trace.statuses) == 5
+    held = [row[trace.atom_ids.index("held")] for row in trace.statuses]
+    assert held == [Status.UNSAT, Status.UNSAT, Status.SAT, Status.SAT, Status.SAT]
+    assert trace.f_score == trace.v_score == 1.0 and trace.conformance_error == 0.0
+    assert trace.delta == (1.0, 1.0, 1.0, 0.0, 1.0)
+
+
+def test_each_step_is_linked_to_the_atoms_it_wrote_committed_violated_or_revealed():
+    trace = trace_rollout(_kitchen(), *_play(SOLVED))
+    assert _edges(trace) == {
+        (0, "seen", "reveal"), (1, "held", "write"), (2, "hot", "write"),
+        (3, "held", "write"), (3, "placed", "write"), (3, "placed", "commit"),
+        (3, "cold_placed", "write"), (3, "cold_placed", "commit")}
+    assert trace.revealed[1] == {"seen:egg"} and trace.revealed[2] == {"held:egg"}
+    assert trace.evidence[-1] == {"seen:egg": True, "held:egg": True}
+    cold = trace_rollout(_kitchen(), *_play(COLD))
+    assert (2, "cold_placed", "violation") in _edges(cold)
+
+
+def test_an_edge_whose_parents_are_not_sat_fails_the_proof_record_check():
+    cold = trace_rollout(_kitchen(), *_play(COLD))
+    placed = [e for e in cold.edges if e.atom_id == "placed" and e.step == 2]
+    assert placed and all(not e.valid and e.unmet_parents == ("hot",) for e in placed)
+    assert all(e.valid for e in cold.edges if e.atom_id == "cold_placed")
+
+
+def test_reveal_edges_of_one_atom_share_a_total_weight_of_one():
+    steps = [("look", "an egg", [], []), ("look", "nothing", [], []),
+             ("look", "an egg again", [], [])]
+    trace = trace_rollout(_kitchen(), *_play(steps))
+    # the third look re-shows what the first revealed: no new evidence, no edge
+    assert [(e.step, e.weight) for e in trace.edges if e.relation == "reveal"] == [(0, 1.0)]
+
+    def two_eggs(text, state):
+        return {f"seen:{w}": True for w in text.split() if w.startswith("egg")}
+
+    verifier = _kitchen()
+    seen = Atom("seen", lambda s, e: Status.SAT if e else Status.UNSAT, "on_evidence", (),
+                ("seen:egg1", "seen:egg2"), "prerequisite")
+    verifier = Verifier("k", (seen,) + verifier.atoms[1:], verifier.aggregate, verifier.original,
+                        verifier.is_commit, verifier.commit_scope, two_eggs)
+    trace = trace_rollout(verifier, *_play([("look", "egg1", [], []), ("look", "egg2", [], [])]))
+    assert [(e.step, e.weight) for e in trace.edges if e.relation == "reveal"] == [(0, 0.5),
+                                                                                 (1, 0.5)]
+
+
+def test_terminal_only_and_on_commit_atoms_are_unknown_until_they_can_be_evaluated():
+    logged = Atom("logged", _has("log"), "terminal_only", (), ("log",), "prerequisite")
+    receipt = Atom("receipt", _has("receipt"), "on_commit", (), ("receipt",), "prerequisite")
+    verifier = _kitchen(extra_atoms=(logged, receipt))
+    verifier = Verifier("k", verifier.atoms, verifier.aggregate, verifier.original,
+                        verifier.is_commit, lambda a: ("receipt",) if a.startswith("place") else (),
+                        verifier.extract_evidence)
+    steps = [("write log", "", ["log", "receipt"], []), ("place egg", "", [], []),
+             ("wait", "", [], [])]
+    trace = trace_rollout(verifier, *_play(steps))
+    j_log, j_receipt = trace.atom_ids.index("logged"), trace.atom_ids.index("receipt")
+    assert [row[j_log] for row in trace.statuses] == [Status.UNK] * 3 + [Status.SAT]
+    assert [row[j_receipt] for row in trace.statuses] == [Status.UNK] * 2 + [Status.SAT] * 2
+    refused = trace_rollout(verifier, *_play(steps), valid=[True, False, True])
+    assert refused.statuses[-1][j_receipt] is Status.UNK
+    assert not any(e.relation == "commit" for e in refused.edges)
+
+
+def test_conformance_compares_f_with_v_on_the_rollout_and_its_mutants():
+    trace = trace_rollout(_kitchen(), *_play(SOLVED))
+    [mutant] = trace.mutations
+    assert mutant.name == "cool" and mutant.f_score == mutant.v_score == 0.0
+    liar = trace_rollout(_kitchen(original=lambda s: 1.0), *_play(SOLVED))
+    assert liar.reconstruction_error == 0.0 and liar.conformance_error == 1.0
+
+
+def test_steps_mention_the_atoms_whose_entities_they_name_or_whose_facts_they_change():
+    trace = trace_rollout(_kitchen(), *_play(SOLVED))
+    assert "held" in trace.mentions[1] and "placed" in trace.mentions[3]
+    assert trace.mentions[0] == frozenset()
+
+
+def test_trace_rejects_misaligned_recordings_with_what_to_pass():
+    observations, snapshots, actions = _play(SOLVED)
+    with pytest.raises(ValueError, match="T\\+1 observations and snapshots"):
+        trace_rollout(_kitchen(), observations[1:], snapshots, actions)
+    with pytest.raises(ValueError, match="3 validity flags for 4 actions"):
+        trace_rollout(_kitchen(), observations, snapshots, actions, valid=[True] * 3)
