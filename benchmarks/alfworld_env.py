@@ -18,12 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import write_result
-
 from agentcredit.envs.alfworld import grammar_memo
 from agentcredit.envs.alfworld.engine import AlfWorldEnv
 from agentcredit.envs.alfworld.generator import GeneratorConfig, generate_game
 from agentcredit.envs.alfworld.tasks import TASK_TYPES
+from bench_common import write_result
 
 
 def _time_game(env: AlfWorldEnv, task, resets: int, steps: int, seed: int) -> tuple[list, list]:

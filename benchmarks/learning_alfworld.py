@@ -16,16 +16,16 @@ step-level advantage, ``adrs/gigpo/L3`` = ADRS+TVA on GiGPO, ``skill_grpo``,
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_common import write_result
-
 from agentcredit.train.config import load_config
 from agentcredit.train.loop import train
+from bench_common import write_result
 
 DEFAULT_METHODS = "grpo,gigpo,vict/grpo,vict/gigpo,adrs/grpo/L2,adrs/gigpo/L3,skill_grpo,sdar"
 
@@ -47,7 +47,7 @@ def _auc_pct(curve: list[dict]) -> float:
     if len(curve) < 2:
         return 100.0 * curve[0]["success"] if curve else 0.0
     area = sum((b["update"] - a["update"]) * (a["success"] + b["success"]) / 2
-               for a, b in zip(curve, curve[1:], strict=False))
+               for a, b in itertools.pairwise(curve))
     return 100.0 * area / (curve[-1]["update"] - curve[0]["update"])
 
 
@@ -86,8 +86,8 @@ def main() -> None:
                       echo=lambda _: None).run_dir / "reference"
         for method in methods:
             config = load_config(None, [*common, f"run.seed={seed}", f"model.name={start}",
-                                        "sft.enabled=false", f"run.name={method.replace('/', '-')}"
-                                        f"_seed{seed}", *method_overrides(method)])
+                                        "sft.enabled=false", (f"run.name={method.replace('/', '-')}"
+                                        f"_seed{seed}"), *method_overrides(method)])
             print(f"seed {seed}: {method} ...", file=sys.stderr, flush=True)
             result = train(config, echo=lambda _: None)
             curve = _curve(_evals(result.run_dir))

@@ -20,7 +20,7 @@ class ReplayPolicy:
         self.actions = list(actions)
 
     def generate(self, prompts, *, temperature, max_new_tokens, generator):
-        (prompt,) = prompts
+        (_prompt,) = prompts
         action = self.actions.pop(0)
         ids = self.tokenizer.encode(action, add_special_tokens=False) + [
             self.tokenizer.eos_token_id]
@@ -40,7 +40,7 @@ def test_replaying_the_expert_wins_a_generated_alfworld_game(tmp_path, fake_toke
     assert traj.won and [s.action for s in traj.steps] == plan
     assert [s.reward for s in traj.steps] == [0.0] * (len(plan) - 1) + [10.0]
     assert traj.steps[0].anchor_key.startswith("You are in the middle of a room.")
-    assert any(key.startswith("holds(") or key.startswith("inreceptacle(")
+    assert any(key.startswith(("holds(", "inreceptacle("))
                for key in traj.steps[-1].snapshot)
     steps = tensorize_steps([traj], fake_tokenizer.pad_token_id)
     assert steps.num_response_tokens == sum(len(s.response_ids) for s in traj.steps)

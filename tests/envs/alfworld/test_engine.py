@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -43,7 +44,7 @@ def test_steps_after_the_game_is_won_change_nothing(env, train_games):
     env.reset(task)
     for action in env.expert(task):
         env.step(action)
-    obs, reward, done, info = env.step("look")
+    _, reward, done, info = env.step("look")
     assert done and info.won and not info.valid and reward == 1.0
 
 
@@ -73,7 +74,7 @@ def test_missing_or_corrupt_game_files_raise_errors_naming_the_file(tmp_path):
 
 
 def test_a_game_whose_pddl_is_broken_raises_an_error_naming_it(tmp_path, train_games):
-    game = json.loads(open(train_games[0].payload["game_file"]).read())
+    game = json.loads(Path(train_games[0].payload["game_file"]).read_text())
     game["pddl_problem"] = game["pddl_problem"].replace("(:init", "(:init (nonsense", 1)
     bad = tmp_path / "bad.tw-pddl"
     bad.write_text(json.dumps(game))

@@ -1,5 +1,6 @@
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,7 @@ def test_official_folder_layout_loads_with_task_type_and_instruction(tmp_path, g
     shutil.copy(source.payload["game_file"], trial / "game.tw-pddl")
     unsolvable = tmp_path / "valid_seen" / "pick_and_place_simple-Mug-None-Desk-2" / "trial_2"
     unsolvable.mkdir(parents=True)
-    game = json.loads(open(source.payload["game_file"]).read())
+    game = json.loads(Path(source.payload["game_file"]).read_text())
     (unsolvable / "game.tw-pddl").write_text(json.dumps({**game, "solvable": False}))
 
     tasks = load_official_games(tmp_path / "valid_seen", "valid_seen")

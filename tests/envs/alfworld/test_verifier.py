@@ -12,7 +12,7 @@ def _play(env, task, actions):
     obs = env.reset(task)
     texts, states, infos = [obs.text], [env.snapshot()], []
     for action in actions:
-        obs, _, done, info = env.step(action)
+        obs, _, _, info = env.step(action)
         texts.append(obs.text)
         states.append(env.snapshot())
         infos.append(info)

@@ -20,7 +20,7 @@ one (``tests/envs/alfworld/test_grammar_memo.py``).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import textworld
 from textworld.envs.pddl import textgen
@@ -29,7 +29,7 @@ SUPPORTED_TEXTWORLD = "1.7.0"
 _STOCK = {"parse": textgen._parse_and_convert, "Rule": textgen.Rule}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parsed(text: str, rule_name: str, trace: bool):
     return textgen._PARSER.parse(text, rule_name=rule_name, trace=trace)
 

@@ -15,7 +15,7 @@ from agentcredit.envs.alfworld.engine import GameFileError, read_game_file
 from agentcredit.envs.alfworld.tasks import TASK_TYPES
 from agentcredit.envs.base import Task
 
-_INSTRUCTION = re.compile(r"Your task is to: (.+?)\.?\"", re.S)
+_INSTRUCTION = re.compile(r"Your task is to: (.+?)\.?\"", re.DOTALL)
 _BY_ALFWORLD_NAME = {v: k for k, v in TASK_TYPES.items()}
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import alfworld.gen.constants as alfred_constants
-import alfworld.gen.goal_library as goal_library
+from alfworld.gen import goal_library
 
 #: our task-type name -> ALFWorld's goal-library key.
 TASK_TYPES: dict[str, str] = {

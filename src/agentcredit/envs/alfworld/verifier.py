@@ -41,7 +41,7 @@ from agentcredit.envs.base import Task
 from agentcredit.verifier.atoms import Atom, State, Status, Verifier
 
 AGENT = "agent1"
-_DECL = re.compile(r"^\s*(\S+) - (object|receptacle|location)\s*$", re.M)
+_DECL = re.compile(r"^\s*(\S+) - (object|receptacle|location)\s*$", re.MULTILINE)
 _FACT = re.compile(r"\((objecttype|receptacletype|receptacleatlocation) (\S+) (\S+)\)")
 _GOAL_TYPE = re.compile(r"\((objecttype|receptacletype) \?(\w+) (\w+)type\)")
 _MOVE = re.compile(r"You move the (.+?) to the (.+?)\.")
