@@ -51,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     audit = commands.add_parser("audit", help="print the VICT verifier-interface audit")
     audit.add_argument("--env", required=True, help="environment name (e.g. alfworld)")
     audit.add_argument("--checkpoint", help="also audit rollouts of this model directory")
-    audit.add_argument("--split", default="valid_seen", help="task split (default valid_seen)")
+    audit.add_argument("--split", help="task split (default: the environment's first "
+                                       "validation split, e.g. valid_seen or valid)")
     audit.add_argument("--copies", type=int, default=4,
                        help="rollouts per task and source (default 4)")
     audit.add_argument("--config", help="YAML config (default: the embedded default)")

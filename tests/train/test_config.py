@@ -27,7 +27,7 @@ def test_the_packaged_embedded_default_loads():
     config = load_config()
     assert isinstance(config, TrainConfig)
     assert config.model.name == "embedded" and config.sft.enabled
-    assert config.env.generator.max_receptacles == 10
+    assert config.env.generator.max_receptacles == 8 and config.sft.recovery == 0.5
 
 
 def test_dotted_overrides_are_parsed_as_yaml_values():

@@ -68,12 +68,14 @@ def policy_traces(config, checkpoint: Path, tasks: Sequence[Task], copies: int) 
     return list(VerifierTracer(suite.make_env).trace(trajectories))
 
 
-def run_audit(config, split: str, copies: int, checkpoint: Path | None = None,
+def run_audit(config, split: str | None, copies: int, checkpoint: Path | None = None,
               echo=print) -> dict[str, AuditRow]:
-    """Audit the interface of ``config.env`` on the tasks of ``split``; prints the table."""
+    """Audit the interface of ``config.env`` on the tasks of ``split`` (default: the
+    environment's first validation split); prints the table."""
     from agentcredit.train.env_suites import build_env_suite
 
     suite = build_env_suite(config.env)
+    split = split or suite.validation_splits[0]
     tasks = suite.tasks(split)
     env = suite.make_env()
     rows = {}
