@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[alfworld,dev]'
 	touch $(STAMP)
 
+# Each `make run` starts a new run directory (runs/embedded-YYYYmmdd-HHMMSS).
 run: $(STAMP)
-	$(BIN)/agentcredit train
+	$(BIN)/agentcredit train run.name=embedded-$$(date +%Y%m%d-%H%M%S)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
