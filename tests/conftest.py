@@ -131,6 +131,30 @@ def fake_suite() -> type[FakeSuite]:
     return FakeSuite
 
 
+def _play(env, task, actions):
+    """Run ``actions`` from reset, stopping when the episode ends.
+
+    Returns (observations, snapshots, step results): index 0 of the first two is
+    after reset; each step result is ``(reward, done, info)``.
+    """
+    obs = env.reset(task)
+    texts, states, results = [obs.text], [env.snapshot()], []
+    for action in actions:
+        obs, reward, done, info = env.step(action)
+        texts.append(obs.text)
+        states.append(env.snapshot())
+        results.append((reward, done, info))
+        if done:
+            break
+    return texts, states, results
+
+
+@pytest.fixture(scope="session")
+def play():
+    """``play(env, task, actions)`` -> (observations, snapshots, step results)."""
+    return _play
+
+
 @pytest.fixture
 def fake_env() -> FakeEnv:
     return FakeEnv()

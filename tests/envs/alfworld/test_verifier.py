@@ -8,17 +8,6 @@ from agentcredit.verifier.atoms import Status
 from agentcredit.verifier.conformance import evidence_timeline, mutation_outcomes
 
 
-def _play(env, task, actions):
-    obs = env.reset(task)
-    texts, states, infos = [obs.text], [env.snapshot()], []
-    for action in actions:
-        obs, _, _, info = env.step(action)
-        texts.append(obs.text)
-        states.append(env.snapshot())
-        infos.append(info)
-    return texts, states, infos
-
-
 def _random_actions(env, task, seed, steps=40):
     rng, actions = random.Random(seed), []
     obs = env.reset(task)
@@ -30,18 +19,18 @@ def _random_actions(env, task, seed, steps=40):
     return actions
 
 
-def test_f_equals_v_equals_won_on_expert_random_and_mutated_trajectories(env, train_games):
+def test_f_equals_v_equals_won_on_expert_random_and_mutated_trajectories(env, train_games, play):
     checked = mutants = 0
     for task in train_games:
         verifier = env.verifier(task)
         for actions in (env.expert(task), _random_actions(env, task, seed=1),
                         _random_actions(env, task, seed=2)):
-            texts, states, infos = _play(env, task, actions)
+            texts, states, results = play(env, task, actions)
             timeline = evidence_timeline(verifier, texts, states)
             for state, evidence in zip(states, timeline, strict=True):
                 assert verifier.score(state, evidence) == verifier.original(state), task.task_id
                 checked += 1
-            for state, info in zip(states[1:], infos, strict=True):
+            for state, (_, _, info) in zip(states[1:], results, strict=True):
                 assert verifier.original(state) == float(info.won), task.task_id
             for outcome in mutation_outcomes(verifier, states[-1], timeline[-1]):
                 assert outcome.agrees, (task.task_id, outcome)
@@ -49,12 +38,12 @@ def test_f_equals_v_equals_won_on_expert_random_and_mutated_trajectories(env, tr
     assert checked > 500 and mutants > 50
 
 
-def test_mutations_of_a_won_state_make_the_task_fail(env, games_by_type):
+def test_mutations_of_a_won_state_make_the_task_fail(env, games_by_type, play):
     names = set()
     for games in games_by_type.values():
         task = games[0]
         verifier = env.verifier(task)
-        texts, states, _ = _play(env, task, env.expert(task))
+        texts, states, _ = play(env, task, env.expert(task))
         timeline = evidence_timeline(verifier, texts, states)
         for outcome in mutation_outcomes(verifier, states[-1], timeline[-1]):
             names.add(outcome.name)
@@ -62,11 +51,11 @@ def test_mutations_of_a_won_state_make_the_task_fail(env, games_by_type):
     assert names == {"wrong_receptacle", "clear_transformation", "swap_target", "drop_second"}
 
 
-def test_placing_before_heating_is_a_premature_placement_violation(env, games_by_type):
+def test_placing_before_heating_is_a_premature_placement_violation(env, games_by_type, play):
     task = games_by_type["pick_heat_then_place"][0]
     verifier = env.verifier(task)
     unheated = [a for a in env.expert(task) if not a.startswith("heat ")]
-    texts, states, infos = _play(env, task, unheated)
+    texts, states, results = play(env, task, unheated)
     statuses = verifier.statuses(states[-1], evidence_timeline(verifier, texts, states)[-1])
     assert statuses["final_placement"] is Status.SAT
     assert statuses["transformation"] is Status.UNSAT
@@ -74,7 +63,7 @@ def test_placing_before_heating_is_a_premature_placement_violation(env, games_by
     assert statuses["object_held"] is Status.SAT
     assert verifier.is_commit(unheated[-1]) and "premature_placement" in verifier.commit_scope(
         unheated[-1])
-    assert not infos[-1].won
+    assert not results[-1][2].won
 
 
 def _fetch_and_place(env, task, obj, goal):
@@ -91,7 +80,7 @@ def _fetch_and_place(env, task, obj, goal):
     return taken
 
 
-def test_putting_a_wrong_object_in_the_goal_receptacle_is_a_violation(env, games_by_type):
+def test_putting_a_wrong_object_in_the_goal_receptacle_is_a_violation(env, games_by_type, play):
     task = games_by_type["pick_and_place"][0]
     verifier = env.verifier(task)
     facts = read_game_facts(task.task_type, read_game_file(task.payload["game_file"])["pddl_problem"])
@@ -107,7 +96,7 @@ def test_putting_a_wrong_object_in_the_goal_receptacle_is_a_violation(env, games
             break
     else:
         pytest.skip("no distractor of this game fits the goal receptacle")
-    texts, states, _ = _play(env, task, actions)
+    texts, states, _ = play(env, task, actions)
     statuses = verifier.statuses(states[-1], evidence_timeline(verifier, texts, states)[-1])
     assert statuses["wrong_object_placed"] is Status.VIOL
     assert verifier.score(states[-1], {}) == verifier.original(states[-1]) == 0.0
@@ -125,17 +114,17 @@ def test_atoms_name_the_facts_they_read_and_their_dependencies(env, games_by_typ
     assert all(v.startswith("inreceptacle(") for v in verifier.atom("final_placement").state_vars)
 
 
-def test_look_tasks_commit_on_the_lamp_and_need_the_object_in_hand(env, games_by_type):
+def test_look_tasks_commit_on_the_lamp_and_need_the_object_in_hand(env, games_by_type, play):
     task = games_by_type["look_at_obj_in_light"][0]
     verifier = env.verifier(task)
     plan = env.expert(task)
     use = next(a for a in plan if a.startswith("use "))
     assert verifier.is_commit(use) and verifier.commit_scope(use) == ("light_toggled", "object_held")
     assert not verifier.is_commit(plan[0])
-    texts, states, infos = _play(env, task, plan)
+    texts, states, results = play(env, task, plan)
     statuses = verifier.statuses(states[-1], evidence_timeline(verifier, texts, states)[-1])
     assert statuses["light_toggled"] is Status.SAT and statuses["object_held"] is Status.SAT
-    assert infos[-1].won
+    assert results[-1][2].won
 
 
 def test_evidence_is_what_observations_revealed(env, games_by_type):

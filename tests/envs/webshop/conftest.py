@@ -24,20 +24,6 @@ def env() -> WebShopEnv:
     return WebShopEnv()
 
 
-def _play(env, task, actions):
-    """Run ``actions`` from reset: observations, snapshots (index 0 = after reset), step results."""
-    obs = env.reset(task)
-    texts, states, results = [obs.text], [env.snapshot()], []
-    for action in actions:
-        obs, reward, done, info = env.step(action)
-        texts.append(obs.text)
-        states.append(env.snapshot())
-        results.append((reward, done, info))
-        if done:
-            break
-    return texts, states, results
-
-
 def _random_actions(env, task, seed: int, buy_bias: float = 0.3) -> list[str]:
     """A random walk over the admissible actions; searches use words of the instruction.
 
@@ -58,12 +44,6 @@ def _random_actions(env, task, seed: int, buy_bias: float = 0.3) -> list[str]:
         actions.append(action)
         obs, _, done, _ = env.step(action)
     return actions
-
-
-@pytest.fixture(scope="session")
-def play():
-    """``play(env, task, actions)`` -> (observations, snapshots, step results)."""
-    return _play
 
 
 @pytest.fixture(scope="session")
