@@ -7,9 +7,13 @@ import json
 import os
 import platform
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+
+from agentcredit.train.config import load_config
+from agentcredit.train.loop import latest_checkpoint, train
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -53,3 +57,53 @@ def write_result(name: str, config: dict, metrics: dict, targets: dict, notes: s
     }
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
+
+
+def method_overrides(method: str) -> list[str]:
+    """``NAME[/BACKBONE[/GATE]]`` -> ``method=NAME`` plus the estimator options.
+
+    ``vict/gigpo`` = VICT on GiGPO's step-level advantage, ``adrs/gigpo/L3`` =
+    ADRS+TVA on GiGPO, ``grpo`` = plain GRPO.
+    """
+    name, *rest = method.split("/")
+    extra = [f"method={name}"]
+    for key, value in zip(("backbone", "gate"), rest, strict=False):
+        extra.append(f"credit.options.{key}={value}")
+    return extra
+
+
+def sft_start(overrides: Sequence[str], name: str) -> Path:
+    """Train the embedded default's SFT warm start (no RL update); its checkpoint directory.
+
+    ``overrides`` must include ``run.output_dir``; the run is ``<output_dir>/<name>``,
+    and its ``reference`` checkpoint, once written, is reused rather than retrained.
+    """
+    config = load_config(None, [*overrides, f"run.name={name}", "run.updates=0",
+                                "run.eval_at_start=false"])
+    reference = config.run_dir / "reference"
+    if not all((reference / f).is_file() for f in ("model.safetensors", "tokenizer.json",
+                                                     "tokenizer_config.json")):
+        train(config, echo=lambda _: None)
+    return reference
+
+
+def run_method(start: Path, method: str, overrides: Sequence[str], name: str) -> list[dict]:
+    """RL updates of ``method`` from the checkpoint ``start``; the run's ``metrics.jsonl`` records.
+
+    A run of that name already in the output directory is not started again: a
+    finished one (its last checkpoint is the last update) is read back, an
+    unfinished one resumes from its latest checkpoint.
+    """
+    config = load_config(None, [*overrides, f"model.name={start}", "sft.enabled=false",
+                                f"run.name={name}", *method_overrides(method)])
+    checkpoint = latest_checkpoint(config.run_dir)
+    if checkpoint is None or int(checkpoint.name.removeprefix("update_")) < config.run.updates:
+        train(config, resume=checkpoint is not None, echo=lambda _: None)
+    lines = (config.run_dir / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def phase_shares_pct(phases: dict[str, float]) -> dict[str, float]:
+    """Each phase's share of the summed phase times, in percent."""
+    total = sum(phases.values())
+    return {phase: 100.0 * seconds / total for phase, seconds in phases.items()}

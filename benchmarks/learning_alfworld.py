@@ -1,38 +1,32 @@
 """Learning on generated ALFWorld: methods compared from the same SFT start and rollout budget.
 
-For each seed, one SFT warm start is trained (the embedded default's model and
-SFT) and every method then runs the same number of RL updates from it, with
-the same rollouts per update and the same evaluation schedule. Curves are the
+One SFT warm start is trained (the embedded default's model and SFT, with the
+first seed) and every method and seed then runs the same number of RL updates
+from it, with the same rollouts per update and the same evaluation schedule:
+the seeds vary the RL run (task draws, sampling), not the start. Curves are the
 evaluations in each run's ``metrics.jsonl``.
 
     python benchmarks/learning_alfworld.py [--quick] [--methods grpo,vict/gigpo,adrs/gigpo/L3]
-        [--seeds 0,1,2] [--updates N] [--output-dir DIR] [key=value ...]
+        [--seeds 0,1,2] [--updates N] [--output-dir DIR] [--start SFT_DIR] [--workers 2]
+        [key=value ...]
 
-A method is ``NAME[/BACKBONE[/GATE]]``: ``vict/gigpo`` = VICT on GiGPO's
-step-level advantage, ``adrs/gigpo/L3`` = ADRS+TVA on GiGPO, ``skill_grpo``,
-``sdar``. Extra ``key=value`` overrides go to every run.
+A method is ``NAME[/BACKBONE[/GATE]]`` (``bench_common.method_overrides``).
+Extra ``key=value`` overrides go to every run.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import json
+import multiprocessing
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from agentcredit.train.config import load_config
-from agentcredit.train.loop import train
-from bench_common import write_result
+from bench_common import run_method, sft_start, write_result
 
 DEFAULT_METHODS = "grpo,gigpo,vict/grpo,vict/gigpo,adrs/grpo/L2,adrs/gigpo/L3,skill_grpo,sdar"
-
-
-def _evals(run_dir: Path) -> list[dict]:
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [r for r in map(json.loads, lines) if r["kind"] == "eval"]
 
 
 def _curve(evals: list[dict]) -> list[dict]:
@@ -40,6 +34,18 @@ def _curve(evals: list[dict]) -> list[dict]:
              **{k.removeprefix("eval/").replace("/", "_"): v for k, v in r.items()
                 if k.startswith("eval/") and k.endswith("/success") and k.count("/") == 2}}
             for r in evals]
+
+
+def _run(start: Path, method: str, overrides: list[str], name: str) -> list[dict]:
+    print(f"{name} ...", file=sys.stderr, flush=True)
+    return run_method(start, method, overrides, name)
+
+
+def _mean_diagnostics(updates: list[dict]) -> dict[str, float]:
+    """Each ``credit/*`` and ``time/*`` figure averaged over a run's updates."""
+    keys = sorted({k for r in updates for k in r if k.startswith(("credit/", "time/"))
+                   and isinstance(r[k], int | float)})
+    return {k: sum(r.get(k, 0.0) for r in updates) / len(updates) for k in keys} if updates else {}
 
 
 def _auc_pct(curve: list[dict]) -> float:
@@ -51,22 +57,18 @@ def _auc_pct(curve: list[dict]) -> float:
     return 100.0 * area / (curve[-1]["update"] - curve[0]["update"])
 
 
-def method_overrides(method: str) -> list[str]:
-    """``NAME[/BACKBONE[/GATE]]`` -> ``method=NAME`` plus the estimator options."""
-    name, *rest = method.split("/")
-    extra = [f"method={name}"]
-    for key, value in zip(("backbone", "gate"), rest, strict=False):
-        extra.append(f"credit.options.{key}={value}")
-    return extra
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
     parser.add_argument("--methods", default=DEFAULT_METHODS)
     parser.add_argument("--seeds", default=None, help="comma-separated (full: 0,1,2; quick: 0)")
     parser.add_argument("--updates", type=int, default=None, help="RL updates per run")
-    parser.add_argument("--output-dir", default=None, help="where runs go (default: a temp dir)")
+    parser.add_argument("--output-dir", default=None,
+                        help="where runs go (default: a temp dir); runs found there are read "
+                             "back (finished) or resumed (unfinished), not started again")
+    parser.add_argument("--start", default=None, help="SFT checkpoint to start from (else trained)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="runs in parallel, one CPU thread each (default 1: one at a time)")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args()
     methods = args.methods.split(",")
@@ -74,43 +76,55 @@ def main() -> None:
     updates = args.updates or (2 if args.quick else 20)
     root = Path(args.output_dir or tempfile.mkdtemp(prefix="learning-alfworld-"))
     common = [f"run.output_dir={root}", "run.progress=false", f"run.updates={updates}",
-              f"run.eval_every={max(1, updates // 4)}", f"run.checkpoint_every={updates}",
+              f"run.eval_every={max(1, updates // 4)}", f"run.checkpoint_every={max(1, updates // 4)}",
               *args.overrides]
     if args.quick:
         common += ["env.valid_games_per_type=1", "rollout.tasks_per_update=2"]
-    runs = []
     began = time.perf_counter()
-    for seed in seeds:
-        start = train(load_config(None, [*common, f"run.seed={seed}", f"run.name=sft_seed{seed}",
-                                         "run.updates=0", "run.eval_at_start=false"]),
-                      echo=lambda _: None).run_dir / "reference"
-        for method in methods:
-            config = load_config(None, [*common, f"run.seed={seed}", f"model.name={start}",
-                                        "sft.enabled=false", (f"run.name={method.replace('/', '-')}"
-                                        f"_seed{seed}"), *method_overrides(method)])
-            print(f"seed {seed}: {method} ...", file=sys.stderr, flush=True)
-            result = train(config, echo=lambda _: None)
-            curve = _curve(_evals(result.run_dir))
-            name, _, backbone = method.partition("/")
-            runs.append({"method": method, "backbone": backbone.split("/")[0] or name, "seed": seed,
-                         "curve": curve, "final": curve[-1] if curve else {}})
-    metrics = {}
+    start = (Path(args.start) if args.start
+             else sft_start([*common, f"run.seed={seeds[0]}"], f"sft_seed{seeds[0]}"))
+    jobs = [(start, method, [*common, f"run.seed={seed}"], f"{method.replace('/', '-')}_seed{seed}")
+            for seed in seeds for method in methods]
+    if args.workers > 1:
+        jobs = [(*job[:2], [*job[2], "run.threads=1"], job[3]) for job in jobs]
+        with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
+            results = pool.starmap(_run, jobs)
+    else:
+        results = [_run(*job) for job in jobs]
+    runs = []
+    for (seed, method), records in zip(itertools.product(seeds, methods), results, strict=True):
+        evals = [r for r in records if r["kind"] == "eval"]
+        updates_logged = [r for r in records if r["kind"] == "update"]
+        name, _, backbone = method.partition("/")
+        runs.append({"method": method, "backbone": backbone.split("/")[0] or name, "seed": seed,
+                     "curve": _curve(evals),
+                     "final": {k.removeprefix("eval/"): v for k, v in evals[-1].items()
+                               if k.startswith("eval/")},
+                     "diagnostics": _mean_diagnostics(updates_logged)})
+    metrics, diagnostics = {}, {}
     for method in methods:
         mine = [r for r in runs if r["method"] == method]
-        metrics[f"success_final_mean.{method}"] = sum(r["final"]["success"] for r in mine) / len(mine)
+        start_mean = sum(r["curve"][0]["success"] for r in mine) / len(mine)
+        final_mean = sum(r["curve"][-1]["success"] for r in mine) / len(mine)
+        metrics[f"success_start_mean.{method}"] = start_mean
+        metrics[f"success_final_mean.{method}"] = final_mean
+        metrics[f"success_gain_mean.{method}"] = final_mean - start_mean
         metrics[f"success_auc_mean.{method}"] = sum(_auc_pct(r["curve"]) for r in mine) / len(mine)
-        metrics[f"success_start_mean.{method}"] = sum(r["curve"][0]["success"]
-                                                      for r in mine) / len(mine)
+        keys = sorted({k for r in mine for k in r["diagnostics"]})
+        diagnostics[method] = {k: round(sum(r["diagnostics"].get(k, 0.0) for r in mine) / len(mine), 4)
+                               for k in keys}
     path = write_result(
         "learning_alfworld",
         config={"methods": methods, "seeds": seeds, "updates": updates, "overrides": common},
         metrics={k: round(v, 4) for k, v in metrics.items()},
         targets={},
         notes=("Embedded default (tiny model, generated small rooms) unless overridden; every "
-               "method starts from the same SFT checkpoint per seed and gets the same rollout "
-               f"budget. Generated games are not comparable with published ALFWorld numbers. "
+               "method and seed starts from one SFT checkpoint and gets the same rollout budget; "
+               "success is over valid_seen + valid_unseen at temperature 0.4. `diagnostics` "
+               "holds each method's credit diagnostics (VICT SPEC 4.9, ADRS gates) averaged "
+               f"over updates and seeds. Generated games are not comparable with published ALFWorld numbers. "
                f"Wall time {time.perf_counter() - began:.0f} s."),
-        quick=args.quick, runs=runs)
+        quick=args.quick, diagnostics=diagnostics, runs=runs)
     print(path.read_text())
 
 

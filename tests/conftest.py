@@ -131,6 +131,20 @@ def fake_suite() -> type[FakeSuite]:
     return FakeSuite
 
 
+@pytest.fixture(scope="session")
+def tiny_fake_run(fake_suite) -> tuple[str, ...]:
+    """Overrides for a seconds-long training run: the fake corridor environment, a
+    1-layer 32-wide model, 4-step rollouts, one thread, no progress bar."""
+    return (
+        "run.progress=false", "run.threads=1",
+        "model.tiny.hidden_size=32", "model.tiny.num_hidden_layers=1",
+        "model.tiny.num_attention_heads=2", "model.tiny.num_key_value_heads=1",
+        "model.tiny.intermediate_size=64", "model.tiny.max_position_embeddings=512",
+        "rollout.max_steps=4", "rollout.max_new_tokens=6",
+        "env.name=fake", "env.train_games_per_type=2", "env.valid_games_per_type=1",
+    )
+
+
 def _play(env, task, actions):
     """Run ``actions`` from reset, stopping when the episode ends.
 

@@ -8,22 +8,16 @@ import yaml
 from agentcredit.cli import main
 from agentcredit.train.config import config_to_dict, load_config
 
-FAKE_RUN = [
-    "run.updates=1", "run.progress=false", "run.threads=1",
-    "model.tiny.hidden_size=32", "model.tiny.num_hidden_layers=1",
-    "model.tiny.num_attention_heads=2", "model.tiny.num_key_value_heads=1",
-    "model.tiny.intermediate_size=64", "model.tiny.max_position_embeddings=512",
-    "sft.epochs=20", "sft.batch_size=4", "sft.lr=0.01",
-    "rollout.group_size=2", "rollout.tasks_per_update=2", "rollout.max_steps=4",
-    "rollout.max_new_tokens=6", "optim.micro_batch_size=4",
-    "env.name=fake", "env.train_games_per_type=2", "env.valid_games_per_type=1",
-]
+CLI_RUN = (
+    "run.updates=1", "sft.epochs=20", "sft.batch_size=4", "sft.lr=0.01",
+    "rollout.group_size=2", "rollout.tasks_per_update=2", "optim.micro_batch_size=4",
+)
 
 
 @pytest.fixture
-def config_file(tmp_path, fake_suite):
+def config_file(tmp_path, tiny_fake_run):
     path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump(config_to_dict(load_config(None, FAKE_RUN))))
+    path.write_text(yaml.safe_dump(config_to_dict(load_config(None, [*tiny_fake_run, *CLI_RUN]))))
     return path
 
 

@@ -13,24 +13,22 @@ from safetensors.torch import load_file
 from agentcredit.train.config import load_config
 from agentcredit.train.loop import RunDirectoryError, latest_checkpoint, train
 
-TINY_RUN = [
-    "run.updates=3", "run.eval_every=1", "run.checkpoint_every=1", "run.progress=false",
-    "run.threads=1",
-    "model.tiny.hidden_size=32", "model.tiny.num_hidden_layers=1",
-    "model.tiny.num_attention_heads=2", "model.tiny.num_key_value_heads=1",
-    "model.tiny.intermediate_size=64", "model.tiny.max_position_embeddings=512",
+LOOP_RUN = (
+    "run.updates=3", "run.eval_every=1", "run.checkpoint_every=1",
     # enough SFT that some rollouts win and some fail, so GRPO has a signal to learn from
     "sft.epochs=40", "sft.batch_size=4", "sft.lr=0.01",
-    "rollout.group_size=3", "rollout.tasks_per_update=2", "rollout.max_steps=4",
-    "rollout.max_new_tokens=6",
+    "rollout.group_size=3", "rollout.tasks_per_update=2",
     "optim.lr=1e-3", "optim.mini_batches=2", "optim.micro_batch_size=4",
-    "env.name=fake", "env.train_games_per_type=2", "env.valid_games_per_type=1",
-]
+)
 
 
-def tiny_config(tmp_path: Path, name: str, *extra: str):
-    return load_config(None, [*TINY_RUN, f"run.output_dir={tmp_path}", f"run.name={name}",
-                              *extra])
+@pytest.fixture(scope="session")
+def tiny_config(tiny_fake_run):
+    """``tiny_config(root, name, *extra)``: the 3-update tiny run's config in ``root/name``."""
+    def make(root: Path, name: str, *extra: str):
+        return load_config(None, [*tiny_fake_run, *LOOP_RUN, f"run.output_dir={root}",
+                                  f"run.name={name}", *extra])
+    return make
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
@@ -43,7 +41,7 @@ def without_timings(records: list[dict]) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(fake_suite, tmp_path_factory):
+def uninterrupted(tmp_path_factory, tiny_config):
     root = tmp_path_factory.mktemp("runs")
     result = train(tiny_config(root, "full"), echo=lambda _: None)
     return root, result
@@ -73,7 +71,7 @@ def test_a_run_writes_config_metrics_and_checkpoints(uninterrupted):
         "update_00002", "update_00003"]
 
 
-def test_a_killed_and_resumed_run_matches_the_uninterrupted_run(uninterrupted, fake_suite):
+def test_a_killed_and_resumed_run_matches_the_uninterrupted_run(uninterrupted, tiny_config):
     root, full = uninterrupted
     config = tiny_config(root, "killed")
     stopped = train(config, stop_after_update=2, echo=lambda _: None)
@@ -92,13 +90,14 @@ def test_a_killed_and_resumed_run_matches_the_uninterrupted_run(uninterrupted, f
     assert all(torch.equal(final_full[k], final_resumed[k]) for k in final_full)
 
 
-def test_an_existing_run_directory_is_not_overwritten(uninterrupted):
+def test_an_existing_run_directory_is_not_overwritten(uninterrupted, tiny_config):
     root, _ = uninterrupted
     with pytest.raises(RunDirectoryError, match="--resume"):
         train(tiny_config(root, "full"), echo=lambda _: None)
 
 
-def test_a_saved_tiny_checkpoint_trains_through_model_equals_dir(uninterrupted, tmp_path):
+def test_a_saved_tiny_checkpoint_trains_through_model_equals_dir(uninterrupted, tmp_path,
+                                                                  tiny_config):
     _, full = uninterrupted
     policy_dir = latest_checkpoint(full.run_dir) / "policy"
     config = tiny_config(tmp_path, "from_checkpoint", f"model={policy_dir}", "sft.enabled=false",
@@ -111,7 +110,7 @@ def test_a_saved_tiny_checkpoint_trains_through_model_equals_dir(uninterrupted, 
 
 
 @pytest.mark.parametrize("estimator", ["rloo", "gigpo"])
-def test_every_backbone_plugs_into_the_loop(estimator, fake_suite, tmp_path):
+def test_every_backbone_plugs_into_the_loop(estimator, tmp_path, tiny_config):
     config = tiny_config(tmp_path, estimator, f"credit.estimator={estimator}", "run.updates=1",
                          "run.eval_every=0", "run.eval_at_start=false")
     train(config, echo=lambda _: None)
@@ -120,7 +119,7 @@ def test_every_backbone_plugs_into_the_loop(estimator, fake_suite, tmp_path):
 
 
 @pytest.mark.parametrize("estimator", ["vict", "no_proof_edges"])
-def test_vict_runs_in_the_loop_with_traces_and_a_ledger(estimator, fake_suite, tmp_path):
+def test_vict_runs_in_the_loop_with_traces_and_a_ledger(estimator, tmp_path, tiny_config):
     config = tiny_config(tmp_path, estimator, f"credit.estimator={estimator}",
                          "run.updates=2", "run.eval_every=0", "run.eval_at_start=false")
     train(config, echo=lambda _: None)
@@ -135,7 +134,7 @@ def test_vict_runs_in_the_loop_with_traces_and_a_ledger(estimator, fake_suite, t
     assert all(r["correction"] != 0.0 for r in rows)
 
 
-def test_a_resumed_vict_run_drops_ledger_rows_written_after_the_checkpoint(fake_suite, tmp_path):
+def test_a_resumed_vict_run_drops_ledger_rows_written_after_the_checkpoint(tmp_path, tiny_config):
     config = tiny_config(tmp_path, "vict_resume", "credit.estimator=vict", "run.updates=2",
                          "run.checkpoint_every=1", "run.eval_every=0", "run.eval_at_start=false")
     train(config, echo=lambda _: None)
@@ -157,9 +156,8 @@ WEBSHOP_RUN = [
 
 @pytest.mark.parametrize("method", ["grpo", "rloo", "gigpo", "vict", "commit_only", "adrs",
                                     "opsd", "sdar", "skill_grpo", "skill_grpo*"])
-def test_webshop_trains_in_the_loop_with_every_kind_of_method(method, tmp_path):
-    config = load_config(None, [*TINY_RUN, f"run.output_dir={tmp_path}", "run.name=webshop",
-                                *WEBSHOP_RUN, f"method={method}"])
+def test_webshop_trains_in_the_loop_with_every_kind_of_method(method, tmp_path, tiny_config):
+    config = tiny_config(tmp_path, "webshop", *WEBSHOP_RUN, f"method={method}")
     result = train(config, echo=lambda _: None)
     records = read_metrics(result.run_dir)
     evals = [r for r in records if r["kind"] == "eval"]

@@ -24,18 +24,12 @@ from agentcredit.train.loop import latest_checkpoint, train
 from agentcredit.train.models import load_policy
 from agentcredit.train.probes import ACTION_WORDS
 
-RUN = [
-    "run.updates=1", "run.eval_every=0", "run.checkpoint_every=1", "run.progress=false",
-    "run.threads=1",
-    "model.tiny.hidden_size=32", "model.tiny.num_hidden_layers=1",
-    "model.tiny.num_attention_heads=2", "model.tiny.num_key_value_heads=1",
-    "model.tiny.intermediate_size=64", "model.tiny.max_position_embeddings=512",
+RUN = (
+    "run.updates=1", "run.eval_every=0", "run.checkpoint_every=1",
     "sft.epochs=40", "sft.batch_size=4", "sft.lr=0.01", "sft.skill_share=0.5",
-    "rollout.group_size=3", "rollout.tasks_per_update=2", "rollout.max_steps=4",
-    "rollout.max_new_tokens=6",
+    "rollout.group_size=3", "rollout.tasks_per_update=2",
     "optim.lr=1e-3", "optim.mini_batches=2", "optim.micro_batch_size=4",
-    "env.name=fake", "env.train_games_per_type=2", "env.valid_games_per_type=1",
-]
+)
 GUIDE = "Walk the corridor zanzibar room by room until you see the apple."
 
 
@@ -51,12 +45,17 @@ def skills_root(tmp_path, monkeypatch, fake_suite) -> Path:
     return folder.parent
 
 
-def run(tmp_path: Path, name: str, skills_root: Path, *extra: str):
-    config = load_config(None, [*RUN, f"run.output_dir={tmp_path}", f"run.name={name}",
-                                f"skills.root={skills_root}", *extra])
-    train(config, echo=lambda _: None)
-    return config, [json.loads(line) for line in
-                    (config.run_dir / "metrics.jsonl").read_text().splitlines()]
+@pytest.fixture
+def run(tiny_fake_run, skills_root):
+    """``run(root, name, *extra)``: train the tiny run with the fake skills; its config and
+    metrics records."""
+    def train_run(root: Path, name: str, *extra: str):
+        config = load_config(None, [*tiny_fake_run, *RUN, f"run.output_dir={root}",
+                                    f"run.name={name}", f"skills.root={skills_root}", *extra])
+        train(config, echo=lambda _: None)
+        return config, [json.loads(line) for line in
+                        (config.run_dir / "metrics.jsonl").read_text().splitlines()]
+    return train_run
 
 
 @pytest.fixture
@@ -102,9 +101,9 @@ def method_overrides(case: str) -> list[str]:
 
 @pytest.mark.parametrize("case", list(METHOD_CASES))
 def test_each_method_name_trains_and_shows_the_skill_only_in_its_own_prompts(
-        case, skills_root, prompts_seen, tmp_path):
+        case, run, prompts_seen, tmp_path):
     in_rollouts, in_eval, update_keys = METHOD_CASES[case]
-    _, records = run(tmp_path, case.replace("/", "_").replace("*", "_star"), skills_root,
+    _, records = run(tmp_path, case.replace("/", "_").replace("*", "_star"),
                      *method_overrides(case))
     updates = [r for r in records if r["kind"] == "update"]
     evals = [r for r in records if r["kind"] == "eval"]
@@ -130,11 +129,11 @@ def _without(records: list[dict], *prefixes: str) -> list[dict]:
 
 
 def test_adrs_with_eta_zero_trains_exactly_like_grpo_and_default_eta_does_not(
-        skills_root, tmp_path):
+        run, tmp_path):
     two = ("run.updates=2", "run.eval_at_start=false")
-    _, grpo = run(tmp_path, "grpo", skills_root, "method=grpo", *two)
-    _, adrs0 = run(tmp_path, "adrs0", skills_root, "method=adrs", "credit.options.eta=0", *two)
-    _, adrs = run(tmp_path, "adrs", skills_root, "method=adrs", *two)
+    _, grpo = run(tmp_path, "grpo", "method=grpo", *two)
+    _, adrs0 = run(tmp_path, "adrs0", "method=adrs", "credit.options.eta=0", *two)
+    _, adrs = run(tmp_path, "adrs", "method=adrs", *two)
     noise = ("time/", "tokens/", "credit/", "eval/probe_gap/", "sft/seconds")
     assert any(r.get("ppo/grad_norm", 0) > 0 for r in grpo)  # a real update happened
     assert _without(adrs0, *noise) == _without(grpo, *noise)
@@ -145,7 +144,7 @@ def test_adrs_with_eta_zero_trains_exactly_like_grpo_and_default_eta_does_not(
 
 
 def test_the_teacher_pass_scores_without_grad_and_leaves_the_snapshot_unchanged(
-        skills_root, tmp_path, monkeypatch):
+        run, tmp_path, monkeypatch):
     calls = []
     original = loop.teacher_logprobs
 
@@ -158,12 +157,12 @@ def test_the_teacher_pass_scores_without_grad_and_leaves_the_snapshot_unchanged(
         return out
 
     monkeypatch.setattr(loop, "teacher_logprobs", checked)
-    run(tmp_path, "sdar", skills_root, "method=sdar", "run.updates=2", "run.eval_at_start=false")
+    run(tmp_path, "sdar", "method=sdar", "run.updates=2", "run.eval_at_start=false")
     assert calls == [True, True]
 
 
 def test_sft_skill_mixing_prefixes_a_share_of_demonstration_copies_and_fits_the_tokenizer(
-        skills_root, tmp_path, monkeypatch):
+        run, tmp_path, monkeypatch):
     seen = {}
     run_sft = loop.run_sft
 
@@ -173,8 +172,8 @@ def test_sft_skill_mixing_prefixes_a_share_of_demonstration_copies_and_fits_the_
 
     monkeypatch.setattr(loop, "run_sft", capture)
     no_rl = ("run.updates=0", "run.eval_at_start=false")
-    config, _ = run(tmp_path, "mixed", skills_root, *no_rl)
-    run(tmp_path, "plain", skills_root, "sft.skill_share=0", *no_rl)
+    config, _ = run(tmp_path, "mixed", *no_rl)
+    run(tmp_path, "plain", "sft.skill_share=0", *no_rl)
     _, tokenizer = load_policy(str(config.run_dir / "reference"), "cpu", torch.float32)
     mixed, plain = seen[0], seen[1]
     n = len(plain)  # 4 train tasks, one demonstration each
@@ -188,9 +187,9 @@ def test_sft_skill_mixing_prefixes_a_share_of_demonstration_copies_and_fits_the_
     assert len(tokenizer.encode(" qzvkxjwp", add_special_tokens=False)) > 2
 
 
-def test_eval_cli_shows_skills_only_for_the_skill_prompt_method(skills_root, tmp_path,
+def test_eval_cli_shows_skills_only_for_the_skill_prompt_method(run, tmp_path,
                                                                 prompts_seen, capsys):
-    config, _ = run(tmp_path, "trained", skills_root, "run.eval_at_start=false")
+    config, _ = run(tmp_path, "trained", "run.eval_at_start=false")
     prompts_seen.clear()
     assert main(["eval", "--checkpoint", str(config.run_dir)]) == 0
     assert prompts_seen[EVAL_T] and not any(SKILL_HEADER in p for p in prompts_seen[EVAL_T])
@@ -201,8 +200,8 @@ def test_eval_cli_shows_skills_only_for_the_skill_prompt_method(skills_root, tmp
 
 
 def test_a_method_without_skill_texts_for_its_environment_stops_with_one_line(
-        fake_suite, tmp_path, capsys):
-    status = main(["train", *RUN, f"run.output_dir={tmp_path}", "method=adrs"])
+        tiny_fake_run, tmp_path, capsys):
+    status = main(["train", *tiny_fake_run, *RUN, f"run.output_dir={tmp_path}", "method=adrs"])
     err = capsys.readouterr().err.strip()
     assert status == 2 and "\n" not in err
     assert err.startswith("error: no skill texts for environment 'fake'")

@@ -46,21 +46,30 @@ def test_demonstration_samples_are_rollout_prompts_plus_the_action_and_eos(
     assert fake_tokenizer.decode(second.response_ids) == "take apple<|im_end|>"
 
 
-def test_recovery_samples_follow_a_wrong_action_with_the_experts_action(
+def test_recovery_samples_follow_wrong_actions_with_the_experts_action(
         fake_suite, make_fake_task, fake_tokenizer):
     env = fake_suite(None).make_env()
     (demo,) = expert_demonstrations(env, [make_fake_task("train", 2)])
     assert demo.invalid_observation == "Nothing happens."
     prompt = PromptConfig(history_window=1)
     (plain,) = demonstration_steps([demo], fake_tokenizer, prompt)
-    (traj,) = demonstration_steps([demo], fake_tokenizer, prompt, recovery=1.0)
-    # each step gets one: the other step's action is inadmissible at either
-    recovered = [s for s in traj.steps if s.observation == "Nothing happens."]
-    assert len(plain.steps) == 2 and len(traj.steps) == 4
-    assert [s.action for s in recovered] == ["go right", "take apple"]
-    assert recovered[0].prompt_ids == build_prompt_ids(
-        fake_tokenizer, "take the apple", [("You are in room 2. The room is empty.", "take apple")],
-        "Nothing happens.", ("go left", "go right"), prompt)
+    start = "You are in room 2. The room is empty."
+    # at the first step the only inadmissible demo action is "take apple"
+    one_try = build_prompt_ids(fake_tokenizer, "take the apple", [(start, "take apple")],
+                               "Nothing happens.", ("go left", "go right"), prompt)
+    two_tries = build_prompt_ids(fake_tokenizer, "take the apple",
+                                 [(start, "take apple"), ("Nothing happens.", "take apple")],
+                                 "Nothing happens.", ("go left", "go right"), prompt)
+    seen = set()
+    for seed in range(12):
+        (traj,) = demonstration_steps([demo], fake_tokenizer, prompt, recovery=1.0, seed=seed)
+        recovered = [s for s in traj.steps if s.observation == "Nothing happens."]
+        assert len(plain.steps) == 2 and len(traj.steps) == 4
+        assert [s.action for s in recovered] == ["go right", "take apple"]
+        assert recovered[0].prompt_ids in (one_try, two_tries)
+        seen.add(recovered[0].prompt_ids == two_tries)
+    # 1 to history_window + 1 = 2 wrong actions in a row: both counts occur
+    assert seen == {False, True}
 
 
 def test_cloning_the_expert_solves_the_fake_corridor(fake_suite, make_fake_task, tmp_path):

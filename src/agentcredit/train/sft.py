@@ -86,11 +86,14 @@ def demonstration_steps(demos: Sequence[Demonstration], tokenizer, prompt: Promp
     """The demonstrations as trajectories of training samples (prompt ids + response ids).
 
     With ``recovery`` > 0, that fraction of steps gets a second sample in which the
-    agent has just tried a wrong action (another step's action, inadmissible here):
-    the history ends with it, the observation is the environment's answer to an
+    agent has just tried 1 to ``prompt.history_window + 1`` wrong actions in a row
+    (other steps' actions, inadmissible here; the count is uniform): the history
+    ends with them, the observation is the environment's answer to an
     inadmissible action, and the target is still the expert's action. A cloned
-    policy otherwise never sees the state after its own mistake and, after one
-    invalid action, keeps producing invalid ones.
+    policy otherwise never sees the state after its own mistakes and, after one
+    invalid action, keeps producing invalid ones; with several in a row the
+    window holds nothing but failed attempts, and only the task and the
+    admissible actions say what to do.
     """
     eos = tokenizer.eos_token_id
     rng = random.Random(seed)
@@ -105,7 +108,10 @@ def demonstration_steps(demos: Sequence[Demonstration], tokenizer, prompt: Promp
             contexts = [(history, obs)]
             wrong = [a for a in demo.actions if a not in admissible]
             if wrong and demo.invalid_observation is not None and rng.random() < recovery:
-                contexts.append((history + [(obs, rng.choice(wrong))], demo.invalid_observation))
+                tries = [rng.choice(wrong) for _ in range(rng.randint(1, prompt.history_window + 1))]
+                seen_before = [obs] + [demo.invalid_observation] * (len(tries) - 1)
+                contexts.append((history + list(zip(seen_before, tries, strict=True)),
+                                 demo.invalid_observation))
             for past, seen in contexts:
                 traj.steps.append(Step(
                     observation=seen, response=response, action=action, valid=True, reward=0.0,
