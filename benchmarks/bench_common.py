@@ -6,7 +6,9 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -92,11 +94,16 @@ def run_method(start: Path, method: str, overrides: Sequence[str], name: str) ->
 
     A run of that name already in the output directory is not started again: a
     finished one (its last checkpoint is the last update) is read back, an
-    unfinished one resumes from its latest checkpoint.
+    unfinished one resumes from its latest checkpoint, and one that stopped before
+    its first checkpoint is deleted and run afresh.
     """
     config = load_config(None, [*overrides, f"model.name={start}", "sft.enabled=false",
                                 f"run.name={name}", *method_overrides(method)])
     checkpoint = latest_checkpoint(config.run_dir)
+    if checkpoint is None and config.run_dir.exists():
+        print(f"{config.run_dir}: stopped before its first checkpoint; starting it again",
+              file=sys.stderr, flush=True)
+        shutil.rmtree(config.run_dir)
     if checkpoint is None or int(checkpoint.name.removeprefix("update_")) < config.run.updates:
         train(config, resume=checkpoint is not None, echo=lambda _: None)
     lines = (config.run_dir / "metrics.jsonl").read_text().splitlines()

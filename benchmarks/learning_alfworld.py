@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import multiprocessing
+import signal
 import sys
 import tempfile
 import time
@@ -86,6 +87,8 @@ def main() -> None:
     jobs = [(start, method, [*common, f"run.seed={seed}"], f"{method.replace('/', '-')}_seed{seed}")
             for seed in seeds for method in methods]
     if args.workers > 1:
+        # a killed benchmark must take its workers with it, or they keep writing run dirs
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
         jobs = [(*job[:2], [*job[2], "run.threads=1"], job[3]) for job in jobs]
         with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
             results = pool.starmap(_run, jobs)
