@@ -11,7 +11,7 @@ method, no evaluation. Per method, the medians over updates of:
   (every PPO epoch and mini-batch);
 - ``<phase>_share_pct``: share of the update's wall time in each phase
   (rollout, score = old and reference log-probs, teacher = ADRS rescoring,
-  trace = verifier tracing, credit = the estimator, update = the optimiser);
+  trace = verifier tracing, credit = the estimator, optimiser = the PPO step);
 - ``update_s``: wall time of one whole update.
 
     python benchmarks/trainer_throughput.py [--quick] [--model SFT_DIR]
@@ -38,7 +38,9 @@ def summarise(updates: list[dict]) -> dict[str, float]:
     """Medians over the updates of one run (see the module docstring for the names)."""
     rows = []
     for record in updates:
-        phases = {k.removeprefix("time/"): v for k, v in record.items() if k.startswith("time/")}
+        # the loop's "update" phase is the optimiser; "update" here means the whole update
+        phases = {k.removeprefix("time/").replace("update", "optimiser"): v
+                  for k, v in record.items() if k.startswith("time/")}
         rows.append({
             "rollout_steps_per_s": record["rollout/steps"] / phases["rollout"],
             "generated_tokens_per_s": record["tokens/generated_per_s"],
