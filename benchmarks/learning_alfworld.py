@@ -38,7 +38,15 @@ def _curve(evals: list[dict]) -> list[dict]:
 
 
 def _run(start: Path, method: str, overrides: list[str], name: str) -> list[dict]:
+    """``run_method``, tried again (twice at most) after an OSError such as a full disk;
+    a retry resumes from the run's last checkpoint."""
     print(f"{name} ...", file=sys.stderr, flush=True)
+    for _ in range(2):
+        try:
+            return run_method(start, method, overrides, name)
+        except OSError as err:
+            print(f"{name}: {err}; trying again in 60 s", file=sys.stderr, flush=True)
+            time.sleep(60)
     return run_method(start, method, overrides, name)
 
 
