@@ -3,7 +3,13 @@ from pathlib import Path
 
 import pytest
 
-from agentcredit.envs.alfworld.engine import NOTHING_HAPPENS, AlfWorldEnv, GameFileError
+from agentcredit.envs.alfworld.engine import (
+    NOTHING_HAPPENS,
+    AlfWorldEnv,
+    GameFileError,
+    plan_game,
+    read_game_file,
+)
 from agentcredit.envs.base import Environment, Task
 
 
@@ -80,3 +86,38 @@ def test_a_game_whose_pddl_is_broken_raises_an_error_naming_it(tmp_path, train_g
     bad.write_text(json.dumps(game))
     with pytest.raises(GameFileError, match="bad.tw-pddl"):
         AlfWorldEnv().reset(_task(bad))
+
+
+def _planner_copies() -> set[str]:
+    """Paths of the copies of Fast Downward's library mapped into this process."""
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    return {line.split(maxsplit=5)[5] for line in maps if "libdownward.so" in line}
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux /proc")
+def test_planner_copies_are_reused_not_made_per_game(train_games):
+    before = _planner_copies()
+    for task in train_games[:5]:
+        plan_game(read_game_file(task.payload["game_file"]))
+    assert len(_planner_copies() - before) <= 1
+    env = AlfWorldEnv()
+    for task in train_games[:6]:
+        env.reset(task)
+        env.step(env.admissible_actions()[0])
+        env.expert(task)
+    assert len(_planner_copies() - before) <= 2
+    env.close()
+    other = AlfWorldEnv()
+    for task in train_games[6:9]:
+        other.reset(task)
+    assert len(_planner_copies() - before) <= 2
+    other.close()
+
+
+def test_switching_games_and_back_replays_each_game_from_its_start(train_games):
+    env, first, second = AlfWorldEnv(), train_games[0], train_games[1]
+    opening = env.reset(first)
+    env.step(env.admissible_actions()[0])
+    env.reset(second)
+    assert env.reset(first) == opening
+    assert env.step(env.expert(first)[0])[3].valid

@@ -11,10 +11,11 @@ positive PDDL facts after each step (``not_*`` entries dropped), as
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
+import weakref
 from pathlib import Path
 from typing import Any
 
+import fast_downward
 import textworld
 from alfworld.agents.utils.misc import Demangler
 from textworld.envs.pddl import PddlEnv
@@ -48,6 +49,13 @@ def read_game_file(path: str | Path) -> dict:
     return data
 
 
+def _game_path(task: Task) -> str:
+    path = task.payload.get("game_file")
+    if not path:
+        raise GameFileError(f"task {task.task_id!r} has no payload['game_file']")
+    return path
+
+
 def _fact_text(fact: Any) -> str:
     return f"{fact.name}({', '.join(v.name for v in fact.arguments)})"
 
@@ -56,13 +64,47 @@ def _clean_feedback(text: str) -> str:
     return text.replace(_WELCOME, "").strip()
 
 
-class _LoadedGame:
-    """One game loaded into its own ``PddlEnv`` (each owns a copy of the planner library)."""
+_SPARE_PLANNERS: list[Any] = []
+"""Loaded copies of Fast Downward's library that no engine holds, for the next engine."""
 
-    def __init__(self, data: dict, source: str, planner: bool):
+
+class _PlannerEnv(PddlEnv):
+    """TextWorld's ``PddlEnv`` on a given copy of Fast Downward's library.
+
+    Fast Downward keeps the game state in the library's globals, so TextWorld loads
+    a fresh copy of ``libdownward.so`` (34 MB, written to the temp directory) for
+    every ``PddlEnv`` and never unloads it; a process that makes one per game fills
+    the disk. Unloading is no cure (loading a copy again after unloading others can
+    crash the process), so copies are reused instead: this skips ``PddlEnv``'s
+    loader and takes the library it is given.
+    """
+
+    def __init__(self, infos: textworld.EnvInfos, downward_lib: Any):
+        textworld.core.Environment.__init__(self, infos)
+        self.downward_lib = downward_lib
+
+
+class _Engine:
+    """A TextWorld PDDL environment with a copy of the planner library to itself.
+
+    The copy comes from the spare ones when there is one and goes back to them on
+    ``release`` or when the engine is garbage-collected, so a process holds as
+    many copies as it has engines at once. An engine plays one game at a time:
+    ``load`` replaces the game in it.
+    """
+
+    def __init__(self, planner: bool):
         infos = textworld.EnvInfos(admissible_commands=True, facts=True, won=True,
                                    policy_commands=planner)
-        self.env = PddlEnv(infos)
+        lib = _SPARE_PLANNERS.pop() if _SPARE_PLANNERS else fast_downward.load_lib()
+        self.env = _PlannerEnv(infos, lib)
+        self.release = weakref.finalize(self, _SPARE_PLANNERS.append, lib)
+        self.game: str | None = None
+        """The source (path) of the game loaded, None before a load or after a failed one."""
+
+    def load(self, data: dict, source: str) -> None:
+        """Load a ``game.tw-pddl`` dict in place of the current game (``source`` names it)."""
+        self.game = None
         try:
             self.env.load(data)
         except Exception as err:  # the PDDL translator raises many types on a bad problem
@@ -70,61 +112,70 @@ class _LoadedGame:
         names = Demangler(game_infos=self.env._entity_infos)
         for info in self.env._entity_infos.values():
             info.name = names.demangle_alfred_name(info.id).strip()
-        self.walkthrough = list(data.get("walkthrough") or [])
+        self.game = source
 
 
 def plan_game(game: dict) -> list[str] | None:
     """The planner's solution of an in-memory game, or None when it is unsolvable,
     already won at the start, or the plan does not reach the goal when replayed."""
-    loaded = _LoadedGame(game, "<generated>", planner=True)
-    state = loaded.env.reset()
-    if state["won"]:
-        return None
-    plan = list(state["policy_commands"] or [])
-    for command in plan:
-        state, _, _ = loaded.env.step(command)
-    return plan if plan and state["won"] else None
+    engine = _Engine(planner=True)
+    try:
+        engine.load(game, "<generated>")
+        state = engine.env.reset()
+        if state["won"]:
+            return None
+        plan = list(state["policy_commands"] or [])
+        for command in plan:
+            state, _, _ = engine.env.step(command)
+        return plan if plan and state["won"] else None
+    finally:
+        engine.release()
 
 
 class AlfWorldEnv:
     """ALFWorld through the agentcredit protocol (``envs.base.Environment``).
 
+    Each instance holds one TextWorld engine (one copy of the planner library,
+    taken at the first ``reset`` and given back on ``close`` or garbage collection)
+    and loads a task's game into it when the task changes (~0.1 s); resetting on
+    the same game again does not reload it.
+
     Args:
         memoize_grammar: cache TextWorld's grammar parsing (same results, ~4x faster steps).
-        max_loaded_games: loaded games kept in memory (LRU); reloading costs ~0.25 s.
     """
 
     name = "alfworld"
 
-    def __init__(self, memoize_grammar: bool = True, max_loaded_games: int = 64):
+    def __init__(self, memoize_grammar: bool = True):
         if memoize_grammar:
             grammar_memo.enable()
         else:
             grammar_memo.disable()
-        self.max_loaded_games = max_loaded_games
-        self._games: OrderedDict[str, _LoadedGame] = OrderedDict()
-        self._game: _LoadedGame | None = None
+        self._engine: _Engine | None = None
         self._state: Any = None
         self._task: Task | None = None
 
-    def _load(self, task: Task) -> _LoadedGame:
-        path = task.payload.get("game_file")
-        if not path:
-            raise GameFileError(f"task {task.task_id!r} has no payload['game_file']")
+    def close(self) -> None:
+        """Give back this environment's copy of the planner library now (a later
+        ``reset`` takes one again)."""
+        if self._engine is not None:
+            self._engine.release()
+        self._engine, self._state, self._task = None, None, None
+
+    def _load(self, task: Task) -> _Engine:
+        path = _game_path(task)
         key = str(Path(path).resolve())
-        if key in self._games:
-            self._games.move_to_end(key)
-            return self._games[key]
-        game = _LoadedGame(read_game_file(path), key, planner=False)
-        self._games[key] = game
-        while len(self._games) > self.max_loaded_games:
-            self._games.popitem(last=False)
-        return game
+        if self._engine is None:
+            self._engine = _Engine(planner=False)
+        if self._engine.game != key:
+            self._state = None
+            self._engine.load(read_game_file(path), key)
+        return self._engine
 
     def reset(self, task: Task) -> Observation:
-        self._game = self._load(task)
+        engine = self._load(task)
         self._task = task
-        self._state = self._game.env.reset()
+        self._state = engine.env.reset()
         return Observation(_clean_feedback(self._state.feedback), self.admissible_actions())
 
     def _require_reset(self) -> None:
@@ -142,7 +193,7 @@ class AlfWorldEnv:
         if won or command not in self._state["admissible_commands"]:
             obs = Observation(NOTHING_HAPPENS, self.admissible_actions())
             return obs, float(won), won, StepInfo(valid=False, won=won)
-        self._state, _, _ = self._game.env.step(command)
+        self._state, _, _ = self._engine.env.step(command)
         won = bool(self._state["won"])
         obs = Observation(_clean_feedback(self._state.feedback), self.admissible_actions())
         return obs, float(won), won, StepInfo(valid=True, won=won)
@@ -157,10 +208,10 @@ class AlfWorldEnv:
         return dict.fromkeys(sorted(self.facts()), True)
 
     def expert(self, task: Task) -> list[str]:
-        game = self._load(task)
-        if game.walkthrough:
-            return list(game.walkthrough)
-        planned = plan_game(read_game_file(task.payload["game_file"]))
+        game = read_game_file(_game_path(task))
+        if game.get("walkthrough"):
+            return list(game["walkthrough"])
+        planned = plan_game(game)
         if planned is None:
             raise RuntimeError(f"the planner finds no solution for task {task.task_id!r}")
         return planned
