@@ -8,7 +8,7 @@ evaluations in each run's ``metrics.jsonl``.
 
     python benchmarks/learning_alfworld.py [--quick] [--methods grpo,vict/gigpo,adrs/gigpo/L3]
         [--seeds 0,1,2] [--updates N] [--output-dir DIR] [--start SFT_DIR] [--workers 2]
-        [key=value ...]
+        [--name RESULT] [key=value ...]
 
 A method is ``NAME[/BACKBONE[/GATE]]`` (``bench_common.method_overrides``).
 Extra ``key=value`` overrides go to every run.
@@ -37,16 +37,22 @@ def _curve(evals: list[dict]) -> list[dict]:
             for r in evals]
 
 
+#: tries after an OSError such as a full disk (a shared disk can stay full for minutes)
+#: and the seconds between them
+RETRIES, RETRY_WAIT_S = 8, 120
+
+
 def _run(start: Path, method: str, overrides: list[str], name: str) -> list[dict]:
-    """``run_method``, tried again (twice at most) after an OSError such as a full disk;
-    a retry resumes from the run's last checkpoint."""
+    """``run_method``, tried again after an OSError (``RETRIES`` times at most); a retry
+    resumes from the run's last checkpoint."""
     print(f"{name} ...", file=sys.stderr, flush=True)
-    for _ in range(2):
+    for attempt in range(1, RETRIES + 1):
         try:
             return run_method(start, method, overrides, name)
         except OSError as err:
-            print(f"{name}: {err}; trying again in 60 s", file=sys.stderr, flush=True)
-            time.sleep(60)
+            print(f"{name}: {err}; try {attempt}/{RETRIES} again in {RETRY_WAIT_S} s",
+                  file=sys.stderr, flush=True)
+            time.sleep(RETRY_WAIT_S)
     return run_method(start, method, overrides, name)
 
 
@@ -78,14 +84,18 @@ def main() -> None:
     parser.add_argument("--start", default=None, help="SFT checkpoint to start from (else trained)")
     parser.add_argument("--workers", type=int, default=1,
                         help="runs in parallel, one CPU thread each (default 1: one at a time)")
+    parser.add_argument("--name", default="learning_alfworld",
+                        help="result file benchmarks/results/NAME.json (default: %(default)s)")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args()
     methods = args.methods.split(",")
     seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1,2")).split(",")]
     updates = args.updates or (2 if args.quick else 20)
     root = Path(args.output_dir or tempfile.mkdtemp(prefix="learning-alfworld-"))
+    schedule = {"run.eval_every": max(1, updates // 4), "run.checkpoint_every": max(1, updates // 4)}
+    overridden = {override.split("=", 1)[0] for override in args.overrides}
     common = [f"run.output_dir={root}", "run.progress=false", f"run.updates={updates}",
-              f"run.eval_every={max(1, updates // 4)}", f"run.checkpoint_every={max(1, updates // 4)}",
+              *(f"{key}={value}" for key, value in schedule.items() if key not in overridden),
               *args.overrides]
     if args.quick:
         common += ["env.valid_games_per_type=1", "rollout.tasks_per_update=2"]
@@ -125,7 +135,7 @@ def main() -> None:
         diagnostics[method] = {k: round(sum(r["diagnostics"].get(k, 0.0) for r in mine) / len(mine), 4)
                                for k in keys}
     path = write_result(
-        "learning_alfworld",
+        args.name,
         config={"methods": methods, "seeds": seeds, "updates": updates, "overrides": common},
         metrics={k: round(v, 4) for k, v in metrics.items()},
         targets={},
