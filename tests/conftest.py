@@ -108,6 +108,7 @@ def fake_task(split: str, index: int, size: int = 4) -> Task:
 class FakeSuite:
     """The ``EnvSuite`` of the fake environment: ``train_games_per_type`` × 2 train tasks, etc."""
 
+    splits = ("train", "valid_seen", "valid_unseen")
     validation_splits = ("valid_seen", "valid_unseen")
 
     def __init__(self, env_config) -> None:

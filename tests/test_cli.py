@@ -64,11 +64,18 @@ def test_config_errors_are_one_line_and_exit_with_status_2(override, message, ca
     ("method=adrs rollout.skills=true",
      "error: rollout.skills = true shows the skill to the acting policy, but credit.estimator"),
     ("method=sdar rollout.skills=true",
-     "error: rollout.skills = true shows the skill to the acting policy, but optim.aux_loss"),
-    ("method=adrs credit.options.gate=L1 optim.kl_coef=0",
-     "error: credit.options.gate = 'L1' compares ℓ^T with the reference policy"),
+     "error: rollout.skills = true shows the skill to the acting policy, but credit.estimator "
+     "= 'grpo' with optim.aux_loss = 'sdar' runs a privileged teacher"),
     ("method=adrs credit.options.gate=L4",
-     "error: credit.options: ADRSConfig.gate = 'L4'; choose one of off, L1, L2, L3."),
+     "error: credit.options.gate = 'L4' is not allowed; choose one of off, L1, L2, L3"),
+    ("method=vict credit.options.backbone.name=gigpo credit.options.backbone.mode=mean",
+     "error: credit.options.backbone.mode = 'mean' is not allowed; choose one of "
+     "mean_std_norm, mean_norm; did you mean 'mean_norm'?"),
+    ("env.name=alfwrld", "error: env.name = 'alfwrld' is not a registered environment; did "
+                         "you mean 'alfworld'?"),
+    ("eval.splits=[valid_sen]", "error: eval.splits: 'valid_sen' is not a split of alfworld"),
+    ("optim.lr=.nan", "error: optim.lr = nan must be a finite number"),
+    ("run.seed=-1", "error: run.seed = -1 is out of range; allowed [0, inf]"),
 ])
 def test_method_and_skill_setting_errors_are_one_line(overrides, start, capsys):
     assert main(["train", *overrides.split()]) == 2

@@ -27,7 +27,7 @@ import json
 import sys
 from pathlib import Path
 
-from agentcredit.train.config import ConfigError, load_config
+from agentcredit.config_schema import ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     args.overrides = [*args.overrides, *extra]
     from transformers.utils import logging as hf_logging
 
-    from agentcredit.train.loop import RunDirectoryError
+    from agentcredit.train.run_dir import RunDirectoryError
 
     hf_logging.disable_progress_bar()  # one bar per checkpoint save/load would drown the run's
     try:
@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _train(args) -> int:
+    from agentcredit.train.config import load_config
     from agentcredit.train.loop import train
 
     overrides = list(args.overrides)
@@ -108,8 +109,9 @@ def _train(args) -> int:
 
 
 def _eval(args) -> int:
+    from agentcredit.train.config import load_config
     from agentcredit.train.evaluate import evaluate_model
-    from agentcredit.train.loop import latest_checkpoint
+    from agentcredit.train.run_dir import RunDirectory
 
     path = Path(args.checkpoint)
     if not path.exists():
@@ -117,7 +119,7 @@ def _eval(args) -> int:
     run_config = None
     if (path / "config.yaml").is_file():  # a run directory: its latest checkpoint
         run_config = path / "config.yaml"
-        latest = latest_checkpoint(path)
+        latest = RunDirectory(path).latest_checkpoint()
         if latest is None:
             raise FileNotFoundError(f"run directory {path} has no complete checkpoint")
         path = latest
@@ -135,6 +137,7 @@ def _eval(args) -> int:
 
 
 def _audit(args) -> int:
+    from agentcredit.train.config import load_config
     from agentcredit.train.audit import run_audit
 
     if args.copies < 1:

@@ -310,8 +310,8 @@ def test_adrs_is_registered_and_built_from_flat_options_like_the_trainer_does():
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("gate", "L4", "ADRSConfig.gate = 'L4'; choose one of off, L1, L2, L3"),
-    ("backbone", "rloo", "ADRSConfig.backbone = 'rloo'"),
+    ("gate", "L4", "ADRSConfig.gate = 'L4' is not allowed; choose one of off, L1, L2, L3"),
+    ("backbone", "rloo", "ADRSConfig.backbone.name = 'rloo' is not allowed"),
     ("eta", -0.1, "ADRSConfig.eta = -0.1"),
     ("scope", "batch", "ADRSConfig.scope = 'batch'"),
     ("token_path_updates", 0, "ADRSConfig.token_path_updates = 0"),

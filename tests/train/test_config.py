@@ -61,9 +61,16 @@ def test_a_bad_value_names_the_field_the_value_and_the_allowed_range():
     assert _error("optim.kl_coef=true") == "optim.kl_coef = True must be a number"
 
 
-def test_errors_from_nested_dataclasses_are_prefixed_with_their_section():
-    assert _error("env.generator.max_receptacles=2").startswith("env.generator: ")
+def test_errors_from_nested_dataclasses_name_the_full_key():
+    assert _error("env.generator.max_receptacles=2") == (
+        "env.generator.max_receptacles = 2 is out of range; allowed [4, inf]")
     assert _error("model.tiny.hidden_size=30").startswith("model.tiny: ")
+    assert _error("credit.estimator=vict", "credit.options.backbone=gigpo",
+                  "credit.options.backbone.mode=mean") == (
+        "credit.options.backbone.mode = 'mean' is not allowed; choose one of mean_std_norm, "
+        "mean_norm; did you mean 'mean_norm'?")
+    assert _error("credit.estimator=vict", "credit.options.backbone=ppo") == (
+        "credit.options.backbone.name = 'ppo' is not allowed; choose one of grpo, rloo, gigpo")
 
 
 def test_a_malformed_override_or_file_is_one_line(tmp_path):
@@ -91,5 +98,6 @@ def test_a_method_name_expands_in_place_among_the_overrides():
     assert (sdar.optim.aux_loss, sdar.rollout.skills, sdar.uses_teacher) == ("sdar", False, True)
     adrs = load_config(None, ["method=adrs", "credit.options.backbone=gigpo",
                               "credit.options.gate=off"])
-    assert adrs.credit.options == {"backbone": "gigpo", "gate": "off"}  # not YAML's False
+    assert adrs.credit.options["gate"] == "off"  # not YAML's False
+    assert adrs.credit.options["backbone"]["name"] == "gigpo"
     assert not load_config(None, ["method=gigpo"]).uses_skills

@@ -11,7 +11,8 @@ import torch
 from safetensors.torch import load_file
 
 from agentcredit.train.config import load_config
-from agentcredit.train.loop import RunDirectoryError, latest_checkpoint, train
+from agentcredit.train.loop import train
+from agentcredit.train.run_dir import RunDirectory, RunDirectoryError
 
 LOOP_RUN = (
     "run.updates=3", "run.eval_every=1", "run.checkpoint_every=1",
@@ -20,6 +21,11 @@ LOOP_RUN = (
     "rollout.group_size=3", "rollout.tasks_per_update=2",
     "optim.lr=1e-3", "optim.mini_batches=2", "optim.micro_batch_size=4",
 )
+
+
+def latest_checkpoint(run_dir: Path) -> Path:
+    """The run's newest complete checkpoint folder."""
+    return RunDirectory(run_dir).latest_checkpoint()
 
 
 @pytest.fixture(scope="session")

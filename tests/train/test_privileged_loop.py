@@ -18,9 +18,10 @@ from safetensors.torch import load_file
 from agentcredit.cli import main
 from agentcredit.rollout.policy import HFPolicy
 from agentcredit.skills import SKILL_HEADER
-from agentcredit.train import loop
+from agentcredit.train import credit_inputs, warm_start
 from agentcredit.train.config import load_config
-from agentcredit.train.loop import latest_checkpoint, train
+from agentcredit.train.loop import train
+from agentcredit.train.run_dir import RunDirectory
 from agentcredit.train.models import load_policy
 from agentcredit.train.probes import ACTION_WORDS
 
@@ -31,6 +32,11 @@ RUN = (
     "optim.lr=1e-3", "optim.mini_batches=2", "optim.micro_batch_size=4",
 )
 GUIDE = "Walk the corridor zanzibar room by room until you see the apple."
+
+
+def latest_checkpoint(run_dir: Path) -> Path:
+    """The run's newest complete checkpoint folder."""
+    return RunDirectory(run_dir).latest_checkpoint()
 
 
 @pytest.fixture
@@ -146,7 +152,7 @@ def test_adrs_with_eta_zero_trains_exactly_like_grpo_and_default_eta_does_not(
 def test_the_teacher_pass_scores_without_grad_and_leaves_the_snapshot_unchanged(
         run, tmp_path, monkeypatch):
     calls = []
-    original = loop.teacher_logprobs
+    original = credit_inputs.teacher_logprobs
 
     def checked(model, *args, **kwargs):
         before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -156,7 +162,7 @@ def test_the_teacher_pass_scores_without_grad_and_leaves_the_snapshot_unchanged(
                      and all(torch.equal(before[k], v) for k, v in model.state_dict().items()))
         return out
 
-    monkeypatch.setattr(loop, "teacher_logprobs", checked)
+    monkeypatch.setattr(credit_inputs, "teacher_logprobs", checked)
     run(tmp_path, "sdar", "method=sdar", "run.updates=2", "run.eval_at_start=false")
     assert calls == [True, True]
 
@@ -164,13 +170,13 @@ def test_the_teacher_pass_scores_without_grad_and_leaves_the_snapshot_unchanged(
 def test_sft_skill_mixing_prefixes_a_share_of_demonstration_copies_and_fits_the_tokenizer(
         run, tmp_path, monkeypatch):
     seen = {}
-    run_sft = loop.run_sft
+    run_sft = warm_start.run_sft
 
     def capture(model, samples, *args, **kwargs):
         seen[len(seen)] = samples
         return run_sft(model, samples, *args, **kwargs)
 
-    monkeypatch.setattr(loop, "run_sft", capture)
+    monkeypatch.setattr(warm_start, "run_sft", capture)
     no_rl = ("run.updates=0", "run.eval_at_start=false")
     config, _ = run(tmp_path, "mixed", *no_rl)
     run(tmp_path, "plain", "sft.skill_share=0", *no_rl)

@@ -1,6 +1,7 @@
 import pytest
 
-from agentcredit.verifier.atoms import Atom, Status, Verifier
+from agentcredit.verifier.aggregators import ConjunctiveAggregator
+from agentcredit.verifier.atoms import Atom, AtomSpec, Status, Verifier
 from agentcredit.verifier.trace import trace_rollout
 
 
@@ -24,18 +25,14 @@ def _kitchen(original=None, extra_atoms=()):
         Atom("placed", _has("in(egg, table)"), "online", ("held", "hot"), ("in(egg, table)",),
              "hard"),
     ) + tuple(extra_atoms)
-
-    def aggregate(z):
-        return float(z["hot"] is Status.SAT and z["placed"] is Status.SAT
-                     and z["cold_placed"] is not Status.VIOL)
-
     return Verifier(
-        "kitchen", atoms, aggregate,
+        "kitchen", atoms, ConjunctiveAggregator.from_atoms(atoms),
         original or (lambda s: float(bool(s.get("in(egg, table)") and s.get("ishot(egg)")))),
         is_commit=lambda a: a.startswith("place"),
         commit_scope=lambda a: ("placed", "cold_placed") if a.startswith("place") else (),
         extract_evidence=_evidence,
-        mutations={"cool": lambda s, e: ({k: v for k, v in s.items() if k != "ishot(egg)"}, e)})
+        mutations={"cool": lambda s, e: ({k: v for k, v in s.items() if k != "ishot(egg)"}, e)},
+        env="test")
 
 
 def _evidence(text, state):
@@ -143,6 +140,18 @@ def test_steps_mention_the_atoms_whose_entities_they_name_or_whose_facts_they_ch
     trace = trace_rollout(_kitchen(), *_play(SOLVED))
     assert "held" in trace.mentions[1] and "placed" in trace.mentions[3]
     assert trace.mentions[0] == frozenset()
+
+
+def test_a_trace_keeps_the_verifiers_f_and_atom_specs_but_no_predicate():
+    verifier = _kitchen()
+    trace = trace_rollout(verifier, *_play(SOLVED))
+    assert trace.verifier_id == "test:kitchen"
+    assert trace.aggregate is verifier.aggregate
+    assert trace.aggregate == ConjunctiveAggregator(hard=("hot", "placed"),
+                                                    penalty=("cold_placed",))
+    assert all(type(a) is AtomSpec for a in trace.atoms)
+    assert trace.atom("placed") == AtomSpec("placed", "online", ("held", "hot"), "hard", 1.0)
+    assert trace.aggregate(trace.terminal) == trace.f_score == 1.0
 
 
 def test_trace_rejects_misaligned_recordings_with_what_to_pass():

@@ -47,11 +47,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor
 
+from agentcredit.config_schema import validate
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.gigpo import (
     GiGPOConfig,
@@ -63,10 +65,6 @@ from agentcredit.credit.grpo import GRPOConfig, grpo
 from agentcredit.credit.registry import register_estimator
 from agentcredit.credit.result import CreditResult
 
-BACKBONES = ("grpo", "gigpo")
-GATES = ("off", "L1", "L2", "L3")
-SCOPES = ("global", "per_seq")
-GIGPO_MODES = ("mean_std_norm", "mean_norm")
 TOKEN_CLASSES = ("action", "object", "other")
 # GateNorm divides by the contrast scale only above this (SPEC 5.3).
 GATE_NORM_MIN_SCALE = 1e-8
@@ -77,7 +75,9 @@ class ADRSConfig:
     """Options of ADRS (Zhang et al. 2026, SPEC 5); defaults are the paper's ALFWorld settings.
 
     Attributes:
-        backbone: ``grpo`` or ``gigpo``, the native advantage ADRS shapes.
+        backbone: the native advantage ADRS shapes, with its own options: a
+            ``GRPOConfig`` (``norm_by_std=false`` = Dr.GRPO) or a ``GiGPOConfig`` (in YAML
+            and on the command line ``backbone.name=gigpo backbone.mode=mean_norm``).
         gate: ``L2`` (rollouts of a prompt group, the GRPO-level TVA), ``L3``
             (steps sharing a GiGPO anchor state), ``L1`` (return-free token
             fallback, needs reference log-probs) or ``off`` (``m = 1``).
@@ -90,67 +90,41 @@ class ADRSConfig:
         temperature: ``T`` > 0 of the soft confidence weight α (SPEC: 1.0).
         tau: ``τ`` > 0, the gate's slope (SPEC: 2.0).
         eps: ``ε`` > 0 of the calibration, the TVA contrast and the whitening (SPEC: 1e-8).
+        gamma: ``γ`` of the L3 gate's return-to-go (SPEC: 0.95; a GiGPO backbone's
+            step level uses its own ``backbone.gamma``).
         z_clip: clip ``Z^T`` to ``±z_clip`` (the authors' code); ``None`` = no clip
             (the paper's equations, the default).
         token_path_warmup: the token path ``η·Z^T`` stays off for the first
             ``token_path_warmup`` updates (authors' code: 20; default 0).
         token_path_updates: then stays on for this many updates and switches
             off again (authors' code: 50); ``None`` = on for good (default).
-        norm_by_std: GRPO backbone: divide by the group std (``False`` = Dr.GRPO).
-        backbone_eps: the backbone's own ``ε`` (SPEC 3: 1e-6).
-        gamma: GiGPO's step-level discount ``γ``, also L3's return-to-go (SPEC: 0.95).
-        step_weight: GiGPO's ``w_S`` (SPEC: 1.0).
-        gigpo_mode: GiGPO normalisation, ``mean_std_norm`` or ``mean_norm``.
     """
 
-    backbone: str = "grpo"
-    gate: str = "L2"
+    _limits: ClassVar[dict[str, tuple]] = {
+        "eta": (0.0, None), "temperature": (0.0, None, "open"), "tau": (0.0, None, "open"),
+        "eps": (0.0, None, "open"), "gamma": (0.0, 1.0), "z_clip": (0.0, None, "open"),
+        "token_path_warmup": (0, None), "token_path_updates": (1, None)}
+
+    backbone: GRPOConfig | GiGPOConfig = field(default_factory=GRPOConfig)
+    gate: Literal["off", "L1", "L2", "L3"] = "L2"
     eta: float = 0.1
-    scope: str = "global"
+    scope: Literal["global", "per_seq"] = "global"
     gate_norm: bool = False
     temperature: float = 1.0
     tau: float = 2.0
     eps: float = 1e-8
+    gamma: float = 0.95
     z_clip: float | None = None
     token_path_warmup: int = 0
     token_path_updates: int | None = None
-    norm_by_std: bool = True
-    backbone_eps: float = 1e-6
-    gamma: float = 0.95
-    step_weight: float = 1.0
-    gigpo_mode: str = "mean_std_norm"
 
     def __post_init__(self) -> None:
-        for name, allowed in (("backbone", BACKBONES), ("gate", GATES), ("scope", SCOPES),
-                              ("gigpo_mode", GIGPO_MODES)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"ADRSConfig.{name} = {getattr(self, name)!r}; choose one of "
-                                 f"{', '.join(allowed)}.")
-        for name in ("gate_norm", "norm_by_std"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"ADRSConfig.{name} = {getattr(self, name)!r}; it must be "
-                                "true or false.")
-        _check_number("eta", self.eta, low=0.0, inclusive=True, hint="SPEC default 0.1")
-        _check_number("temperature", self.temperature, low=0.0, hint="SPEC default 1.0")
-        _check_number("tau", self.tau, low=0.0, hint="SPEC default 2.0")
-        _check_number("eps", self.eps, low=0.0, hint="SPEC default 1e-8")
-        _check_number("backbone_eps", self.backbone_eps, low=0.0, inclusive=True,
-                      hint="SPEC default 1e-6")
-        _check_number("gamma", self.gamma, low=0.0, high=1.0, inclusive=True,
-                      hint="SPEC default 0.95")
-        _check_number("step_weight", self.step_weight, hint="SPEC default 1.0")
-        if self.z_clip is not None:
-            _check_number("z_clip", self.z_clip, low=0.0, hint="the authors' code clips, the "
-                                                              "paper does not: null")
-        if isinstance(self.token_path_warmup, bool) or not isinstance(self.token_path_warmup, int) \
-                or self.token_path_warmup < 0:
-            raise ValueError(f"ADRSConfig.token_path_warmup = {self.token_path_warmup!r}; it must "
-                             "be an integer ≥ 0 (0 = no warm-up).")
-        if self.token_path_updates is not None and (
-                isinstance(self.token_path_updates, bool)
-                or not isinstance(self.token_path_updates, int) or self.token_path_updates < 1):
-            raise ValueError(f"ADRSConfig.token_path_updates = {self.token_path_updates!r}; it "
-                             "must be an integer ≥ 1, or null for no end.")
+        validate(self)
+
+    @property
+    def extra_inputs(self) -> tuple[str, ...]:
+        """The L1 gate compares ``ℓ^T`` with the reference policy, so it needs its log-probs."""
+        return ("reference",) if self.gate == "L1" else ()
 
     @property
     def has_window(self) -> bool:
@@ -169,20 +143,6 @@ class ADRSConfig:
         end = math.inf if self.token_path_updates is None else \
             self.token_path_warmup + self.token_path_updates
         return self.token_path_warmup < update <= end
-
-
-def _check_number(name: str, value: object, *, low: float | None = None,
-                  high: float | None = None, inclusive: bool = False, hint: str) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and low is not None:
-        ok = value >= low if inclusive else value > low
-    if ok and high is not None:
-        ok = value <= high
-    if not ok:
-        bound = "" if low is None else f"{'≥' if inclusive else '>'} {low}"
-        bound += "" if high is None else f"{' and ' if bound else ''}≤ {high}"
-        raise ValueError(f"ADRSConfig.{name} = {value!r}; it must be a finite number"
-                         f"{' ' + bound if bound else ''} ({hint}).")
 
 
 # MODULE 1: WITHIN-STEP CALIBRATION
@@ -218,7 +178,7 @@ def calibrate(teacher: Tensor, token_step: Tensor, num_steps: int, *, scope: str
     elif scope == "per_seq":
         sigma = _group_std(q, token_rollout, num_rollouts)[token_rollout]
     else:
-        raise ValueError(f"calibrate scope = {scope!r}; choose one of {', '.join(SCOPES)}.")
+        raise ValueError(f"calibrate scope = {scope!r}; choose one of global, per_seq.")
     return q / (sigma + eps)
 
 
@@ -359,7 +319,7 @@ def whiten_in_groups(values: Tensor, group: Tensor, num_groups: int, eps: float)
     return centred / (var + eps).sqrt()[group]
 
 
-@register_estimator("adrs", ADRSConfig)
+@register_estimator("adrs", ADRSConfig, needs=("teacher",))
 def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
     """ADRS token advantages ``A^ADRS = A^traj + η·Z^T`` (SPEC 5.2–5.4).
 
@@ -427,13 +387,12 @@ def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
     else:  # step-shared gate: Σ_{j∈V_s} r^T = 0, the shaped rewards are the base rewards
         shaped = batch
     extras: dict[str, Tensor] = {}
-    if config.backbone == "grpo":
-        native = grpo(shaped, GRPOConfig(norm_by_std=config.norm_by_std, eps=config.backbone_eps))
+    if isinstance(config.backbone, GRPOConfig):
+        native = grpo(shaped, config.backbone)
         step_adv = native.step_advantages  # A^traj [S]
         backbone_diagnostics = native.diagnostics
     else:
-        gigpo_config = GiGPOConfig(gamma=config.gamma, step_weight=config.step_weight,
-                                   mode=config.gigpo_mode, eps=config.backbone_eps)
+        gigpo_config = config.backbone
         levels = gigpo_levels(batch, gigpo_config, episode_returns=shaped.returns)
         step_adv = levels.combined(batch, gigpo_config)  # A^E(r̃) + w_S A^S(r^base) [S]
         backbone_diagnostics = {"mean_abs_episode_advantage":

@@ -35,7 +35,9 @@ class CreditBatch:
         anchor_keys: ``S`` strings, the GiGPO anchor state of each step (the
             observation text the policy saw before acting).
         traces: VICT only (SPEC 4): one ``RolloutTrace`` per rollout, in rollout
-            order, each with as many steps as its rollout; ``None`` otherwise.
+            order, each with as many steps as its rollout; ``None`` otherwise. Traces
+            are plain data (no live verifier), so a batch pickles to another process
+            in proportion to its steps, whatever the environment's size.
         tokens: token-level methods only (ADRS, SPEC 5): per-token scores of the
             valid response tokens (``credit.tokens.TokenScores``); ``None`` otherwise.
 

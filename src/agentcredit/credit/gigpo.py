@@ -8,18 +8,18 @@ the steps, across the group's rollouts, that acted from the same anchor state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor
 
+from agentcredit.config_schema import validate
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.grpo import episode_group_diagnostics, group_relative
 from agentcredit.credit.registry import register_estimator
 from agentcredit.credit.result import CreditResult
 
 GiGPOMode = Literal["mean_std_norm", "mean_norm"]
-_MODES = ("mean_std_norm", "mean_norm")
 
 
 @dataclass(frozen=True)
@@ -34,22 +34,16 @@ class GiGPOConfig:
         eps: ``ε`` ≥ 0 added to the std in ``mean_std_norm`` mode.
     """
 
+    config_name: ClassVar[str] = "gigpo"
+    _limits: ClassVar[dict[str, tuple]] = {"gamma": (0.0, 1.0), "eps": (0.0, None)}
+
     gamma: float = 0.95
     step_weight: float = 1.0
     mode: GiGPOMode = "mean_std_norm"
     eps: float = 1e-6
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError(f"GiGPOConfig.gamma = {self.gamma}; it must lie in [0, 1] "
-                             "(SPEC default 0.95).")
-        if not torch.isfinite(torch.tensor(float(self.step_weight))):
-            raise ValueError(f"GiGPOConfig.step_weight = {self.step_weight}; it must be finite "
-                             "(SPEC default 1.0).")
-        if self.mode not in _MODES:
-            raise ValueError(f"GiGPOConfig.mode = {self.mode!r}; choose one of {_MODES}.")
-        if not self.eps >= 0:
-            raise ValueError(f"GiGPOConfig.eps = {self.eps}; it must be ≥ 0 (SPEC default 1e-6).")
+        validate(self)
 
 
 def discounted_return_to_go(batch: CreditBatch, gamma: float) -> Tensor:

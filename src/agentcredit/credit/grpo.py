@@ -7,10 +7,12 @@ centred / normalised within groups; RLOO and both levels of GiGPO use them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
+from agentcredit.config_schema import validate
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.registry import register_estimator
 from agentcredit.credit.result import CreditResult
@@ -27,12 +29,14 @@ class GRPOConfig:
         eps: ``ε`` added to the std, ≥ 0 (SPEC: 1e-6).
     """
 
+    config_name: ClassVar[str] = "grpo"
+    _limits: ClassVar[dict[str, tuple]] = {"eps": (0.0, None)}
+
     norm_by_std: bool = True
     eps: float = 1e-6
 
     def __post_init__(self) -> None:
-        if not self.eps >= 0:
-            raise ValueError(f"GRPOConfig.eps = {self.eps}; it must be ≥ 0 (SPEC default 1e-6).")
+        validate(self)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,18 @@
 """The registry of advantage estimators, looked up by name (DESIGN.md "credit/").
 
 An estimator is a pure function ``fn(batch: CreditBatch, config) -> CreditResult``
-registered together with its config dataclass::
+registered together with its config dataclass and the inputs its batch must carry::
 
-    @register_estimator("grpo", GRPOConfig)
-    def grpo(batch: CreditBatch, config: GRPOConfig) -> CreditResult: ...
+    @register_estimator("vict", VICTConfig, needs=("traces",))
+    def vict(batch: CreditBatch, config: VICTConfig) -> CreditResult: ...
 
-    get_estimator("grpo")(batch)  # default config
+    get_estimator("vict")(batch)  # default config
+
+The trainer prepares exactly what an estimator declares (``INPUTS``): verifier
+traces (``batch.traces``), the privileged teacher's scores (``batch.tokens``) or the
+reference policy's log-probs; it never branches on an estimator's name. A config
+may ask for more than the estimator's fixed needs through an ``extra_inputs``
+property (ADRS's L1 gate reads the reference).
 """
 
 from __future__ import annotations
@@ -20,14 +26,22 @@ from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.result import CreditResult
 
 EstimatorFn = Callable[[CreditBatch, Any], CreditResult]
+#: what an estimator or auxiliary loss can ask the trainer to prepare.
+INPUTS = ("traces", "teacher", "reference")
+
 
 @dataclass(frozen=True)
 class Estimator:
-    """A registered estimator: its name, its function and its config dataclass."""
+    """A registered estimator: its name, its function, its config dataclass, its inputs."""
 
     name: str
     fn: EstimatorFn
     config_cls: type
+    needs: frozenset[str] = frozenset()
+
+    def inputs(self, config: Any = None) -> frozenset[str]:
+        """What the trainer must prepare for ``config``: ``needs`` plus ``config.extra_inputs``."""
+        return self.needs | frozenset(getattr(config, "extra_inputs", ()))
 
     def __call__(self, batch: CreditBatch, config: Any = None) -> CreditResult:
         """Run the estimator; ``config=None`` uses ``config_cls()`` (the SPEC defaults)."""
@@ -44,11 +58,13 @@ class Estimator:
 _ESTIMATORS: dict[str, Estimator] = {}
 
 
-def register_estimator(name: str, config_cls: type) -> Callable[[EstimatorFn], EstimatorFn]:
-    """Decorator: register ``fn`` under ``name`` with its config dataclass; returns ``fn`` unchanged.
+def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = ()
+                       ) -> Callable[[EstimatorFn], EstimatorFn]:
+    """Decorator: register ``fn`` under ``name`` with its config dataclass and the inputs
+    (``INPUTS``) its batch needs; returns ``fn`` unchanged.
 
     Raises:
-        ValueError: ``name`` is empty or already registered.
+        ValueError: ``name`` is empty or already registered, or ``needs`` names an unknown input.
         TypeError: ``config_cls`` is not a dataclass type.
     """
     if not isinstance(name, str) or not name:
@@ -59,6 +75,11 @@ def register_estimator(name: str, config_cls: type) -> Callable[[EstimatorFn], E
             "Declare the estimator's options with @dataclass (an empty one is fine)."
         )
 
+    unknown = set(needs) - set(INPUTS)
+    if unknown:
+        raise ValueError(f"estimator {name!r} needs unknown inputs {sorted(unknown)}; choose "
+                         f"from {', '.join(INPUTS)}")
+
     def decorator(fn: EstimatorFn) -> EstimatorFn:
         if name in _ESTIMATORS:
             existing = _ESTIMATORS[name].fn
@@ -66,7 +87,8 @@ def register_estimator(name: str, config_cls: type) -> Callable[[EstimatorFn], E
                 f"estimator {name!r} is already registered by "
                 f"{existing.__module__}.{existing.__qualname__}; pick another name."
             )
-        _ESTIMATORS[name] = Estimator(name=name, fn=fn, config_cls=config_cls)
+        _ESTIMATORS[name] = Estimator(name=name, fn=fn, config_cls=config_cls,
+                                      needs=frozenset(needs))
         return fn
 
     return decorator

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -15,6 +16,8 @@ from agentcredit.credit.result import CreditResult
 @dataclass(frozen=True)
 class RLOOConfig:
     """Options of the RLOO backbone (Ahmadian et al. 2024, "Back to Basics"); it has none."""
+
+    config_name: ClassVar[str] = "rloo"
 
 
 @register_estimator("rloo", RLOOConfig)

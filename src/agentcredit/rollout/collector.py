@@ -198,11 +198,6 @@ class StepTensors:
     step_rollout: Tensor
 
     @property
-    def num_tokens(self) -> int:
-        """Number of real (unpadded) tokens."""
-        return int(self.attention_mask.sum())
-
-    @property
     def num_response_tokens(self) -> int:
         """Number of trained (response) tokens ``|V|``."""
         return int(self.loss_mask.sum())

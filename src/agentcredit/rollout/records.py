@@ -81,11 +81,6 @@ class Trajectory:
     final_observation: str = ""
 
     @property
-    def success(self) -> bool:
-        """Whether the rollout solved its task."""
-        return self.won
-
-    @property
     def total_reward(self) -> float:
         """``Σ_t r_{i,t}``: outcome plus invalid-action penalties."""
         return sum(step.reward for step in self.steps)

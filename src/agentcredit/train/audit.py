@@ -51,17 +51,13 @@ def scripted_traces(env: Environment, tasks: Sequence[Task], source: str, copies
 
 def policy_traces(config, checkpoint: Path, tasks: Sequence[Task], copies: int) -> list[RolloutTrace]:
     """``copies`` rollouts per task sampled from the policy in ``checkpoint``, traced."""
-    from agentcredit.rollout.collector import RolloutCollector
-    from agentcredit.rollout.policy import HFPolicy
+    from agentcredit.train.build import load_model, make_collector
     from agentcredit.train.env_suites import build_env_suite
-    from agentcredit.train.loop import _DTYPES, collector_config
-    from agentcredit.train.models import load_policy
     from agentcredit.train.verifier_traces import VerifierTracer
 
-    model, tokenizer = load_policy(str(checkpoint), config.run.device, _DTYPES[config.model.dtype])
+    model, tokenizer = load_model(config, checkpoint)
     suite = build_env_suite(config.env)
-    policy = HFPolicy(model, tokenizer, micro_batch_size=config.rollout.generation_batch_size)
-    collector = RolloutCollector(policy, suite.make_env, collector_config(config))
+    collector = make_collector(config, model, tokenizer, suite)
     generator = torch.Generator().manual_seed(config.run.seed)
     trajectories = collector.collect(tasks, copies, temperature=config.rollout.temperature,
                                      generator=generator)

@@ -16,8 +16,6 @@ Dataclass defaults are the SPEC's (section 1 and 6) where it defines them;
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import types
 import typing
 from dataclasses import dataclass, field
 from importlib import resources
@@ -26,15 +24,13 @@ from typing import Any, ClassVar, Literal
 
 import yaml
 
-from agentcredit.envs.alfworld.generator import GeneratorConfig
+from agentcredit.config_schema import ConfigError, build, did_you_mean, leaf_keys, to_dict, validate
+from agentcredit.envs.alfworld.options import GeneratorConfig
 from agentcredit.envs.webshop.tasks import WebShopConfig
 from agentcredit.train.tiny_model import TinyModelConfig
 
 EMBEDDED_CONFIG = "embedded.yaml"
-
-
-class ConfigError(ValueError):
-    """A bad configuration; the message is one line that says what to change."""
+__all__ = ["ConfigError", "TrainConfig", "load_config"]
 
 
 @dataclass
@@ -64,8 +60,11 @@ class RunConfig:
     progress: bool = True
     """Show a tqdm progress bar."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"updates": (0, None), "eval_every": (0, None), "checkpoint_every": (1, None),
+    _limits: ClassVar[dict[str, tuple]] = {"seed": (0, None), "updates": (0, None), "eval_every": (0, None), "checkpoint_every": (1, None),
                "keep_checkpoints": (1, None), "threads": (0, None)}
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 @dataclass
@@ -82,6 +81,9 @@ class ModelConfig:
     """Size and seed of the embedded tiny model (ignored for other models)."""
 
     _limits: ClassVar[dict[str, tuple]] = {"tokenizer_games_per_type": (0, None)}
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 @dataclass
@@ -115,6 +117,9 @@ class SFTConfig:
     _limits: ClassVar[dict[str, tuple]] = {"epochs": (0.0, None), "lr": (0.0, None), "batch_size": (1, None),
                "micro_batch_size": (1, None), "weight_decay": (0.0, None),
                "grad_clip": (0.0, None), "recovery": (0.0, 1.0), "skill_share": (0.0, 1.0)}
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 @dataclass
@@ -157,6 +162,9 @@ class RolloutConfig:
                "history_window": (0, None), "max_prompt_tokens": (16, None),
                "invalid_penalty": (None, 0.0), "generation_batch_size": (1, None)}
 
+    def __post_init__(self) -> None:
+        validate(self)
+
 
 @dataclass
 class OptimConfig:
@@ -180,10 +188,10 @@ class OptimConfig:
     """Step samples per forward/backward pass (gradient accumulation)."""
     score_micro_batch_size: int = 16
     """Step samples per forward pass when scoring old, reference and ADRS teacher log-probs."""
-    aux_loss: Literal["none", "opsd", "sdar"] = "none"
-    """Auxiliary self-distillation loss added to the PPO loss (SPEC 5.6): ``opsd`` pulls the
-    policy toward the privileged teacher ``ℓ^T`` on sampled tokens; ``sdar`` gates each token by
-    ``sigmoid(τ(ℓ^T − ℓ^b))`` (``credit/self_distillation.py``). Needs the teacher pass."""
+    aux_loss: str = "none"
+    """Auxiliary loss added to the PPO loss, by name in ``credit.aux_losses`` (SPEC 5.6):
+    ``opsd`` pulls the policy toward the privileged teacher ``ℓ^T`` on sampled tokens;
+    ``sdar`` gates each token by ``sigmoid(τ(ℓ^T − ℓ^b))``; ``none`` adds nothing."""
     aux_coef: float = 0.1
     """``β``, the weight of ``aux_loss`` (SPEC 5.6 [choice]: 0.1)."""
 
@@ -191,6 +199,9 @@ class OptimConfig:
                "clip_low": (0.0, 0.999), "clip_high": (0.0, None), "kl_coef": (0.0, None),
                "mini_batches": (1, None), "micro_batch_size": (1, None),
                "score_micro_batch_size": (1, None), "aux_coef": (0.0, None)}
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 @dataclass
@@ -225,6 +236,9 @@ class EvalConfig:
 
     _limits: ClassVar[dict[str, tuple]] = {"temperature": (0.0, None), "probes": (0, None)}
 
+    def __post_init__(self) -> None:
+        validate(self)
+
 
 @dataclass
 class SkillsConfig:
@@ -257,6 +271,9 @@ class EnvConfig:
 
     _limits: ClassVar[dict[str, tuple]] = {"train_games_per_type": (1, None), "valid_games_per_type": (1, None)}
 
+    def __post_init__(self) -> None:
+        validate(self)
+
 
 @dataclass
 class TrainConfig:
@@ -287,9 +304,21 @@ class TrainConfig:
         return Path(self.run.output_dir) / self.run.name
 
     @property
+    def inputs(self) -> frozenset[str]:
+        """What the trainer prepares each update for the estimator and the auxiliary loss
+        (``credit.registry.INPUTS``: ``traces``, ``teacher``, ``reference``)."""
+        from agentcredit.credit import get_estimator
+        from agentcredit.credit.aux_losses import get_aux_loss
+
+        needs = get_estimator(self.credit.estimator).inputs(estimator_config(self.credit))
+        if self.optim.aux_loss != "none":
+            needs |= get_aux_loss(self.optim.aux_loss).needs
+        return needs
+
+    @property
     def uses_teacher(self) -> bool:
-        """Whether updates run the privileged teacher pass ``ℓ^T`` (ADRS, ``opsd``, ``sdar``)."""
-        return self.credit.estimator == "adrs" or self.optim.aux_loss != "none"
+        """Whether updates run the privileged teacher pass ``ℓ^T``."""
+        return "teacher" in self.inputs
 
     @property
     def uses_skills(self) -> bool:
@@ -335,10 +364,8 @@ def method_settings(method: str) -> dict[str, Any]:
     if name in estimator_names():
         return {"credit.estimator": name, **_NO_SKILLS}
     known = [*METHODS, *METHOD_ALIASES, *estimator_names()]
-    close = difflib.get_close_matches(str(method), known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"method = {method!r} is not a method name{hint} (known: "
-                      f"{', '.join(known)})")
+    raise ConfigError(f"method = {method!r} is not a method name{did_you_mean(method, known)} "
+                      f"(known: {', '.join(known)})")
 
 
 # LOADING
@@ -407,6 +434,8 @@ def _set_key(data: dict, key: str, value: Any) -> None:
         child = node.get(part)
         if child is None:
             child = node[part] = {}
+        elif isinstance(child, str):  # `backbone=gigpo` then `backbone.mode=...`
+            child = node[part] = {"name": child}
         if not isinstance(child, dict):
             raise ConfigError(f"cannot set {key}: {'.'.join(parts[:depth + 1])} is a value, "
                               "not a section")
@@ -422,15 +451,16 @@ def _is_section(name: str) -> bool:
 
 def config_from_dict(data: dict) -> TrainConfig:
     """Build and validate a ``TrainConfig`` from nested plain data."""
-    config = _build(TrainConfig, data, "")
-    _check_credit(config.credit)
+    config = build(TrainConfig, data)
+    _check_credit(config)
+    _check_env(config)
     _check_skill_settings(config)
     return config
 
 
 def config_to_dict(config: TrainConfig) -> dict:
     """Plain nested data (the content of a run's ``config.yaml``)."""
-    return dataclasses.asdict(config)
+    return to_dict(config)
 
 
 def save_config(config: TrainConfig, path: Path) -> None:
@@ -438,150 +468,57 @@ def save_config(config: TrainConfig, path: Path) -> None:
     path.write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
 
 
-def all_keys(cls: type = TrainConfig, prefix: str = "") -> list[str]:
-    """Every dotted key of ``cls`` (sections and leaves)."""
-    keys = []
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        key = f"{prefix}{f.name}"
-        keys.append(key)
-        if dataclasses.is_dataclass(hints[f.name]):
-            keys += all_keys(hints[f.name], key + ".")
-    return keys
+def all_keys() -> list[str]:
+    """Every dotted key of ``TrainConfig`` (sections and leaves)."""
+    return [key for key, _, _ in leaf_keys(TrainConfig)]
 
 
-def _unknown_key(key: str) -> ConfigError:
-    close = difflib.get_close_matches(key, all_keys(), n=1, cutoff=0.6)
-    if not close:  # a typo in the section name: compare the leaf names
-        leaf = key.rsplit(".", 1)[-1]
-        close = [k for k in all_keys() if k.rsplit(".", 1)[-1] == leaf][:1]
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return ConfigError(f"unknown config key {key!r}{hint}")
-
-
-def _build(cls: type, data: Any, prefix: str) -> Any:
-    where = prefix.rstrip(".") or "the config"
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where} must be a mapping of keys, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    for key, value in data.items():
-        if key not in names:
-            while isinstance(value, dict) and len(value) == 1:  # name the leaf the user meant
-                (leaf, value), = value.items()
-                key = f"{key}.{leaf}"
-            raise _unknown_key(f"{prefix}{key}")
-    kwargs = {}
-    for name, value in data.items():
-        kwargs[name] = _coerce(hints[name], value, f"{prefix}{name}")
-    try:
-        obj = cls(**kwargs)
-    except (ValueError, TypeError) as err:
-        raise ConfigError(f"{where}: {str(err).splitlines()[0]}") from None
-    for name, (low, high) in getattr(cls, "_limits", {}).items():
-        value = getattr(obj, name)
-        if (low is not None and value < low) or (high is not None and value > high):
-            allowed = f"[{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
-            raise ConfigError(f"{prefix}{name} = {value!r} is out of range; allowed {allowed}")
-    return obj
-
-
-def _coerce(hint: Any, value: Any, key: str) -> Any:
-    """Check ``value`` against the type ``hint`` (ints widen to floats); raise one line if bad."""
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if dataclasses.is_dataclass(hint):
-        return _build(hint, value, key + ".")
-    if origin in (types.UnionType, typing.Union):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(inner[0], value, key)
-    if origin is Literal:
-        if value not in args:
-            raise ConfigError(f"{key} = {value!r} is not allowed; choose one of "
-                              f"{', '.join(map(str, args))}")
-        return value
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key} = {value!r} must be true or false")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key} = {value!r} must be an integer")
-        return value
-    if hint is float:
-        if isinstance(value, str):  # YAML 1.1 reads `1e-6` (no dot) as a string
-            try:
-                value = float(value)
-            except ValueError:
-                pass
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{key} = {value!r} must be a number")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str | int | float) or isinstance(value, bool):
-            raise ConfigError(f"{key} = {value!r} must be a string")
-        return str(value)
-    if origin is list:
-        if not isinstance(value, list):
-            raise ConfigError(f"{key} = {value!r} must be a list")
-        return [_coerce(args[0], v, f"{key}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{key} = {value!r} must be a mapping")
-        return dict(value)
-    return value
-
-
-def _check_credit(credit: CreditConfig) -> None:
-    """The estimator exists and its options build its config dataclass."""
+def _check_credit(config: TrainConfig) -> None:
+    """The estimator and the auxiliary loss exist, and the options build the estimator's config."""
     from agentcredit.credit import estimator_names
+    from agentcredit.credit.aux_losses import aux_loss_names
 
+    credit = config.credit
     if credit.estimator not in estimator_names():
-        close = difflib.get_close_matches(credit.estimator, estimator_names(), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"credit.estimator = {credit.estimator!r} is not registered{hint} "
+        raise ConfigError(f"credit.estimator = {credit.estimator!r} is not registered"
+                          f"{did_you_mean(credit.estimator, estimator_names())} "
                           f"(known: {', '.join(estimator_names())})")
-    # YAML 1.1 reads `off` / `on` as booleans: give a text option (ADRS `gate=off`) its word back
-    from agentcredit.credit import get_estimator
+    built = estimator_config(credit)
+    # the options as built: YAML's `off` (read as false) is the word again, a name its config
+    credit.options = {key: to_dict(getattr(built, key)) for key in credit.options}
+    losses = ["none", *aux_loss_names()]
+    if config.optim.aux_loss not in losses:
+        raise ConfigError(f"optim.aux_loss = {config.optim.aux_loss!r} is not allowed; choose "
+                          f"one of {', '.join(losses)}{did_you_mean(config.optim.aux_loss, losses)}")
 
-    hints = typing.get_type_hints(get_estimator(credit.estimator).config_cls)
-    credit.options = {key: ("on" if value else "off")
-                      if hints.get(key) is str and isinstance(value, bool) else value
-                      for key, value in credit.options.items()}
-    estimator_config(credit)
+
+def _check_env(config: TrainConfig) -> None:
+    """``env.name`` is a registered environment and ``eval.splits`` are its splits."""
+    from agentcredit.train.env_suites import env_suite_names, suite_splits
+
+    names = env_suite_names()
+    if config.env.name not in names:
+        raise ConfigError(f"env.name = {config.env.name!r} is not a registered environment"
+                          f"{did_you_mean(config.env.name, names)} (known: {', '.join(names)})")
+    splits = suite_splits(config.env.name)
+    for split in config.eval.splits:
+        if split not in splits:
+            raise ConfigError(f"eval.splits: {split!r} is not a split of {config.env.name} "
+                              f"(choose from {', '.join(splits)}){did_you_mean(split, splits)}")
 
 
 def _check_skill_settings(config: TrainConfig) -> None:
     """The skill and teacher settings fit together (SPEC 5.1, 5.6)."""
     if config.uses_teacher and config.rollout.skills:
-        teacher = ("credit.estimator = 'adrs'" if config.credit.estimator == "adrs"
-                   else f"optim.aux_loss = {config.optim.aux_loss!r}")
-        raise ConfigError(f"rollout.skills = true shows the skill to the acting policy, but "
-                          f"{teacher} needs skill-free rollouts for its privileged teacher; "
-                          "set rollout.skills=false (or use method=skill_grpo without a teacher)")
-    if config.credit.estimator == "adrs" and config.optim.kl_coef == 0 \
-            and estimator_config(config.credit).gate == "L1":
-        raise ConfigError("credit.options.gate = 'L1' compares ℓ^T with the reference policy, "
-                          "which optim.kl_coef = 0 does not load; set optim.kl_coef > 0 or "
-                          "choose gate L2, L3 or off")
+        raise ConfigError("rollout.skills = true shows the skill to the acting policy, but "
+                          f"credit.estimator = {config.credit.estimator!r} with optim.aux_loss = "
+                          f"{config.optim.aux_loss!r} runs a privileged teacher that needs "
+                          "skill-free rollouts; set rollout.skills=false (or use "
+                          "method=skill_grpo without a teacher)")
 
 
 def estimator_config(credit: CreditConfig) -> Any:
     """The estimator's config dataclass built from ``credit.options``."""
     from agentcredit.credit import get_estimator
 
-    config_cls = get_estimator(credit.estimator).config_cls
-    fields = [f.name for f in dataclasses.fields(config_cls)]
-    for key in credit.options:
-        if key not in fields:
-            close = difflib.get_close_matches(key, fields, n=1)
-            hint = f"; did you mean 'credit.options.{close[0]}'?" if close else \
-                f" (it takes: {', '.join(fields) or 'no options'})"
-            raise ConfigError(f"unknown option credit.options.{key} for estimator "
-                              f"{credit.estimator!r}{hint}")
-    try:
-        return config_cls(**credit.options)
-    except (ValueError, TypeError) as err:
-        raise ConfigError(f"credit.options: {str(err).splitlines()[0]}") from None
+    return build(get_estimator(credit.estimator).config_cls, credit.options, "credit.options.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import torch
 
@@ -18,6 +19,8 @@ from agentcredit.envs.base import Task
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.provider import SkillProvider
+from agentcredit.train.build import load_model, make_collector, validation_tasks
+from agentcredit.train.config import TrainConfig
 
 
 def evaluation_generator(seed: int, update: int) -> torch.Generator:
@@ -66,29 +69,37 @@ def _mean(values: Sequence[float]) -> float:
     return float(sum(values)) / len(values) if values else 0.0
 
 
-def evaluate_model(config, model_dir) -> dict[str, float]:
-    """Evaluate the checkpoint in ``model_dir`` on ``config``'s validation splits.
+def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Reward, success, invalid-action rate and episode length of a batch of rollouts."""
+    num_steps = sum(len(t.steps) for t in trajectories)
+    return {
+        "rollout/reward": sum(t.total_reward for t in trajectories) / len(trajectories),
+        "rollout/success": sum(t.won for t in trajectories) / len(trajectories),
+        "rollout/invalid_rate": sum(t.num_invalid for t in trajectories) / num_steps,
+        "rollout/episode_length": num_steps / len(trajectories),
+        "rollout/steps": float(num_steps),
+    }
+
+
+def evaluate_model(config: TrainConfig, model_dir: Path, update: int = 0) -> dict[str, float]:
+    """Evaluate the model in ``model_dir`` on ``config``'s validation splits.
 
     Uses the run's rollout options (prompt format, step limit), the evaluation
-    temperature and ``eval.skills``; the generator is the one the run itself would use
-    at update 0.
+    temperature, ``eval.skills`` and the generator the run itself uses for the
+    evaluation after ``update`` updates.
     """
-    from agentcredit.rollout.policy import HFPolicy
     from agentcredit.train.env_suites import build_env_suite
-    from agentcredit.train.loop import _DTYPES, collector_config, validation_tasks
-    from agentcredit.train.models import load_policy
     from agentcredit.train.privileged import check_skill_texts
 
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
-    model, tokenizer = load_policy(str(model_dir), config.run.device, _DTYPES[config.model.dtype])
+    model, tokenizer = load_model(config, model_dir)
     suite = build_env_suite(config.env)
-    policy = HFPolicy(model, tokenizer, micro_batch_size=config.rollout.generation_batch_size)
-    collector = RolloutCollector(policy, suite.make_env, collector_config(config))
+    collector = make_collector(config, model, tokenizer, suite)
     tasks = validation_tasks(config, suite)
     skills = None
     if config.eval.skills:
         skills = SkillProvider(config.skills.root or None)
         check_skill_texts(skills, [task for split in tasks.values() for task in split])
     return evaluate(collector, tasks, temperature=config.eval.temperature,
-                    generator=evaluation_generator(config.run.seed, 0), skills=skills)
+                    generator=evaluation_generator(config.run.seed, update), skills=skills)

@@ -11,8 +11,8 @@ Who reads the skill text ``ρ(x)`` (``skills.SkillProvider``), per method name
     skill_grpo*       yes              yes           -                  GRPO
     everything else   -                -             -                  its estimator
 
-The config switches are ``credit.estimator``, ``optim.aux_loss``,
-``rollout.skills`` and ``eval.skills``; the collector shows a skill only when it
+The config switches are the estimator's and the auxiliary loss's declared
+inputs (``teacher``), ``rollout.skills`` and ``eval.skills``; the collector shows a skill only when it
 is handed a provider (``RolloutCollector.collect(skills=...)``), which the loop
 does only under ``rollout.skills`` / ``eval.skills`` (tested end to end).
 
@@ -23,24 +23,25 @@ Stages, in the order the loop calls them:
   so a skill is not spelled out byte by byte.
 - ``with_skill_demonstrations``: the SFT skill mixing of ``sft.skill_share``.
 - ``teacher_logprobs``: ``ℓ^T`` of a batch under the frozen behaviour snapshot.
-- ``auxiliary_loss``: the ``opsd`` / ``sdar`` term of one PPO micro-batch.
-- ``probe_trajectories`` / ``probe_gap_metrics``: the token-class gap at every evaluation.
+- ``probe_set`` / ``probe_gap_metrics``: the token-class gap at every evaluation.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from torch import Tensor, nn
 
 from agentcredit.credit.adrs import TOKEN_CLASSES
-from agentcredit.credit.self_distillation import opsd_loss, sdar_loss
 from agentcredit.envs.base import Environment, Task
 from agentcredit.rollout.collector import StepTensors
 from agentcredit.rollout.prompts import PromptConfig
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
+from agentcredit.train.build import collector_config
+from agentcredit.train.config import TrainConfig
+from agentcredit.train.env_suites import EnvSuite
 from agentcredit.train.probes import ACTION_WORDS, probe_token_gap
 from agentcredit.train.sft import demonstration_steps, expert_demonstrations
 from agentcredit.train.teacher import privileged_logprobs
@@ -96,21 +97,6 @@ def teacher_logprobs(model: nn.Module, splicer: SkillSplicer, provider: SkillPro
                                reuse_prefix=reuse_prefix)
 
 
-def auxiliary_loss(kind: str, coef: float, logprobs: Tensor, teacher: Tensor,
-                   behaviour: Tensor, mask: Tensor, normalizer: Tensor
-                   ) -> tuple[Tensor, dict[str, float]]:
-    """The ``opsd`` or ``sdar`` term (SPEC 5.6) of one micro-batch, ``[b, L]`` inputs.
-
-    ``behaviour`` = ``ℓ^b`` (the old log-probs), read by ``sdar``'s gate only;
-    ``normalizer`` = the mini-batch's ``|V|``, as for ``ppo_loss``.
-    """
-    if kind == "opsd":
-        return opsd_loss(logprobs, teacher, mask, coef, normalizer=normalizer)
-    if kind == "sdar":
-        return sdar_loss(logprobs, teacher, behaviour, mask, coef, normalizer=normalizer)
-    raise ValueError(f"unknown auxiliary loss {kind!r}; choose opsd or sdar")
-
-
 def probe_trajectories(make_env: Callable[[], Environment], tasks: Sequence[Task], tokenizer,
                        prompt: PromptConfig, count: int) -> list[Trajectory]:
     """The fixed probe set of the token-gap diagnostic (SPEC 5.5).
@@ -127,9 +113,18 @@ def probe_trajectories(make_env: Callable[[], Environment], tasks: Sequence[Task
     return demonstration_steps(demos, tokenizer, prompt) if demos else []
 
 
-def probe_gap_supported(env: str) -> bool:
-    """Whether ``env``'s actions can be split into action and object tokens (``probes.ACTION_WORDS``)."""
-    return env in ACTION_WORDS
+def probe_set(config: TrainConfig, suite: EnvSuite, valid: Mapping[str, Sequence[Task]],
+              tokenizer, echo: Callable[[str], None]) -> list[Trajectory]:
+    """The run's probe trajectories (``eval.probes`` of them), or none when the run reads no
+    skills or the environment's actions cannot be split into action and object tokens."""
+    if not (config.uses_skills and config.eval.probes > 0):
+        return []
+    if config.env.name not in ACTION_WORDS:
+        echo(f"probe gap: no action words for environment {config.env.name!r} "
+             "(train.probes.ACTION_WORDS); not logged")
+        return []
+    return probe_trajectories(suite.make_env, next(iter(valid.values())), tokenizer,
+                              collector_config(config).prompt, config.eval.probes)
 
 
 def probe_gap_metrics(model: nn.Module, tokenizer, probes: Sequence[Trajectory],

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 _LOGIT_ELEMENTS_PER_CHUNK = 2**25
 
 
-def _logprob_entropy_rows(
+def logprob_entropy_rows(
     logits: Tensor, targets: Tensor, with_entropy: bool
 ) -> tuple[Tensor, Tensor | None]:
     """Log-prob of ``targets`` and entropy for each row of ``logits`` [N, V], in float32.
@@ -79,7 +79,7 @@ def _score(
             # Row l of the logits predicts token l+1; the last row predicts nothing
             # and gets a dummy target so the [b*L, V] view needs no copy.
             targets = torch.cat([ids[:, 1:], torch.zeros_like(ids[:, :1])], dim=1)
-            lp, ent = _logprob_entropy_rows(
+            lp, ent = logprob_entropy_rows(
                 logits.reshape(b * length, -1), targets.reshape(-1), with_entropy
             )
             # Token l is scored when it and its predecessor are real tokens.

@@ -42,7 +42,7 @@ from torch import Tensor, nn
 from transformers import DynamicCache
 
 from agentcredit.skills.prefix import SkillSplicer
-from agentcredit.train.scoring import _logprob_entropy_rows
+from agentcredit.train.scoring import logprob_entropy_rows
 
 
 @dataclass
@@ -207,7 +207,7 @@ def _score_block(model: nn.Module, past: list[tuple[Tensor, Tensor]] | None, pas
                    past_key_values=cache, use_cache=cache is not None,
                    logits_to_keep=keep).logits  # [b, keep, V]
     targets = ids[:, length - keep + 1:]  # [b, keep − 1], predicted by logits[:, :-1]
-    logprobs, _ = _logprob_entropy_rows(logits[:, :-1].reshape(b * (keep - 1), -1),
+    logprobs, _ = logprob_entropy_rows(logits[:, :-1].reshape(b * (keep - 1), -1),
                                         targets.reshape(-1), with_entropy=False)
     logprobs = logprobs.view(b, keep - 1).float().cpu()
     return [logprobs[i, keep - 1 - n:] for i, n in enumerate(scored)]

@@ -6,6 +6,13 @@ original success check ``V`` over a state, commit predicates with their scopes,
 an evidence extractor over observations, and the mutations used for the
 conformance check (SPEC 4.2).
 
+Only the verifier holds closures over the environment. What the credit
+functions read after tracing is plain data: each atom's ``AtomSpec`` (its
+timing, dependencies, role and weight, no predicate) and ``F`` as a frozen
+dataclass of plain fields (``verifier/aggregators.py``, WebShop's in
+``envs/webshop/verifier.py``), so a traced batch pickles without the
+environment.
+
 States are the environment's snapshots (``Φ``: ``variable -> value``);
 evidence is the cumulative ``variable -> value`` mapping revealed by the
 observations so far.
@@ -16,6 +23,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 State = Mapping[str, Any]
@@ -32,6 +40,25 @@ class Status(enum.Enum):
     UNSAT = "unsat"
     UNK = "unk"
     VIOL = "viol"
+
+
+@dataclass(frozen=True)
+class AtomSpec:
+    """What the credit functions read of an atom: everything but its predicates (SPEC 4.1).
+
+    Attributes:
+        atom_id: stable id, unique within the verifier.
+        evaluable_when: ``online`` | ``on_evidence`` | ``on_commit`` | ``terminal_only``.
+        dependencies: ids of the parent atoms this one requires.
+        score_role: ``hard`` | ``graded`` | ``penalty`` | ``prerequisite``.
+        weight: ``w_j``, the atom's weight in the signed atom value δ (SPEC 4.5).
+    """
+
+    atom_id: str
+    evaluable_when: str
+    dependencies: tuple[str, ...]
+    score_role: str
+    weight: float
 
 
 @dataclass(frozen=True)
@@ -71,6 +98,13 @@ class Atom:
             raise ValueError(f"atom {self.atom_id!r}: graded atoms need a value function "
                              "and only graded atoms may have one")
 
+    @cached_property
+    def spec(self) -> AtomSpec:
+        """The atom without its predicates (what a ``RolloutTrace`` keeps); one object per
+        atom, so the traces of a task share it and a pickled batch stores it once."""
+        return AtomSpec(self.atom_id, self.evaluable_when, self.dependencies, self.score_role,
+                        self.weight)
+
 
 @dataclass(frozen=True)
 class Verifier:
@@ -79,12 +113,16 @@ class Verifier:
     Attributes:
         task_id: the task this verifier was built for.
         atoms: the atoms, in a fixed order (ties in the greedy core break by it).
-        aggregate: ``F``: terminal atom statuses (``atom_id -> Status``) -> score.
+        aggregate: ``F``: terminal atom statuses (``atom_id -> Status``) -> score. Give a
+            frozen dataclass of plain fields (``aggregators.ConjunctiveAggregator``): traces
+            carry it, and a lambda or closure keeps them from being pickled.
         original: ``V``: a state -> the environment's own score.
         is_commit: whether an action text commits.
         commit_scope: the atom ids a committing action finalises.
         extract_evidence: ``(observation text, state after) -> evidence variables revealed``.
         mutations: name -> ``(state, evidence) -> (state, evidence)`` edits of a terminal state.
+        env: the environment that built it (``alfworld``, ``webshop``; ``custom`` when
+            built by hand).
     """
 
     task_id: str
@@ -96,6 +134,7 @@ class Verifier:
     extract_evidence: Callable[[str, State], dict[str, Any]]
     mutations: Mapping[str, Callable[[State, Evidence], tuple[State, Evidence]]] = field(
         default_factory=dict)
+    env: str = "custom"
 
     def __post_init__(self) -> None:
         ids = [a.atom_id for a in self.atoms]
@@ -105,6 +144,12 @@ class Verifier:
         if unknown:
             raise ValueError(f"verifier {self.task_id!r}: dependencies on unknown atoms "
                              f"{sorted(unknown)}")
+
+    @property
+    def verifier_id(self) -> str:
+        """``<env>:<task_id>`` (``webshop:webshop-test-00003``): which verifier a trace came from;
+        ``env.verifier(task)`` rebuilds it when someone needs its predicates."""
+        return f"{self.env}:{self.task_id}"
 
     def atom(self, atom_id: str) -> Atom:
         """The atom with ``atom_id``."""

@@ -3,8 +3,12 @@
 ``trace_rollout`` replays what a rollout recorded — the observations (the
 initial one included), the state snapshots ``Φ`` (the initial one included)
 and the actions — and returns a ``RolloutTrace``: a plain, torch-free record
-that the VICT credit functions read. It holds
+that the VICT credit functions read. It holds no live verifier (whose
+predicates close over the environment; WebShop's over its whole catalogue),
+only data that pickles in proportion to the rollout:
 
+- which verifier it came from (``verifier_id``), each atom's ``AtomSpec``, the
+  dependency graph and ``F`` as a plain aggregator object;
 - the atom statuses ``z_t`` after every step, ``t = 0..T`` (``t = 0`` = after reset);
 - the cumulative evidence timeline ``E_0..E_T`` and what each observation revealed;
 - the raw signed atom values ``δ_j`` read at the end (SPEC 4.5);
@@ -25,15 +29,14 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentcredit.verifier.atoms import Evidence, State, Status, Verifier
+from agentcredit.verifier.atoms import AtomSpec, Evidence, State, Status, Verifier
 from agentcredit.verifier.closure import DependencyGraph
 from agentcredit.verifier.conformance import MutationOutcome, evidence_timeline
 
-RELATIONS = ("write", "commit", "violation", "reveal")
 _MISSING = object()
 
 
@@ -73,8 +76,12 @@ class RolloutTrace:
 
     Attributes:
         task_id: the verifier's task (rollouts of one group share it).
-        verifier: the task's verifier (the credit function evaluates ``F`` on
-            counterfactual statuses through it).
+        verifier_id: ``Verifier.verifier_id``, ``<env>:<task_id>``: the verifier
+            that produced the trace (the trace keeps none of its predicates).
+        atoms: ``J`` atom specs in the verifier's order: timing, dependencies, role, weight.
+        aggregate: ``F``, the verifier's own aggregator object, plain data for the
+            environments' verifiers (the credit function evaluates it on
+            counterfactual statuses, SPEC 4.4).
         graph: the verifier's dependency graph (closures, excluded atoms).
         actions: ``T`` action texts.
         valid: ``T`` flags, the environment accepted the action.
@@ -92,7 +99,9 @@ class RolloutTrace:
     """
 
     task_id: str
-    verifier: Verifier = field(repr=False)
+    verifier_id: str
+    atoms: tuple[AtomSpec, ...] = field(repr=False)
+    aggregate: Callable[[Mapping[str, Status]], float] = field(repr=False)
     graph: DependencyGraph = field(repr=False)
     actions: tuple[str, ...]
     valid: tuple[bool, ...]
@@ -116,6 +125,10 @@ class RolloutTrace:
         """The atoms, in the verifier's order."""
         return self.graph.atom_ids
 
+    def atom(self, atom_id: str) -> AtomSpec:
+        """The spec of the atom ``atom_id``."""
+        return self.atoms[self.graph.index(atom_id)]
+
     @property
     def terminal(self) -> dict[str, Status]:
         """``z̄``: the statuses at the end, ``atom_id -> Status``."""
@@ -131,10 +144,6 @@ class RolloutTrace:
         """``max |F − V|`` over the rollout and its mutants (SPEC 4.2)."""
         return max([self.reconstruction_error]
                    + [abs(m.f_score - m.v_score) for m in self.mutations])
-
-    def valid_edges(self) -> tuple[ProofEdge, ...]:
-        """The edges whose proof record satisfies the dependencies."""
-        return tuple(e for e in self.edges if e.valid)
 
 
 def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Sequence[State],
@@ -228,7 +237,9 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
     edges = _proof_edges(raw, atoms, graph, statuses, evaluable)
 
     return RolloutTrace(
-        task_id=verifier.task_id, verifier=verifier, graph=graph, actions=texts, valid=valid,
+        task_id=verifier.task_id, verifier_id=verifier.verifier_id,
+        atoms=tuple(a.spec for a in atoms), aggregate=verifier.aggregate, graph=graph,
+        actions=texts, valid=valid,
         statuses=tuple(statuses), evidence=tuple(timeline), revealed=tuple(revealed),
         mentions=tuple(mentions), delta=delta, f_score=verifier.aggregate(terminal),
         v_score=verifier.original(final_state), mutations=tuple(mutations), edges=edges)

@@ -14,7 +14,8 @@ from agentcredit.credit.vict.correction import (
     final_advantage,
 )
 from agentcredit.credit.vict.method import CreditRule
-from agentcredit.verifier.synthetic import synthetic_group
+
+from .synthetic import synthetic_group
 
 
 def test_lambda_and_clip_follow_spec_4_6_over_the_steps_of_the_batch():

@@ -15,7 +15,8 @@ from agentcredit.credit.vict import (
 )
 from agentcredit.credit.vict.ledger import LEDGER_FIELDS
 from agentcredit.credit.vict.method import OUTCOMES
-from agentcredit.verifier.synthetic import synthetic_group
+
+from .synthetic import synthetic_group
 
 
 def _batch(num_groups=4, liar=False, seed=0):

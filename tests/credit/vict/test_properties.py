@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from agentcredit.credit import CreditBatch, get_estimator
 from agentcredit.credit.vict import VICTConfig, compute_credit
 from agentcredit.credit.vict.ablations import RULES
-from agentcredit.verifier.synthetic import synthetic_group
+
+from .synthetic import synthetic_group
 
 SETTINGS = settings(max_examples=40, deadline=None)
 

@@ -3,13 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from agentcredit.envs.alfworld.engine import (
-    NOTHING_HAPPENS,
-    AlfWorldEnv,
-    GameFileError,
-    plan_game,
-    read_game_file,
-)
+from agentcredit.envs.alfworld.engine import NOTHING_HAPPENS, AlfWorldEnv, plan_game
+from agentcredit.envs.alfworld.game_file import GameFileError, read_game_file
 from agentcredit.envs.base import Environment, Task
 
 

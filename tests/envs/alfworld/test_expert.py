@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from agentcredit.envs.alfworld import expert
-from agentcredit.envs.alfworld.engine import read_game_file
+from agentcredit.envs.alfworld import engine, expert
+from agentcredit.envs.alfworld.game_file import read_game_file
 from agentcredit.envs.alfworld.tasks import TASK_TYPES
 from agentcredit.envs.alfworld.verifier import read_game_facts
 
@@ -74,5 +74,5 @@ def test_the_first_move_is_the_first_listed_receptacle_that_can_hold_the_target(
 
 def test_a_game_the_rules_cannot_win_falls_back_to_the_planner(env, games_by_type, monkeypatch):
     task = games_by_type["pick_heat_then_place"][0]
-    monkeypatch.setattr(expert, "demonstrate", lambda env, task: None)
+    monkeypatch.setattr(engine, "demonstrate", lambda env, task: None)
     assert env.demonstration(task) == env.expert(task)

@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 
 from agentcredit.envs.alfworld import scenes
-from agentcredit.envs.alfworld.engine import AlfWorldEnv, read_game_file
+from agentcredit.envs.alfworld.engine import AlfWorldEnv
+from agentcredit.envs.alfworld.game_file import read_game_file
 from agentcredit.envs.alfworld.generator import GeneratorConfig, generate_game
 from agentcredit.envs.alfworld.tasks import TASK_TYPES
 

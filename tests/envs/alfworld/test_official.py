@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcredit.envs.alfworld.engine import GameFileError
+from agentcredit.envs.alfworld.game_file import GameFileError
 from agentcredit.envs.alfworld.official import load_official_games
 
 

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from agentcredit.envs.alfworld.engine import read_game_file
+from agentcredit.envs.alfworld.game_file import read_game_file
 from agentcredit.envs.alfworld.verifier import read_game_facts
 from agentcredit.verifier.atoms import Status
 from agentcredit.verifier.conformance import evidence_timeline, mutation_outcomes

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from agentcredit.envs.webshop import WebShopConfig, WebShopEnv, build_tasks
+
+from .walks import random_actions as _random_actions
 
 
 @pytest.fixture(scope="session")
@@ -22,28 +22,6 @@ def test_tasks(config):
 @pytest.fixture
 def env() -> WebShopEnv:
     return WebShopEnv()
-
-
-def _random_actions(env, task, seed: int, buy_bias: float = 0.3) -> list[str]:
-    """A random walk over the admissible actions; searches use words of the instruction.
-
-    With probability ``buy_bias`` an item page is answered with ``buy now`` so
-    that random walks end in purchases of all kinds.
-    """
-    rng, actions = random.Random(seed), []
-    words = task.instruction.replace(",", " ").split()
-    obs, done = env.reset(task), False
-    while not done:
-        options = list(obs.admissible_actions)
-        if options == ["search[<your query>]"]:
-            action = "search[" + " ".join(rng.sample(words, min(len(words), rng.randint(1, 5)))) + "]"
-        elif "click[buy now]" in options and rng.random() < buy_bias:
-            action = "click[buy now]"
-        else:
-            action = rng.choice(options)
-        actions.append(action)
-        obs, _, done, _ = env.step(action)
-    return actions
 
 
 @pytest.fixture(scope="session")

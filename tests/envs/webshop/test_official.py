@@ -6,11 +6,10 @@ from pathlib import Path
 import pytest
 
 from agentcredit.envs.webshop.engine import task_goal
-from agentcredit.envs.webshop.official import (
+from agentcredit.envs.webshop.official import load_human_goals, official_tasks
+from agentcredit.envs.webshop.official_catalog import (
     WebShopFileError,
-    load_human_goals,
     load_products,
-    official_tasks,
     parse_pricing,
 )
 from agentcredit.verifier.conformance import evidence_timeline

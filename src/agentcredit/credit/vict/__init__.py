@@ -8,9 +8,9 @@ and a ``CreditBatch`` whose ``traces`` hold one ``RolloutTrace`` per rollout
 
 Modules: ``config`` (options), ``core`` (direction, magnitude, greedy core),
 ``normalise`` (δ̂), ``edges`` (witness weights), ``correction`` (A^VICT, λ, c,
-eligibility), ``method`` (the pipeline and ``vict``), ``ablations``,
-``ledger`` (rows and the crash-safe writer), ``diagnostics`` (SPEC 4.9 and the
-interface audit).
+eligibility), ``method`` (the pipeline), ``estimator`` (``vict``: the pipeline
+with its ledger rows and diagnostics), ``ablations``, ``ledger`` (rows and the
+crash-safe writer), ``diagnostics`` (SPEC 4.9 and the interface audit).
 """
 
 from agentcredit.credit.vict import ablations  # noqa: F401  (registers the controls)
@@ -23,8 +23,9 @@ from agentcredit.credit.vict.diagnostics import (
     format_audit_table,
     interface_audit,
 )
+from agentcredit.credit.vict.estimator import vict
 from agentcredit.credit.vict.ledger import LedgerWriter, read_ledger
-from agentcredit.credit.vict.method import ABSTAIN_REASONS, compute_credit, vict
+from agentcredit.credit.vict.method import ABSTAIN_REASONS, compute_credit
 
 __all__ = [
     "ABLATIONS",

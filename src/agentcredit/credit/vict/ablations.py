@@ -30,11 +30,11 @@ from agentcredit.credit.registry import register_estimator
 from agentcredit.credit.result import CreditResult
 from agentcredit.credit.vict.config import VICTConfig
 from agentcredit.credit.vict.edges import Witness, proof_witnesses
+from agentcredit.credit.vict.estimator import credit_result
 from agentcredit.credit.vict.method import (
     CreditRule,
     backbone_advantages,
     compute_credit,
-    credit_result,
     require_traces,
 )
 from agentcredit.verifier.atoms import Status
@@ -91,7 +91,7 @@ def _register(name: str) -> None:
     estimator.__name__ = name
     estimator.__doc__ = (f"VICT control ``{name}`` (SPEC 4.8): VICT with the credit rule "
                          f"``{rule.witnesses.__name__}``; same output fields as ``vict``.")
-    register_estimator(name, VICTConfig)(estimator)
+    register_estimator(name, VICTConfig, needs=("traces",))(estimator)
 
 
 for _name in RULES:
@@ -114,7 +114,7 @@ def atom_rewards(batch: CreditBatch, config: VICTConfig) -> tuple[torch.Tensor, 
     rewards, events, offset = [], [], 0
     for i, trace in enumerate(traces):
         conforming = worst[groups[i]] <= config.conformance_tolerance
-        weights = [a.weight for a in trace.verifier.atoms]
+        weights = [a.weight for a in trace.atoms]
         for t in range(trace.num_steps):
             before, after = trace.statuses[t], trace.statuses[t + 1]
             total = 0.0
@@ -136,7 +136,7 @@ def atom_rewards(batch: CreditBatch, config: VICTConfig) -> tuple[torch.Tensor, 
                         device=batch.step_rewards.device), events
 
 
-@register_estimator("dense_atom_reward", VICTConfig)
+@register_estimator("dense_atom_reward", VICTConfig, needs=("traces",))
 def dense_atom_reward(batch: CreditBatch, config: VICTConfig) -> CreditResult:
     """VICT control ``dense_atom_reward`` (SPEC 4.8): atom rewards added to the step rewards,
     then the backbone; no core, no edges.

@@ -1,13 +1,14 @@
-"""Options of VICT and its ablations (SPEC 4, defaults of SPEC 6 and the VICT paper's Table 11)."""
+"""Options of VICT and its controls (SPEC 4, defaults of SPEC 6 and the VICT paper's Table 11)."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
 
-BACKBONES = ("grpo", "rloo", "gigpo")
-LAMBDA_BASE_STEPS = ("all", "nonzero")
+from agentcredit.config_schema import validate
+from agentcredit.credit.gigpo import GiGPOConfig
+from agentcredit.credit.grpo import GRPOConfig
+from agentcredit.credit.rloo import RLOOConfig
 
 
 @dataclass(frozen=True)
@@ -15,12 +16,12 @@ class VICTConfig:
     """VICT: verifier-instrumented credit tracing (the VICT paper, SPEC section 4).
 
     Backbone:
-        backbone: the base estimator whose advantage VICT corrects: ``grpo``,
-            ``rloo`` or ``gigpo`` (GiGPO in the paper's compatibility mode: its
-            step-level advantage is ``A^base_{i,t}``; the direction ``q_i`` comes
-            from its episode level).
-        backbone_config: the backbone's own config (``GRPOConfig`` …); ``None``
-            uses its defaults.
+        backbone: the base estimator whose advantage VICT corrects, with its own
+            options: a ``GRPOConfig``, ``RLOOConfig`` or ``GiGPOConfig`` (in YAML and on
+            the command line ``backbone.name=gigpo backbone.mode=mean_norm``; a bare
+            name ``backbone=gigpo`` takes that backbone's defaults). GiGPO runs in the
+            paper's compatibility mode: its step-level advantage is ``A^base_{i,t}``;
+            the direction ``q_i`` comes from its episode level.
 
     Core attribution (SPEC 4.4):
         budget: ``B`` ≥ 1, greedy additions before abstaining with reason ``budget`` (8).
@@ -44,8 +45,11 @@ class VICTConfig:
         seed: seed of the ``random_edges`` placebo's permutations.
     """
 
-    backbone: Literal["grpo", "rloo", "gigpo"] = "grpo"
-    backbone_config: Any = None
+    _limits: ClassVar[dict[str, tuple]] = {
+        "budget": (1, None), "eps_q": (0.0, None), "conformance_tolerance": (0.0, None),
+        "gamma_lambda": (0.0, None), "eps": (0.0, None, "open"), "clip_quantile": (0.0, 1.0)}
+
+    backbone: GRPOConfig | RLOOConfig | GiGPOConfig = field(default_factory=GRPOConfig)
     budget: int = 8
     eps_q: float = 1e-6
     conformance_tolerance: float = 0.0
@@ -56,29 +60,4 @@ class VICTConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.backbone not in BACKBONES:
-            raise ValueError(f"VICTConfig.backbone = {self.backbone!r}; choose one of {BACKBONES}.")
-        if not isinstance(self.budget, int) or self.budget < 1:
-            raise ValueError(f"VICTConfig.budget = {self.budget!r}; it must be an integer ≥ 1 "
-                             "(SPEC default 8).")
-        for name, low in (("eps_q", 0.0), ("conformance_tolerance", 0.0), ("gamma_lambda", 0.0)):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= low):
-                raise ValueError(f"VICTConfig.{name} = {value}; it must be a finite number "
-                                 f"≥ {low}.")
-        if not (math.isfinite(self.eps) and self.eps > 0):
-            raise ValueError(f"VICTConfig.eps = {self.eps}; it must be > 0 (SPEC default 1e-6).")
-        if not 0.0 <= self.clip_quantile <= 1.0:
-            raise ValueError(f"VICTConfig.clip_quantile = {self.clip_quantile}; it must lie in "
-                             "[0, 1] (SPEC default 0.95).")
-        if self.lambda_base_steps not in LAMBDA_BASE_STEPS:
-            raise ValueError(f"VICTConfig.lambda_base_steps = {self.lambda_base_steps!r}; choose "
-                             f"one of {LAMBDA_BASE_STEPS}.")
-        if self.backbone_config is not None:
-            from agentcredit.credit.registry import get_estimator
-
-            expected = get_estimator(self.backbone).config_cls
-            if not isinstance(self.backbone_config, expected):
-                raise TypeError(f"VICTConfig.backbone_config is a "
-                                f"{type(self.backbone_config).__name__}; backbone "
-                                f"{self.backbone!r} takes a {expected.__name__}.")
+        validate(self)

@@ -1,4 +1,4 @@
-"""VICT end to end on one batch (SPEC 4), and the ``vict`` estimator.
+"""VICT end to end on one batch (SPEC 4).
 
 One update's credit reads top to bottom in ``compute_credit``:
 
@@ -14,7 +14,11 @@ One update's credit reads top to bottom in ``compute_credit``:
    invariant is checked on every non-zero entry (SPEC 4.7).
 
 The ablations of SPEC 4.8 run the same function with another ``CreditRule``
-(``credit/vict/ablations.py``); only the steps that receive credit change.
+(``credit/vict/ablations.py``); only the steps that receive credit change. The
+``vict`` estimator (``credit/vict/estimator.py``) packages the computation with
+its ledger rows and diagnostics. Everything is read off the batch's plain
+``RolloutTrace`` records: atom roles and timings from ``trace.atoms``, ``F``
+from ``trace.aggregate``; no live verifier.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ import torch
 from torch import Tensor
 
 from agentcredit.credit.batch import CreditBatch
+from agentcredit.credit.gigpo import GiGPOConfig
 from agentcredit.credit.grpo import group_relative
-from agentcredit.credit.registry import get_estimator, register_estimator
+from agentcredit.credit.registry import get_estimator
 from agentcredit.credit.result import CreditResult
 from agentcredit.credit.vict.config import VICTConfig
 from agentcredit.credit.vict.core import base_direction, greedy_core, preference_magnitude
@@ -169,10 +174,9 @@ def require_traces(batch: CreditBatch, method: str) -> tuple[RolloutTrace, ...]:
 
 def backbone_advantages(batch: CreditBatch, config: VICTConfig) -> tuple[CreditResult, Tensor]:
     """The backbone's result and the rollout-level ``A^base_i [B]`` that sets ``q_i``."""
-    estimator = get_estimator(config.backbone)
-    backbone_config = config.backbone_config or estimator.config_cls()
-    result = estimator(batch, backbone_config)
-    if config.backbone == "gigpo":
+    backbone_config = config.backbone
+    result = get_estimator(backbone_config.config_name)(batch, backbone_config)
+    if isinstance(backbone_config, GiGPOConfig):
         rollout_base = group_relative(batch.returns, batch.group_index, batch.num_groups,
                                       norm_by_std=backbone_config.mode == "mean_std_norm",
                                       eps=backbone_config.eps)
@@ -265,9 +269,9 @@ def _credit_rollout(i: int, group: int, trace: RolloutTrace, conforming: bool, d
     if rule.use_core:
         if direction == 0:
             return decided("tie"), []
-        roles = [a.score_role for a in trace.verifier.atoms]
+        roles = [a.score_role for a in trace.atoms]
         search = greedy_core(trace.statuses[-1], direction, magnitude, graph, roles,
-                             trace.verifier.aggregate, config.budget)
+                             trace.aggregate, config.budget)
         if not search.reached:
             return decided("budget", additions=search.additions), []
         core = frozenset(ids[j] for j in indices_of(search.core))
@@ -287,7 +291,7 @@ def _credit_rollout(i: int, group: int, trace: RolloutTrace, conforming: bool, d
         steps = witnesses.get(atom_id, [])
         total = sum(w.weight for w in steps)  # Z_{i,j}
         if total <= 0:
-            when = trace.verifier.atom(atom_id).evaluable_when
+            when = trace.atom(atom_id).evaluable_when
             unproven.append((atom_id, "terminal_only" if when == "terminal_only" else "no_edge"))
             continue
         shares += [(atom_id, w, w.weight / total) for w in steps]
@@ -307,33 +311,3 @@ def _permute_steps(shares: list[tuple[str, Witness, float]], num_steps: int,
     return [(atom_id, Witness(order[w.step], w.weight, ("random",),
                               (f"placebo: edge of step {w.step}",)), share)
             for atom_id, w, share in shares]
-
-
-def credit_result(batch: CreditBatch, computation: VictComputation) -> CreditResult:
-    """Package a computation as a ``CreditResult`` (advantages, diagnostics, ledger rows)."""
-    from agentcredit.credit.vict.diagnostics import credit_diagnostics
-    from agentcredit.credit.vict.ledger import ledger_rows
-
-    dtype = computation.base.dtype
-    diagnostics = credit_diagnostics(batch, computation)
-    diagnostics.update({f"base/{k}": v for k, v in computation.backbone.diagnostics.items()})
-    extras = dict(computation.backbone.extras)
-    extras.update({"base_advantage": computation.base,
-                   "vict_advantage": computation.vict.to(dtype),
-                   "correction": computation.correction})
-    return CreditResult(step_advantages=computation.final.detach(), diagnostics=diagnostics,
-                        extras=extras, ledger_rows=ledger_rows(batch, computation))
-
-
-@register_estimator("vict", VICTConfig)
-def vict(batch: CreditBatch, config: VICTConfig) -> CreditResult:
-    """VICT advantages ``A^final_{i,t} = A^base_{i,t} + λ · clip(A^VICT_{i,t}, −c, c)`` (SPEC 4).
-
-    Needs ``batch.traces``. Returns ``step_advantages [S]`` = ``A^final``;
-    ``extras``: ``base_advantage``, ``vict_advantage`` (``A^VICT``),
-    ``correction`` (all ``[S]``) plus the backbone's extras; ``ledger_rows``:
-    one row per (step, atom) share of every non-zero correction (SPEC 4.7);
-    ``diagnostics``: SPEC 4.9 under ``vict/…`` and the backbone's under ``base/…``.
-    Raises ``EligibilityError`` if a non-zero correction lacks a proof.
-    """
-    return credit_result(batch, compute_credit(batch, config, VICT_RULE))

@@ -10,7 +10,6 @@ positive PDDL facts after each step (``not_*`` entries dropped), as
 
 from __future__ import annotations
 
-import json
 import weakref
 from pathlib import Path
 from typing import Any
@@ -21,32 +20,13 @@ from alfworld.agents.utils.misc import Demangler
 from textworld.envs.pddl import PddlEnv
 
 from agentcredit.envs.alfworld import grammar_memo
+from agentcredit.envs.alfworld.expert import demonstrate
+from agentcredit.envs.alfworld.game_file import GameFileError, read_game_file
+from agentcredit.envs.alfworld.verifier import build_verifier
 from agentcredit.envs.base import Observation, StepInfo, Task
 
 NOTHING_HAPPENS = "Nothing happens."
 _WELCOME = "-= Welcome to TextWorld, ALFRED! =-"
-_GAME_KEYS = ("pddl_domain", "grammar", "pddl_problem")
-
-
-class GameFileError(ValueError):
-    """A game file is missing, unreadable or not an ALFWorld ``game.tw-pddl``."""
-
-
-def read_game_file(path: str | Path) -> dict:
-    """Load and check a ``game.tw-pddl`` file; errors name the file and the problem."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError as err:
-        raise GameFileError(f"game file not found: {path}") from err
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise GameFileError(f"game file {path} is not valid JSON ({err}); regenerate it "
-                            "or delete its folder so the generator rebuilds it") from err
-    missing = [k for k in _GAME_KEYS if not isinstance(data, dict) or k not in data]
-    if missing:
-        raise GameFileError(f"game file {path} lacks {missing}; it is not an ALFWorld "
-                            "game.tw-pddl file")
-    return data
 
 
 def _game_path(task: Task) -> str:
@@ -224,11 +204,7 @@ class AlfWorldEnv:
         (``envs.alfworld.expert.demonstrate``), falling back to ``expert`` on a game its
         rules do not win. Plays the game in this environment: reset before stepping.
         """
-        from agentcredit.envs.alfworld.expert import demonstrate
-
         return demonstrate(self, task) or self.expert(task)
 
     def verifier(self, task: Task):
-        from agentcredit.envs.alfworld.verifier import build_verifier
-
         return build_verifier(task, read_game_file(task.payload["game_file"]))

@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from agentcredit.envs.alfworld.game_file import read_game_file
 from agentcredit.envs.alfworld.tasks import TRANSFORMS
 from agentcredit.envs.alfworld.verifier import read_game_facts
 from agentcredit.envs.base import Task
@@ -202,8 +203,6 @@ def demonstrate(env, task: Task, max_steps: int = 60) -> list[str] | None:
     Resets ``env`` and leaves it in the final state. Returns the actions of a
     won episode, or None when the rules get stuck or exceed ``max_steps``.
     """
-    from agentcredit.envs.alfworld.engine import read_game_file
-
     obs = env.reset(task)
     snapshot = env.snapshot()
     problem = read_game_file(task.payload["game_file"])["pddl_problem"]

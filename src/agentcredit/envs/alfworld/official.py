@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from agentcredit.envs.alfworld.engine import GameFileError, read_game_file
+from agentcredit.envs.alfworld.game_file import GameFileError, read_game_file
 from agentcredit.envs.alfworld.tasks import TASK_TYPES
 from agentcredit.envs.base import Task
 

@@ -21,10 +21,11 @@ Atoms (ids are stable across tasks; each task uses the ones it needs):
 | ``premature_placement`` | penalty | VIOL: the agent placed a target without the flag and none placed has it |
 | ``wrong_object_placed`` | penalty | VIOL: the agent put a non-target in a goal receptacle and no target is placed |
 
-``F`` = 1 when every hard atom is SAT and no penalty atom is VIOL, else 0. Each
-penalty is defined so that its violation implies a hard atom is UNSAT, so ``F``
-reproduces the engine's ``won`` exactly; ``V`` is the PDDL goal evaluated in
-Python over a fact set.
+``F`` = 1 when every hard atom is SAT and no penalty atom is VIOL, else 0
+(``verifier.aggregators.ConjunctiveAggregator``, plain data a trace carries).
+Each penalty is defined so that its violation implies a hard atom is UNSAT, so
+``F`` reproduces the engine's ``won`` exactly; ``V`` is the PDDL goal evaluated
+in Python over a fact set.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from alfworld.agents.utils.misc import Demangler
 
 from agentcredit.envs.alfworld.tasks import TRANSFORMS, check_task_type
 from agentcredit.envs.base import Task
+from agentcredit.verifier.aggregators import ConjunctiveAggregator
 from agentcredit.verifier.atoms import Atom, State, Status, Verifier
 
 AGENT = "agent1"
@@ -222,14 +224,6 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
     return tuple(atoms)
 
 
-def aggregate(atoms: tuple[Atom, ...], statuses: Mapping[str, Status]) -> float:
-    """``F``: 1 when every hard atom is SAT and no penalty atom is VIOL."""
-    hard_ok = all(statuses[a.atom_id] is Status.SAT for a in atoms if a.score_role == "hard")
-    clean = all(statuses[a.atom_id] is not Status.VIOL for a in atoms
-                if a.score_role == "penalty")
-    return float(hard_ok and clean)
-
-
 # EVIDENCE, COMMITS, MUTATIONS
 
 def _evidence_extractor(g: GameFacts):
@@ -321,11 +315,11 @@ def build_verifier(task: Task, game: Mapping[str, Any]) -> Verifier:
                       if a.atom_id in {"final_placement", "transformation", "second_object",
                                        "premature_placement", "wrong_object_placed"})
     return Verifier(
-        task_id=task.task_id, atoms=atoms,
-        aggregate=lambda statuses: aggregate(atoms, statuses),
+        task_id=task.task_id, atoms=atoms, aggregate=ConjunctiveAggregator.from_atoms(atoms),
         original=lambda state: original_score(g, state),
         is_commit=is_commit,
         commit_scope=lambda action: scope if is_commit(action) else (),
         extract_evidence=_evidence_extractor(g),
         mutations=_mutations(g),
+        env="alfworld",
     )

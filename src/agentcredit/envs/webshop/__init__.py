@@ -1,5 +1,6 @@
 """WebShop: its page flow, action space and reward over a generated catalog in its product
-schema (issue 6); official product and goal files load through ``official``.
+schema (issue 6); official product and goal files load through ``official_catalog`` and
+``official``.
 
     from agentcredit.envs.webshop import WebShopEnv, WebShopConfig, build_tasks
 
@@ -10,9 +11,11 @@ schema (issue 6); official product and goal files load through ``official``.
 
 Modules: ``taxonomy`` (what is sold), ``catalog`` (products, generator),
 ``goals`` (goals, phrasing, splits), ``tasks`` (tasks by split), ``search``
-(BM25), ``shop`` (catalog + index per spec), ``pages`` (page text), ``engine``
-(the environment), ``reward`` (the formula), ``snapshot`` (state and ``V``),
-``expert``, ``verifier`` (VICT atoms), ``official`` (WebShop's files).
+(BM25), ``shop`` (catalog + index per spec), ``pages`` (page text), ``actions``
+(the action grammar), ``engine`` (the environment), ``reward`` (the formula),
+``snapshot`` (state and ``V``), ``expert``, ``verifier`` (VICT atoms and ``F``),
+``official_catalog`` (WebShop's product and attribute files), ``official`` (its goal
+file and the tasks on them).
 """
 
 from agentcredit.envs.webshop.engine import WebShopEnv

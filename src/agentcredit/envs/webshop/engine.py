@@ -28,7 +28,9 @@ from typing import Any
 
 from agentcredit.envs.base import Observation, StepInfo, Task
 from agentcredit.envs.webshop import pages
+from agentcredit.envs.webshop.actions import parse_action
 from agentcredit.envs.webshop.catalog import Product
+from agentcredit.envs.webshop.expert import expert_actions
 from agentcredit.envs.webshop.goals import Goal
 from agentcredit.envs.webshop.pages import RESULTS_PER_PAGE, SECTIONS
 from agentcredit.envs.webshop.shop import Shop, open_shop
@@ -41,23 +43,12 @@ from agentcredit.envs.webshop.snapshot import (
     original_score,
     product_fields,
 )
+from agentcredit.envs.webshop.verifier import build_verifier
 
 MAX_STEPS = 15
 MAX_ACTION_CHARS = 1000
 SEARCH_TEMPLATE = "search[<your query>]"
-_ACTION = re.compile(r"\s*(search|click)\s*\[(.*)\]\s*", re.DOTALL | re.IGNORECASE)
 _ASIN_LIKE = re.compile(r"b0[a-z0-9]{8}")
-
-
-def parse_action(action_text: Any) -> tuple[str, str] | None:
-    """``(verb, argument)`` of ``search[...]`` / ``click[...]``; click labels lower-cased."""
-    if not isinstance(action_text, str):
-        return None
-    match = _ACTION.fullmatch(action_text)
-    if match is None:
-        return None
-    verb, arg = match.group(1).lower(), match.group(2).strip()
-    return verb, arg.lower() if verb == "click" else arg
 
 
 def task_goal(task: Task) -> Goal:
@@ -253,11 +244,7 @@ class WebShopEnv:
     # ORACLES
 
     def verifier(self, task: Task):
-        from agentcredit.envs.webshop.verifier import build_verifier
-
         return build_verifier(task, task_goal(task), task_shop(task))
 
     def expert(self, task: Task) -> list[str]:
-        from agentcredit.envs.webshop.expert import expert_actions
-
         return expert_actions(task_goal(task), task_shop(task))

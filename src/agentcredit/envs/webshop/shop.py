@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentcredit.envs.webshop.catalog import Catalog, generate_catalog
+from agentcredit.envs.webshop.official_catalog import load_products
 from agentcredit.envs.webshop.search import SearchIndex
 
 
@@ -64,8 +65,6 @@ def open_shop(spec: Mapping[str, Any]) -> Shop:
     if kind == "generated":
         catalog = generate_catalog(int(spec["num_products"]), int(spec["seed"]))
     elif kind == "official":
-        from agentcredit.envs.webshop.official import load_products
-
         catalog = load_products(spec["products"], spec.get("attributes"))
     elif kind == "memory":
         if spec.get("name") not in _MEMORY:

@@ -36,7 +36,6 @@ BULLETS = "product:bullet_points"
 DESCRIPTION = "product:description"
 PRICE = "product:price"
 SELECTED = "selected:"
-PRODUCT_KEYS = (TITLE, PRODUCT_QUERY, CATEGORY_PATH, ATTRIBUTES, BULLETS, DESCRIPTION, PRICE)
 
 
 def product_fields(product: Product | None) -> dict[str, Any]:

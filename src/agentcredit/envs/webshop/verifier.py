@@ -30,6 +30,8 @@ VIOL; otherwise ``r_type · (#SAT attributes + #SAT options + [price SAT]) /
 ``category_match`` is too, else 1. This is ``reward.py``'s formula term for
 term, so ``F`` reproduces ``V`` exactly; ``wrong_purchase`` is VIOL only when
 ``r_type = 0``, so its factor never changes ``F`` on a real state.
+``WebShopAggregator`` holds ``F`` as plain data (the ladder, the counted atom
+ids), so a trace carries it without the catalogue the predicates close over.
 
 Dependencies: ``category_match`` -> ``title_overlap`` -> ``product_type``, and
 every attribute, option and price atom -> ``product_type`` (a fact about the
@@ -40,11 +42,12 @@ every atom.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from agentcredit.envs.base import Task
+from agentcredit.envs.webshop.actions import parse_action
 from agentcredit.envs.webshop.catalog import Product
-from agentcredit.envs.webshop.engine import parse_action
 from agentcredit.envs.webshop.goals import Goal
 from agentcredit.envs.webshop.reward import (
     FUZZY_THRESHOLD,
@@ -80,7 +83,8 @@ from agentcredit.envs.webshop.snapshot import (
 from agentcredit.verifier.atoms import Atom, State, Status, Verifier
 
 EV = "evidence:"
-_TYPE_LADDER = (("product_type", 0.1), ("title_overlap", 0.5), ("category_match", 1.0))
+#: ``r_type`` once each rung is SAT, climbed in order (``reward.type_match``'s grades).
+TYPE_LADDER = (("product_type", 0.1), ("title_overlap", 0.5), ("category_match", 1.0))
 
 
 def _on_product(check):
@@ -172,18 +176,33 @@ def counted_atoms(atoms: tuple[Atom, ...]) -> tuple[str, ...]:
                  or a.atom_id == "price_under_budget")
 
 
-def aggregate(counted: tuple[str, ...], statuses: Mapping[str, Status]) -> float:
-    """``F`` (see the module notes): WebShop's reward recomputed from atom statuses."""
-    if statuses["purchase_committed"] is not Status.SAT \
-            or statuses["wrong_purchase"] is Status.VIOL:
-        return 0.0
-    r_type = 0.0
-    for atom_id, level in _TYPE_LADDER:
-        if statuses[atom_id] is not Status.SAT:
-            break
-        r_type = level
-    matched = sum(statuses[j] is Status.SAT for j in counted)
-    return combine(r_type, matched, len(counted))
+@dataclass(frozen=True)
+class WebShopAggregator:
+    """``F`` (see the module notes): WebShop's reward recomputed from atom statuses.
+
+    Attributes:
+        counted: the atoms the reward counts (``counted_atoms``), ``A + O + 1`` of them.
+        type_ladder: ``(atom id, r_type)`` rungs: ``r_type`` is the level of the last
+            rung SAT before the first that is not.
+        commit: the atom that must be SAT for any reward (the purchase).
+        penalty: the atom whose VIOL zeroes ``F``.
+    """
+
+    counted: tuple[str, ...]
+    type_ladder: tuple[tuple[str, float], ...] = TYPE_LADDER
+    commit: str = "purchase_committed"
+    penalty: str = "wrong_purchase"
+
+    def __call__(self, statuses: Mapping[str, Status]) -> float:
+        if statuses[self.commit] is not Status.SAT or statuses[self.penalty] is Status.VIOL:
+            return 0.0
+        r_type = 0.0
+        for atom_id, level in self.type_ladder:
+            if statuses[atom_id] is not Status.SAT:
+                break
+            r_type = level
+        matched = sum(statuses[j] is Status.SAT for j in self.counted)
+        return combine(r_type, matched, len(self.counted))
 
 
 # EVIDENCE
@@ -284,7 +303,6 @@ def _replacement(catalog, state: State, purchase: Purchase, spec: GoalSpec) -> P
 def build_verifier(task: Task, goal: Goal, shop: Shop) -> Verifier:
     """The VICT verifier of one WebShop goal."""
     atoms = build_atoms(goal)
-    counted = counted_atoms(atoms)
     scope = tuple(a.atom_id for a in atoms)
 
     def is_commit(action: str) -> bool:
@@ -293,10 +311,11 @@ def build_verifier(task: Task, goal: Goal, shop: Shop) -> Verifier:
     spec = goal.spec()
     return Verifier(
         task_id=task.task_id, atoms=atoms,
-        aggregate=lambda statuses: aggregate(counted, statuses),
+        aggregate=WebShopAggregator(counted_atoms(atoms)),
         original=lambda state: original_score(spec, state),
         is_commit=is_commit,
         commit_scope=lambda action: scope if is_commit(action) else (),
         extract_evidence=extract_evidence,
         mutations=_mutations(goal, shop),
+        env="webshop",
     )

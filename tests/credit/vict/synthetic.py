@@ -1,4 +1,4 @@
-"""Synthetic verifiers and random rollouts: property tests and the VICT overhead benchmark.
+"""Synthetic verifiers and random rollouts for the VICT tests (properties, correction, ledger).
 
 A synthetic task has ``J`` atoms ``a0..a{J-1}`` over boolean state variables
 ``v0..`` with random conjunctive dependencies on earlier atoms (a DAG), mixed
@@ -16,6 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from agentcredit.verifier.aggregators import ConjunctiveAggregator
 from agentcredit.verifier.atoms import Atom, State, Status, Verifier
 from agentcredit.verifier.closure import DependencyGraph
 from agentcredit.verifier.trace import RolloutTrace, trace_rollout
@@ -70,11 +71,6 @@ def synthetic_verifier(task_id: str, num_atoms: int, rng: random.Random, *,
     hard_ids = tuple(a.atom_id for a in atoms if a.score_role == "hard")
     commit_scope = hard_ids + tuple(a.atom_id for a in atoms if a.evaluable_when == "on_commit")
 
-    def aggregate(z):
-        return float(all(z[a] is Status.SAT for a in hard_ids)
-                     and not any(z[a.atom_id] is Status.VIOL for a in atoms
-                                 if a.score_role == "penalty"))
-
     def original(state: State) -> float:
         ok = all(state.get(v) for v in hard_vars) and not any(state.get(v) for v in penalty_vars)
         return float(ok) if not liar else 1.0 - float(ok)
@@ -86,10 +82,12 @@ def synthetic_verifier(task_id: str, num_atoms: int, rng: random.Random, *,
         return {**s, hard_vars[0]: False}, e
 
     return Verifier(
-        task_id=task_id, atoms=tuple(atoms), aggregate=aggregate, original=original,
+        task_id=task_id, atoms=tuple(atoms), aggregate=ConjunctiveAggregator.from_atoms(atoms),
+        original=original,
         is_commit=lambda a: a.startswith("commit"),
         commit_scope=lambda a: commit_scope if a.startswith("commit") else (),
-        extract_evidence=extract, mutations={"break_first_hard": break_first_hard})
+        extract_evidence=extract, mutations={"break_first_hard": break_first_hard},
+        env="synthetic")
 
 
 @dataclass(frozen=True)

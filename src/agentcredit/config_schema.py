@@ -1,0 +1,266 @@
+"""Typed dataclass configs from plain data: one loader, one range rule, one "did you mean".
+
+Every config of the project — the run's sections, each estimator's options, each
+environment's options — is a dataclass whose fields carry a type hint and a doc
+line. This module turns nested plain data (YAML, ``key=value`` overrides) into
+those dataclasses and back, and checks them in one way:
+
+- ``build(cls, data, prefix)`` coerces each value to its field's type (ints widen
+  to floats, ``Literal`` choices, lists, nested dataclasses) and names the full
+  dotted key in every error;
+- a field typed as a union of dataclasses that declare ``config_name`` is chosen
+  by its ``name`` key (``backbone: {name: gigpo, mode: mean_norm}``; a bare string
+  is short for ``{name: ...}``);
+- a dataclass lists its numeric ranges in a ``_limits`` class variable
+  (``{"lr": (0.0, None)}``, bounds inclusive, ``None`` = unbounded; a third item
+  ``"open"`` excludes the lower bound: ``(0.0, None, "open")`` is ``> 0``) and calls
+  ``validate(self)`` from ``__post_init__``, so a config built in Python is
+  checked exactly like one loaded from YAML; NaN and ±inf are always refused;
+- ``did_you_mean(word, known)`` is the one place that suggests a spelling.
+
+Every problem raises ``ConfigError``, a one-line message naming the key, the bad
+value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import types
+import typing
+from collections.abc import Iterable
+from typing import Any, Literal
+
+
+class ConfigError(ValueError):
+    """A bad configuration; the message is one line that says what to change."""
+
+
+def did_you_mean(word: str, known: Iterable[str], cutoff: float = 0.6) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``known`` to ``word``, else ``""``."""
+    close = difflib.get_close_matches(str(word), list(known), n=1, cutoff=cutoff)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def validate(obj: Any) -> None:
+    """Check a config dataclass's values: ``Literal`` choices, finite numbers, ``_limits``.
+
+    A selectable field given as a name or a mapping (``backbone="gigpo"``) is built here.
+
+    Configs call it from ``__post_init__``, so one built in Python is checked like one
+    loaded from YAML. Messages start with ``ClassName.field``; ``build`` replaces that
+    with the dotted key the user wrote.
+
+    Raises:
+        ConfigError: ``"Cls.field = value is out of range; allowed [low, high]"`` and the like.
+    """
+    cls = type(obj)
+    limits = getattr(cls, "_limits", {})
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{cls.__name__}.{f.name}"
+        hint = hints[f.name]
+        choices = selectable(hint)
+        if choices is not None and isinstance(value, str | dict):  # `backbone="gigpo"`
+            value = _select(choices, value, key)
+            object.__setattr__(obj, f.name, value)
+        if choices is not None and not isinstance(value, tuple(choices.values())):
+            raise ConfigError(f"{key} = {value!r} must name one of {', '.join(choices)}")
+        if typing.get_origin(hint) is Literal and value not in typing.get_args(hint):
+            choices = typing.get_args(hint)
+            raise ConfigError(f"{key} = {value!r} is not allowed; choose one of "
+                              f"{', '.join(map(str, choices))}"
+                              f"{did_you_mean(str(value), map(str, choices))}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key} = {value!r} must be a finite number")
+        if f.name not in limits or value is None:
+            continue
+        low, high, *open_low = limits[f.name]
+        too_low = low is not None and (value <= low if open_low else value < low)
+        if too_low or (high is not None and value > high):
+            allowed = (f"{'(' if open_low else '['}{low if low is not None else '-inf'}, "
+                       f"{high if high is not None else 'inf'}]")
+            raise ConfigError(f"{key} = {value!r} is out of range; allowed {allowed}")
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The doc line under each field of the dataclass ``cls`` (from its source), by name."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):
+        return {}
+    body = tree.body[0].body
+    docs = {}
+    for node, after in zip(body, body[1:], strict=False):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) \
+                and isinstance(after.value.value, str):
+            docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def selectable(hint: Any) -> dict[str, type] | None:
+    """For a union of dataclasses that declare ``config_name``: name → class; else None."""
+    if typing.get_origin(hint) not in (types.UnionType, typing.Union):
+        return None
+    options = [a for a in typing.get_args(hint) if a is not type(None)]
+    if options and all(dataclasses.is_dataclass(a) and hasattr(a, "config_name")
+                       for a in options):
+        return {a.config_name: a for a in options}
+    return None
+
+
+def build(cls: type, data: Any, prefix: str = "") -> Any:
+    """The dataclass ``cls`` built from the mapping ``data``; errors name ``prefix + key``."""
+    where = prefix.rstrip(".") or "the config"
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a mapping of keys, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    for key, value in data.items():
+        if key not in names:
+            while isinstance(value, dict) and len(value) == 1:  # name the leaf the user meant
+                (leaf, value), = value.items()
+                key = f"{key}.{leaf}"
+            raise ConfigError(f"unknown config key '{prefix}{key}'{_key_hint(cls, prefix, key)}")
+    kwargs = {name: coerce(hints[name], value, f"{prefix}{name}")
+              for name, value in data.items()}
+    try:
+        return cls(**kwargs)
+    except ConfigError as err:  # from validate(): name the key as the user wrote it
+        raise ConfigError(str(err).replace(f"{cls.__name__}.", prefix, 1)) from None
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"{where}: {str(err).splitlines()[0]}") from None
+
+
+def _key_hint(cls: type, prefix: str, key: str) -> str:
+    """A "did you mean" for an unknown dotted key: the closest key of ``cls``, else a key
+    with the same leaf name (a typo in the section name), else the keys ``cls`` takes."""
+    keys = [prefix + k for k, _, _ in leaf_keys(cls)]
+    hint = did_you_mean(prefix + key, keys)
+    if hint:
+        return hint
+    leaf = key.rsplit(".", 1)[-1]
+    same_leaf = [k for k in keys if k.rsplit(".", 1)[-1] == leaf]
+    if same_leaf:
+        return f"; did you mean {same_leaf[0]!r}?"
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    return f" ({prefix.rstrip('.') or 'the config'} takes: {', '.join(names) or 'no options'})"
+
+
+def coerce(hint: Any, value: Any, key: str) -> Any:
+    """``value`` checked against the type ``hint`` (ints widen to floats); one line if bad."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if dataclasses.is_dataclass(hint):
+        if dataclasses.is_dataclass(value) and isinstance(value, hint):
+            return value
+        return build(hint, value, key + ".")
+    choices = selectable(hint)
+    if choices is not None:
+        return _select(choices, value, key)
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return coerce(inner[0], value, key)
+    if origin is Literal:
+        if value is True or value is False:  # YAML 1.1 reads off / on as booleans
+            value = "on" if value else "off"
+        if value not in args:
+            raise ConfigError(f"{key} = {value!r} is not allowed; choose one of "
+                              f"{', '.join(map(str, args))}{did_you_mean(str(value), map(str, args))}")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} = {value!r} must be true or false")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key} = {value!r} must be an integer")
+        return value
+    if hint is float:
+        if isinstance(value, str):  # YAML 1.1 reads `1e-6` (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{key} = {value!r} must be a number")
+        if not math.isfinite(value):
+            raise ConfigError(f"{key} = {value!r} must be a finite number")
+        return float(value)
+    if hint is str:
+        if isinstance(value, bool) and "options" in key:
+            return "on" if value else "off"
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise ConfigError(f"{key} = {value!r} must be a string")
+        return str(value)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{key} = {value!r} must be a list")
+        return [coerce(args[0], v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{key} = {value!r} must be a list")
+        return tuple(coerce(args[0], v, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} = {value!r} must be a mapping")
+        return dict(value)
+    return value
+
+
+def _select(choices: dict[str, type], value: Any, key: str) -> Any:
+    """Build the member of a selectable union that ``value``'s ``name`` picks."""
+    if any(isinstance(value, c) for c in choices.values()):
+        return value
+    if isinstance(value, str):
+        value = {"name": value}
+    if not isinstance(value, dict) or "name" not in value:
+        raise ConfigError(f"{key} = {value!r} must name one of {', '.join(choices)} "
+                          f"(for example {key}.name={next(iter(choices))})")
+    data = dict(value)
+    name = data.pop("name")
+    if name not in choices:
+        raise ConfigError(f"{key}.name = {name!r} is not allowed; choose one of "
+                          f"{', '.join(choices)}{did_you_mean(str(name), choices)}")
+    return build(choices[name], data, key + ".")
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain nested data of a config (the inverse of ``build``; selectable members carry ``name``)."""
+    if not dataclasses.is_dataclass(obj):
+        if isinstance(obj, list | tuple):
+            return [to_dict(v) for v in obj]
+        if isinstance(obj, dict):
+            return {k: to_dict(v) for k, v in obj.items()}
+        return obj
+    out = {}
+    if hasattr(type(obj), "config_name"):
+        out["name"] = type(obj).config_name
+    for f in dataclasses.fields(obj):
+        out[f.name] = to_dict(getattr(obj, f.name))
+    return out
+
+
+def leaf_keys(cls: type, prefix: str = "") -> list[tuple[str, type, str]]:
+    """Every dotted key of the dataclass ``cls`` with its type hint and doc line."""
+    hints = typing.get_type_hints(cls)
+    docs = field_docs(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        hint = hints[f.name]
+        out.append((key, hint, docs.get(f.name, "")))
+        if dataclasses.is_dataclass(hint):
+            out += leaf_keys(hint, key + ".")
+    return out

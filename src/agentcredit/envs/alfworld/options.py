@@ -1,0 +1,35 @@
+"""The ALFWorld environment's options (``env.generator``); importing this loads no engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from agentcredit.config_schema import validate
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """How games are sampled.
+
+    Attributes:
+        seed: base seed; a game is a pure function of (seed, split, task type, index).
+        max_receptacles: room size cap; larger floor plans keep the receptacles a
+            task needs plus a random subset of the rest (None keeps the full layout).
+        max_distractor_types: object types placed besides the target (each 1-2 instances).
+        max_plan_length: games whose planner solution is longer are rejected.
+        max_attempts: samples tried per game before giving up with an error.
+    """
+
+    _limits: ClassVar[dict[str, tuple]] = {
+        "max_receptacles": (4, None), "max_distractor_types": (0, None),
+        "max_plan_length": (1, None), "max_attempts": (1, None)}
+
+    seed: int = 0
+    max_receptacles: int | None = None
+    max_distractor_types: int = 6
+    max_plan_length: int = 40
+    max_attempts: int = 200
+
+    def __post_init__(self) -> None:
+        validate(self)

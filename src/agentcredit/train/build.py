@@ -1,0 +1,50 @@
+"""From a config to the pieces a run plays with: model, collector, tasks (train, eval and audit).
+
+``train``, ``agentcredit eval`` and ``agentcredit audit`` build their policy, rollout
+collector and validation tasks here, so the three see the same prompts, step
+limits and dtype.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
+from agentcredit.rollout.policy import HFPolicy
+from agentcredit.rollout.prompts import PromptConfig
+from agentcredit.train.config import TrainConfig
+from agentcredit.train.env_suites import EnvSuite
+from agentcredit.train.models import load_policy
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def collector_config(config: TrainConfig) -> CollectorConfig:
+    """The collector options of a run."""
+    r = config.rollout
+    return CollectorConfig(
+        max_steps=r.max_steps, max_new_tokens=r.max_new_tokens,
+        invalid_penalty=r.invalid_penalty, outcome_reward=r.outcome_reward,
+        outcome_signal=r.outcome_signal,
+        record_snapshots=r.record_snapshots,
+        prompt=PromptConfig(history_window=r.history_window, action_format=r.action_format,
+                            max_prompt_tokens=r.max_prompt_tokens),
+    )
+
+
+def load_model(config: TrainConfig, source: str | Path):
+    """``(model, tokenizer)`` from a model folder or hub id, on the run's device and dtype."""
+    return load_policy(str(source), config.run.device, DTYPES[config.model.dtype])
+
+
+def make_collector(config: TrainConfig, model, tokenizer, suite: EnvSuite) -> RolloutCollector:
+    """The rollout collector that plays ``model`` on ``suite``'s environments."""
+    policy = HFPolicy(model, tokenizer, micro_batch_size=config.rollout.generation_batch_size)
+    return RolloutCollector(policy, suite.make_env, collector_config(config))
+
+
+def validation_tasks(config: TrainConfig, suite: EnvSuite) -> dict:
+    """The evaluated tasks by split (``eval.splits``, else the environment's own)."""
+    return {split: suite.tasks(split) for split in config.eval.splits or suite.validation_splits}

@@ -1,0 +1,84 @@
+"""What each update prepares for credit: the batch with the inputs the estimator declared.
+
+An estimator (``credit.registry``) and an auxiliary loss (``credit.aux_losses``)
+declare the inputs they read: verifier ``traces`` (VICT and its controls), the
+privileged ``teacher``'s scores ``ℓ^T`` (ADRS, OPSD, SDAR) and the ``reference``
+policy's log-probs. ``CreditInputs`` builds exactly those and nothing else, so
+the loop never asks which method it runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from agentcredit.credit import CreditBatch, TokenScores
+from agentcredit.rollout.collector import StepTensors, credit_batch
+from agentcredit.rollout.records import Trajectory
+from agentcredit.skills import SkillProvider, SkillSplicer
+from agentcredit.train.config import TrainConfig
+from agentcredit.train.env_suites import EnvSuite
+from agentcredit.train.privileged import teacher_logprobs
+from agentcredit.train.verifier_traces import VerifierTracer
+
+
+@dataclass
+class PreparedCredit:
+    """One update's credit input.
+
+    Attributes:
+        batch: the credit batch, with ``traces`` / ``tokens`` when declared.
+        teacher: ``ℓ^T [S, L]`` for an auxiliary loss, or ``None``.
+        seconds: time spent per preparation phase (``teacher``, ``trace``).
+    """
+
+    batch: CreditBatch
+    teacher: Tensor | None
+    seconds: dict[str, float]
+
+
+class CreditInputs:
+    """Prepares, each update, the inputs ``config.inputs`` names.
+
+    Args:
+        config: the run.
+        suite: its environment suite (verifiers for traces).
+        tokenizer: the policy's tokenizer (the teacher's skill splicer).
+        provider: the privileged skill texts.
+    """
+
+    def __init__(self, config: TrainConfig, suite: EnvSuite, tokenizer,
+                 provider: SkillProvider):
+        needs = config.inputs
+        self.tracer = VerifierTracer(suite.make_env) if "traces" in needs else None
+        self.splicer = SkillSplicer(tokenizer) if "teacher" in needs else None
+        self.provider = provider
+        self.micro_batch_size = config.optim.score_micro_batch_size
+        self.reuse_prefix = config.skills.reuse_prefix
+
+    def prepare(self, model: nn.Module, trajectories: Sequence[Trajectory], steps: StepTensors,
+                old_logprobs: Tensor, ref_logprobs: Tensor | None, update: int
+                ) -> PreparedCredit:
+        """The credit batch of ``trajectories``; ``model`` is the pre-update policy."""
+        seconds = {}
+        teacher = None
+        if self.splicer is not None:  # ℓ^T under the frozen behaviour snapshot
+            began = time.perf_counter()
+            teacher = teacher_logprobs(model, self.splicer, self.provider, trajectories, steps,
+                                       micro_batch_size=self.micro_batch_size,
+                                       reuse_prefix=self.reuse_prefix)  # [S, L]
+            seconds["teacher"] = time.perf_counter() - began
+        traces = None
+        if self.tracer is not None:
+            began = time.perf_counter()
+            traces = self.tracer.trace(trajectories)
+            seconds["trace"] = time.perf_counter() - began
+        batch = credit_batch(trajectories, traces)
+        if teacher is not None:
+            batch = dataclasses.replace(batch, tokens=TokenScores.from_step_rows(
+                steps.loss_mask, teacher, old_logprobs, ref_logprobs, update=update))
+        return PreparedCredit(batch, teacher, seconds)

@@ -1,0 +1,88 @@
+"""Scoring passes and the PPO update (SPEC 1).
+
+``score_steps`` gives the per-token log-probs of a batch of step samples under a
+model (the behaviour ``ℓ^b`` before the update, the frozen reference for the KL);
+``ppo_update`` runs one epoch of clipped-ratio PPO over them, with an optional
+auxiliary loss from ``credit.aux_losses``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from agentcredit.credit.aux_losses import get_aux_loss
+from agentcredit.rollout.collector import StepTensors, trim_padding
+from agentcredit.train.config import OptimConfig
+from agentcredit.train.loss import ppo_loss
+from agentcredit.train.scoring import token_logprobs, token_logprobs_and_entropy
+
+
+def score_steps(model, steps: StepTensors, micro_batch_size: int) -> torch.Tensor:
+    """``log π(y_l | y_<l)`` of every token of ``steps`` under ``model``, ``[S, L]``, no grad."""
+    device = next(model.parameters()).device
+    out = torch.zeros(steps.input_ids.shape, dtype=torch.float32)
+    for start in range(0, out.shape[0], micro_batch_size):
+        rows = slice(start, start + micro_batch_size)
+        ids, attn = trim_padding(steps.input_ids[rows], steps.attention_mask[rows])
+        logprobs = token_logprobs(model, ids.to(device), attn.to(device), ids.shape[0])
+        out[rows, :ids.shape[1]] = logprobs.float().cpu()
+    return out
+
+
+def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs, advantages,
+               config: OptimConfig, generator: torch.Generator,
+               teacher_logprobs: torch.Tensor | None = None) -> dict[str, float]:
+    """One epoch of PPO over the step samples (SPEC 1).
+
+    The rows are shuffled with ``generator`` and split into ``config.mini_batches``
+    optimiser steps; each mini-batch is processed in micro-batches whose
+    losses use the mini-batch's valid-token count as ``|V|``, so gradient
+    accumulation gives exactly the mini-batch's token-mean loss.
+
+    With ``config.aux_loss`` (``opsd`` / ``sdar``, SPEC 5.6) each micro-batch adds
+    ``β ·`` the auxiliary loss toward ``teacher_logprobs`` (``ℓ^T [S, L]``) to its PPO loss.
+
+    Returns ``ppo/pg_loss``, ``ppo/kl`` (k3 to the reference), ``ppo/clip_frac``,
+    ``ppo/approx_kl``, ``ppo/ratio_mean``, ``ppo/entropy`` (token means) and the
+    pre-clip ``ppo/grad_norm``, each averaged over the mini-batches; with an auxiliary
+    loss also ``ppo/aux_loss`` and its statistics (``ppo/opsd_gap``, ``ppo/sdar_gate_mean``, …).
+    """
+    aux = get_aux_loss(config.aux_loss) if config.aux_loss != "none" else None
+    if aux is not None and teacher_logprobs is None:
+        raise ValueError(f"optim.aux_loss = {config.aux_loss!r} needs the teacher log-probs ℓ^T")
+    device = next(model.parameters()).device
+    order = torch.randperm(steps.input_ids.shape[0], generator=generator)
+    mini_batches = [rows for rows in order.tensor_split(config.mini_batches) if len(rows)]
+    totals: dict[str, float] = {}
+    for rows in mini_batches:
+        normalizer = steps.loss_mask[rows].sum().clamp(min=1).to(torch.float32)
+        sums: dict[str, float] = {}
+        for micro in rows.split(config.micro_batch_size):
+            parts = trim_padding(steps.input_ids[micro], steps.attention_mask[micro],
+                                 steps.loss_mask[micro], old_logprobs[micro], advantages[micro],
+                                 *([ref_logprobs[micro]] if ref_logprobs is not None else []),
+                                 *([teacher_logprobs[micro]] if aux is not None else []))
+            ids, attn, mask, old, adv = (t.to(device) for t in parts[:5])
+            ref = parts[5].to(device) if ref_logprobs is not None else None
+            teacher = parts[-1].to(device) if aux is not None else None
+            logprobs, entropy = token_logprobs_and_entropy(model, ids, attn, ids.shape[0],
+                                                           requires_grad=True)
+            loss, stats = ppo_loss(logprobs, old, ref, adv, mask, config.clip_low,
+                                   config.clip_high, config.kl_coef,
+                                   normalizer=normalizer.to(device))
+            if aux is not None:
+                aux_term, aux_stats = aux.fn(logprobs, teacher, old, mask, config.aux_coef,
+                                             normalizer.to(device))
+                loss = loss + aux_term
+                stats.update(aux_stats, aux_loss=float(aux_term.detach()))
+            loss.backward()
+            stats["entropy"] = float((entropy.detach() * mask).sum() / normalizer.to(device))
+            for key, value in stats.items():
+                sums[key] = sums.get(key, 0.0) + value
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        sums["grad_norm"] = float(grad_norm)
+        for key, value in sums.items():
+            totals[key] = totals.get(key, 0.0) + value / len(mini_batches)
+    return {f"ppo/{key}": value for key, value in totals.items()}

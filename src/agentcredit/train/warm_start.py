@@ -1,0 +1,75 @@
+"""The RL starting policy: bootstrap or load the model, the SFT warm start, ``reference/``.
+
+The embedded tokenizer is fitted on the expert demonstrations and the
+environment's skill texts; ``sft.skill_share`` adds skill-prefixed copies of
+demonstrations to SFT (``SFTConfig.skill_share``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+from agentcredit.envs.base import Task
+from agentcredit.skills import SkillProvider, SkillSplicer
+from agentcredit.train.build import collector_config, load_model
+from agentcredit.train.config import TrainConfig
+from agentcredit.train.env_suites import EnvSuite
+from agentcredit.train.privileged import skill_tokenizer_corpus, with_skill_demonstrations
+from agentcredit.train.run_dir import RunDirectory
+from agentcredit.train.sft import (
+    demonstration_steps,
+    demonstration_texts,
+    expert_demonstrations,
+    run_sft,
+)
+from agentcredit.train.tiny_model import bootstrap_tiny_model
+
+
+def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite,
+                         train_tasks: Sequence[Task], provider: SkillProvider,
+                         log: Callable[[dict], None], echo: Callable[[str], None]):
+    """``(model, tokenizer)`` of the RL start, saved as ``run/reference``; ``log`` gets the SFT
+    metrics line."""
+    demos = None
+    if config.model.name == "embedded" or config.sft.enabled:
+        began = time.perf_counter()
+        demos = expert_demonstrations(suite.make_env(), train_tasks)
+        echo(f"expert demonstrations: {len(demos)} episodes, "
+             f"{sum(len(d.actions) for d in demos)} steps ({time.perf_counter() - began:.1f} s)")
+    if config.model.name == "embedded":
+        per_type = config.model.tokenizer_games_per_type
+        corpus = demos if not per_type else _first_per_type(demos, per_type)
+        texts = [*demonstration_texts(corpus, config.rollout.action_format),
+                 *skill_tokenizer_corpus(provider, config.env.name)]
+        source = bootstrap_tiny_model(texts, run.path / "init_model", config.model.tiny)
+    else:
+        source = config.model.name
+    model, tokenizer = load_model(config, source)
+    echo(f"policy: {config.model.name} ({sum(p.numel() for p in model.parameters()):,} "
+         f"parameters, vocabulary {len(tokenizer)})")
+    if config.sft.enabled:
+        samples = demonstration_steps(demos, tokenizer, collector_config(config).prompt,
+                                      recovery=config.sft.recovery, seed=config.run.seed)
+        samples = with_skill_demonstrations(samples, config.sft.skill_share, provider,
+                                            SkillSplicer(tokenizer), config.run.seed + 2)
+        stats = run_sft(model, samples, tokenizer.pad_token_id, config.sft,
+                        torch.Generator().manual_seed(config.run.seed + 1))
+        log({"kind": "sft", "update": 0, **stats})
+        echo(f"SFT: {int(stats['sft/steps'])} steps on {int(stats['sft/samples'])} expert steps, "
+             f"loss {stats['sft/first_loss']:.3f} → {stats['sft/final_loss']:.3f} "
+             f"({stats['sft/seconds']:.1f} s)")
+    run.save_reference(model, tokenizer)
+    return model, tokenizer
+
+
+def _first_per_type(demos, per_type: int):
+    seen: dict[str, int] = {}
+    out = []
+    for demo in demos:
+        if seen.get(demo.task.task_type, 0) < per_type:
+            seen[demo.task.task_type] = seen.get(demo.task.task_type, 0) + 1
+            out.append(demo)
+    return out

@@ -1,0 +1,102 @@
+"""The package's import graph: no cycles (function-level imports included), no private names
+imported across modules, and torch kept out of the environments."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import agentcredit
+
+ROOT = Path(agentcredit.__file__).parent
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _imports(path: Path, name: str, modules: dict[str, Path]) -> list[tuple[str, list[str]]]:
+    """``(imported module, names taken from it)`` for every import anywhere in the file."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:  # `from pkg import submodule` imports the submodule
+                sub = f"{base}.{alias.name}"
+                found.append((sub, []) if sub in modules else (base, [alias.name]))
+    return [(module, names) for module, names in found if module in modules]
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: {m for m, _ in _imports(path, name, modules) if m != name}
+            for name, path in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_package_has_no_import_cycles():
+    # a package __init__ that re-exports its submodules is not a cycle: drop parent edges
+    graph = {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in _graph().items()}
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_private_name_is_imported_from_another_module():
+    modules = _modules()
+    private = [(name, module, n) for name, path in modules.items()
+               for module, names in _imports(path, name, modules) for n in names
+               if n.startswith("_") and not n.startswith("__")]
+    assert private == []
+
+
+def test_environments_do_not_import_torch():
+    offenders = [name for name, path in _modules().items() if name.startswith("agentcredit.envs")
+                 for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.Import | ast.ImportFrom)
+                 and any((getattr(node, "module", None) or a.name).split(".")[0] == "torch"
+                         for a in node.names)]
+    assert offenders == []
