@@ -1,6 +1,6 @@
 """VICT credit overhead: time of one VICT credit computation for 128 rollouts x 50 steps x 8 atoms.
 
-The batch is synthetic (``agentcredit.verifier.synthetic``): 16 task groups of 8
+The batch is synthetic (``tests/credit/vict/synthetic.py``): 16 task groups of 8
 rollouts, every rollout 50 steps, 8 atoms per task with random dependencies,
 roles and timings, traced through the real ``trace_rollout``. The timed call is
 the registered ``vict`` estimator on a prepared ``CreditBatch`` — backbone,
@@ -22,14 +22,18 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from agentcredit.credit import CreditBatch, get_estimator
 from agentcredit.credit.vict import VICTConfig
-from agentcredit.verifier.synthetic import synthetic_group
 from bench_common import phase_shares_pct, run_method, sft_start, write_result
+
+# the synthetic verifier lives with the tests that share it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "credit" / "vict"))
+from synthetic import synthetic_group  # noqa: E402
 
 GROUPS, GROUP_SIZE, STEPS, ATOMS = 16, 8, 50, 8
 
@@ -108,7 +112,7 @@ def main() -> None:
     config = {"rollouts": GROUPS * GROUP_SIZE, "groups": GROUPS, "steps": STEPS, "atoms": ATOMS,
               "repeats": repeats, "warmup": warmup, "seed": 0, "vict": "VICTConfig() defaults",
               "batch_stats": extra, "embedded_updates": embedded}
-    notes = ("Synthetic traces (agentcredit.verifier.synthetic), not ALFWorld rollouts: 8 atoms "
+    notes = ("Synthetic traces (tests/credit/vict/synthetic.py), not ALFWorld rollouts: 8 atoms "
              "with random DAG dependencies, every rollout 50 steps. credit_ms_128x50x8 is the "
              "median wall time of the whole `vict` estimator call (backbone included, plus "
              "ledger rows and diagnostics); vict_added_ms_128x50x8 is the part after the "

@@ -31,14 +31,20 @@ from agentcredit.config_schema import ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
+    from importlib.metadata import version
+
     parser = argparse.ArgumentParser(prog="agentcredit", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version",
+                        version=f"agentcredit {version('agentcredit')}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train a policy (SFT warm start + RL)")
     train.add_argument("--config", help="YAML run config (default: the embedded default)")
     train.add_argument("--model", help="hub id or checkpoint directory (= model.name=...)")
     train.add_argument("--resume", metavar="RUN_DIR",
-                       help="continue the run in RUN_DIR from its latest checkpoint")
+                       help="continue the run in RUN_DIR from its latest usable checkpoint")
+    train.add_argument("--overwrite", action="store_true",
+                       help="delete what an earlier run left in the run directory first")
     train.add_argument("overrides", nargs="*", metavar="key=value")
 
     evaluate = commands.add_parser("eval", help="evaluate a checkpoint on the validation splits")
@@ -83,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, RunDirectoryError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as stop:
+        print(str(stop) or "interrupted", file=sys.stderr)
+        return 130
 
 
 def _train(args) -> int:
@@ -101,7 +110,7 @@ def _train(args) -> int:
         config = load_config(run_dir / "config.yaml", overrides)
     else:
         config = load_config(args.config, overrides)
-    result = train(config, resume=bool(args.resume))
+    result = train(config, resume=bool(args.resume), overwrite=args.overwrite)
     print(f"run directory: {result.run_dir.resolve()}")
     print(f"success before RL (after SFT): {_fmt(result.success_start)}")
     print(f"success after {result.updates_done} updates: {_fmt(result.success_end)}")

@@ -29,7 +29,8 @@ class ReplayPolicy:
 
 def test_replaying_the_expert_wins_a_generated_alfworld_game(tmp_path, fake_tokenizer):
     from agentcredit.envs.alfworld.engine import AlfWorldEnv
-    from agentcredit.envs.alfworld.generator import GeneratorConfig, generate_split
+    from agentcredit.envs.alfworld.generator import generate_split
+    from agentcredit.envs.alfworld.options import GeneratorConfig
 
     (task,) = generate_split("train", 1, GeneratorConfig(seed=0, max_receptacles=6), tmp_path,
                              task_types=("pick_and_place",))

@@ -41,6 +41,15 @@ from agentcredit.train.run_dir import RandomStreams, RunDirectory
 from agentcredit.train.warm_start import prepare_start_policy
 
 
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run; ``update`` is the last update that finished."""
+
+    def __init__(self, run_dir: Path, update: int):
+        super().__init__(f"interrupted at update {update}; resume with: agentcredit train "
+                         f"--resume {run_dir}")
+        self.run_dir, self.update = run_dir, update
+
+
 @dataclass
 class TrainResult:
     """What a finished (or stopped) run reports."""
@@ -51,18 +60,35 @@ class TrainResult:
     updates_done: int
 
 
-def train(config: TrainConfig, *, resume: bool = False, stop_after_update: int | None = None,
-          echo: Callable[[str], None] = print) -> TrainResult:
-    """Run (or resume) the training run ``config`` describes.
+def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
+          stop_after_update: int | None = None, echo: Callable[[str], None] = print
+          ) -> TrainResult:
+    """Run (or resume) the training run ``config`` describes, holding its folder's lock.
 
     Args:
         config: the validated run configuration.
         resume: continue from the run directory's newest usable checkpoint.
+        overwrite: delete what a previous run left in the run directory first.
         stop_after_update: return right after this update's checkpoint step, as
             if the process were killed there (tests use it).
         echo: where progress messages go.
     """
     run = RunDirectory(config.run_dir)
+    run.lock()
+    progress = [0]  # the last finished update, for the Ctrl-C message
+    try:
+        return _train(config, run, resume, overwrite, stop_after_update, echo, progress)
+    except KeyboardInterrupt:
+        raise TrainingInterrupted(run.path, progress[0]) from None
+    finally:
+        run.unlock()
+
+
+def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
+           stop_after_update: int | None, echo: Callable[[str], None],
+           progress: list[int]) -> TrainResult:
+    if overwrite:
+        run.overwrite()
     point = run.resume(echo) if resume else run.create()
     save_config(config, run.path / "config.yaml")
     echo(f"run directory: {run.path.resolve()}")
@@ -137,7 +163,7 @@ def train(config: TrainConfig, *, resume: bool = False, stop_after_update: int |
     # UPDATES
     bar = tqdm(total=config.run.updates, initial=start_update, desc="updates",
                disable=not config.run.progress, dynamic_ncols=True)
-    update = start_update
+    update = progress[0] = start_update
     for update in range(start_update + 1, config.run.updates + 1):
         times = {}
         # COLLECT
@@ -202,6 +228,7 @@ def train(config: TrainConfig, *, resume: bool = False, stop_after_update: int |
         if last or update % config.run.checkpoint_every == 0:
             run.save_checkpoint(update, model, tokenizer, optimizer, streams, success_start,
                                 config.run.keep_checkpoints)
+        progress[0] = update
         if stop_after_update == update:
             break
     bar.close()

@@ -24,10 +24,15 @@ What a kill can leave, and what ``RunDirectory.resume`` does with it:
 
 Each fallback is said in one line. A run that died after its SFT warm start and
 before its first checkpoint restarts RL from ``reference/``.
+
+A process holds ``run_dir/.lock`` (an ``flock``) for the life of its run, so a
+second run on the same folder stops at once, naming the holder. The kernel drops
+the lock when its process dies, so a killed run's folder can be resumed at once.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pickle
 import random
@@ -107,6 +112,42 @@ class RunDirectory:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self._lock: int | None = None
+
+    def lock(self) -> None:
+        """Hold the folder's lock until ``unlock`` or the end of the process.
+
+        Raises:
+            RunDirectoryError: another live process holds it (its pid is named).
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RunDirectoryError(f"run directory {self.path} is in use by process {holder}; "
+                                    "wait for it to finish or choose another run.name=...") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock = fd
+
+    def unlock(self) -> None:
+        """Release the lock (the file stays; only the kernel lock matters)."""
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+    def overwrite(self) -> None:
+        """Delete what a previous run left (the caller holds the lock)."""
+        for name in ("config.yaml", *LOGS, "init_model", "reference", ".tmp_reference",
+                     "checkpoints"):
+            target = self.path / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
 
     @property
     def metrics(self) -> Path:
@@ -133,7 +174,8 @@ class RunDirectory:
         if self.metrics.exists() or self.checkpoints.exists() or self.reference.exists():
             raise RunDirectoryError(
                 f"run directory {self.path} already holds a run; resume it with "
-                f"`agentcredit train --resume {self.path}` or choose another run.name=...")
+                f"`agentcredit train --resume {self.path}`, start it again with --overwrite, or "
+                "choose another run.name=...")
         self.path.mkdir(parents=True, exist_ok=True)
 
     # RESUME

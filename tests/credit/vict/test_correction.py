@@ -99,12 +99,20 @@ def test_a_batch_rejects_traces_that_do_not_match_its_rollouts():
 
 
 def test_config_errors_name_the_field_and_the_allowed_values():
-    with pytest.raises(ValueError, match="backbone = 'ppo'"):
+    with pytest.raises(ValueError, match="backbone.name = 'ppo' is not allowed; choose one of "
+                                         "grpo, rloo, gigpo"):
         VICTConfig(backbone="ppo")
-    with pytest.raises(ValueError, match="budget = 0"):
+    with pytest.raises(ValueError, match=r"budget = 0 is out of range; allowed \[1, inf\]"):
         VICTConfig(budget=0)
-    with pytest.raises(ValueError, match="clip_quantile = 1.5"):
+    with pytest.raises(ValueError, match=r"clip_quantile = 1.5 is out of range"):
         VICTConfig(clip_quantile=1.5)
-    from agentcredit.credit.grpo import GRPOConfig
-    with pytest.raises(TypeError, match="backbone 'gigpo' takes a GiGPOConfig"):
-        VICTConfig(backbone="gigpo", backbone_config=GRPOConfig())
+    with pytest.raises(ValueError, match=r"backbone.mode = 'x' is not allowed"):
+        VICTConfig(backbone={"name": "gigpo", "mode": "x"})
+
+
+def test_a_backbone_is_a_typed_config_chosen_by_name():
+    from agentcredit.credit.gigpo import GiGPOConfig
+
+    config = VICTConfig(backbone={"name": "gigpo", "mode": "mean_norm"})
+    assert config.backbone == GiGPOConfig(mode="mean_norm")
+    assert VICTConfig(backbone="rloo").backbone.config_name == "rloo"

@@ -2,16 +2,16 @@ import math
 import random
 
 import pytest
+
+from agentcredit.jsonl_log import JsonlLog, read_jsonl
 import torch
 
 from agentcredit.credit import CreditBatch, get_estimator
 from agentcredit.credit.vict import (
     ABSTAIN_REASONS,
-    LedgerWriter,
     VICTConfig,
     format_audit_table,
     interface_audit,
-    read_ledger,
 )
 from agentcredit.credit.vict.ledger import LEDGER_FIELDS
 from agentcredit.credit.vict.method import OUTCOMES
@@ -86,9 +86,9 @@ def test_the_interface_audit_flags_a_verifier_that_disagrees_with_the_environmen
 def test_ledger_rows_have_the_spec_fields_and_survive_the_writer(tmp_path):
     result = get_estimator("vict")(_batch(), VICTConfig())
     assert result.ledger_rows and all(set(r) == set(LEDGER_FIELDS) for r in result.ledger_rows)
-    with LedgerWriter(tmp_path / "ledger.jsonl") as ledger:
+    with JsonlLog(tmp_path / "ledger.jsonl") as ledger:
         ledger.append(result.ledger_rows, update=0)
-    back = list(read_ledger(tmp_path / "ledger.jsonl"))
+    back = list(read_jsonl(tmp_path / "ledger.jsonl"))
     assert [{k: v for k, v in r.items() if k != "update"} for r in back] == result.ledger_rows
     corrections = result.extras["correction"]
     flat = {(int(batch_rollout), int(step)) for batch_rollout, step in

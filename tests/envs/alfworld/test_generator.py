@@ -6,7 +6,8 @@ import pytest
 from agentcredit.envs.alfworld import scenes
 from agentcredit.envs.alfworld.engine import AlfWorldEnv
 from agentcredit.envs.alfworld.game_file import read_game_file
-from agentcredit.envs.alfworld.generator import GeneratorConfig, generate_game
+from agentcredit.envs.alfworld.generator import generate_game
+from agentcredit.envs.alfworld.options import GeneratorConfig
 from agentcredit.envs.alfworld.tasks import TASK_TYPES
 
 from .conftest import SMALL

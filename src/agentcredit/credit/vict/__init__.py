@@ -24,7 +24,6 @@ from agentcredit.credit.vict.diagnostics import (
     interface_audit,
 )
 from agentcredit.credit.vict.estimator import vict
-from agentcredit.credit.vict.ledger import LedgerWriter, read_ledger
 from agentcredit.credit.vict.method import ABSTAIN_REASONS, compute_credit
 
 __all__ = [
@@ -32,12 +31,10 @@ __all__ = [
     "ABSTAIN_REASONS",
     "AuditRow",
     "EligibilityError",
-    "LedgerWriter",
     "VICTConfig",
     "compute_credit",
     "credit_diagnostics",
     "format_audit_table",
     "interface_audit",
-    "read_ledger",
     "vict",
 ]

@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from agentcredit.envs.alfworld import scenes
+from agentcredit.envs.alfworld.options import GeneratorConfig
 from agentcredit.envs.alfworld.scenes import Receptacle, Scene
 from agentcredit.envs.alfworld.tasks import (
     TASK_TYPES,
@@ -44,35 +45,6 @@ GENERATOR_VERSION = 2
 LAMP_HOSTS = frozenset({"Desk", "SideTable", "Dresser", "Shelf", "CoffeeTable", "DiningTable",
                         "TVStand"})
 _SPLIT_STREAM = {"train": 0, "valid_seen": 1, "valid_unseen": 2}
-
-
-@dataclass(frozen=True)
-class GeneratorConfig:
-    """How games are sampled.
-
-    Attributes:
-        seed: base seed; a game is a pure function of (seed, split, task type, index).
-        max_receptacles: room size cap; larger floor plans keep the receptacles a
-            task needs plus a random subset of the rest (None keeps the full layout).
-        max_distractor_types: object types placed besides the target (each 1-2 instances).
-        max_plan_length: games whose planner solution is longer are rejected.
-        max_attempts: samples tried per game before giving up with an error.
-    """
-
-    seed: int = 0
-    max_receptacles: int | None = None
-    max_distractor_types: int = 6
-    max_plan_length: int = 40
-    max_attempts: int = 200
-
-    def __post_init__(self) -> None:
-        if self.max_receptacles is not None and self.max_receptacles < 4:
-            raise ValueError(f"max_receptacles={self.max_receptacles} is too small; use >= 4 "
-                             "or None for full rooms")
-        if self.max_distractor_types < 0:
-            raise ValueError(f"max_distractor_types={self.max_distractor_types} must be >= 0")
-        if self.max_plan_length < 1 or self.max_attempts < 1:
-            raise ValueError("max_plan_length and max_attempts must be >= 1")
 
 
 @dataclass(frozen=True)
