@@ -21,7 +21,9 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/agentcredit train run.name=embedded-$$(date +%Y%m%d-%H%M%S)
 
+# The whole suite with the lint gate; `$(BIN)/python -m pytest -m "not slow"` is the fast loop.
 test: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

@@ -42,8 +42,8 @@ from agentcredit.rollout.collector import tensorize_steps
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids, system_message
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
-from agentcredit.train.loop import score_steps
 from agentcredit.train.models import load_policy
+from agentcredit.train.ppo import score_steps
 from agentcredit.train.teacher import prefix_cache, privileged_logprobs
 from agentcredit.train.tiny_model import TinyModelConfig, bootstrap_tiny_model
 from bench_common import write_result

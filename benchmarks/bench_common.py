@@ -1,4 +1,4 @@
-"""What every benchmark writes besides its figures (``shared/BENCHMARKS.md``)."""
+"""What every benchmark writes besides its figures: the machine, the command, the commit."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from pathlib import Path
 import torch
 
 from agentcredit.train.config import load_config
-from agentcredit.train.loop import latest_checkpoint, train
+from agentcredit.train.loop import train
+from agentcredit.train.run_dir import RunDirectory
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -99,7 +100,7 @@ def run_method(start: Path, method: str, overrides: Sequence[str], name: str) ->
     """
     config = load_config(None, [*overrides, f"model.name={start}", "sft.enabled=false",
                                 f"run.name={name}", *method_overrides(method)])
-    checkpoint = latest_checkpoint(config.run_dir)
+    checkpoint = RunDirectory(config.run_dir).latest_checkpoint()
     if checkpoint is None and config.run_dir.exists():
         print(f"{config.run_dir}: stopped before its first checkpoint; starting it again",
               file=sys.stderr, flush=True)

@@ -92,7 +92,8 @@ def main() -> None:
     seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1,2")).split(",")]
     updates = args.updates or (2 if args.quick else 20)
     root = Path(args.output_dir or tempfile.mkdtemp(prefix="learning-alfworld-"))
-    schedule = {"run.eval_every": max(1, updates // 4), "run.checkpoint_every": max(1, updates // 4)}
+    schedule = {"run.eval_every": max(1, updates // 4),
+                "run.checkpoint_every": max(1, updates // 4)}
     overridden = {override.split("=", 1)[0] for override in args.overrides}
     common = [f"run.output_dir={root}", "run.progress=false", f"run.updates={updates}",
               *(f"{key}={value}" for key, value in schedule.items() if key not in overridden),
@@ -132,8 +133,9 @@ def main() -> None:
         metrics[f"success_gain_mean.{method}"] = final_mean - start_mean
         metrics[f"success_auc_mean.{method}"] = sum(_auc_pct(r["curve"]) for r in mine) / len(mine)
         keys = sorted({k for r in mine for k in r["diagnostics"]})
-        diagnostics[method] = {k: round(sum(r["diagnostics"].get(k, 0.0) for r in mine) / len(mine), 4)
-                               for k in keys}
+        diagnostics[method] = {
+            k: round(sum(r["diagnostics"].get(k, 0.0) for r in mine) / len(mine), 4)
+            for k in keys}
     path = write_result(
         args.name,
         config={"methods": methods, "seeds": seeds, "updates": updates, "overrides": common},
@@ -142,8 +144,9 @@ def main() -> None:
         notes=("Embedded default (tiny model, generated small rooms) unless overridden; every "
                "method and seed starts from one SFT checkpoint and gets the same rollout budget; "
                "success is over valid_seen + valid_unseen at temperature 0.4. `diagnostics` "
-               "holds each method's credit diagnostics (VICT SPEC 4.9, ADRS gates) averaged "
-               f"over updates and seeds. Generated games are not comparable with published ALFWorld numbers. "
+               "holds each method's credit diagnostics (VICT docs/vict.md §4.9, ADRS gates) "
+               "averaged over updates and seeds. Generated games are not comparable with "
+               "published ALFWorld numbers. "
                f"Wall time {time.perf_counter() - began:.0f} s."),
         quick=args.quick, diagnostics=diagnostics, runs=runs)
     print(path.read_text())

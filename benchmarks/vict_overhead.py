@@ -33,7 +33,7 @@ from bench_common import phase_shares_pct, run_method, sft_start, write_result
 
 # the synthetic verifier lives with the tests that share it
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "credit" / "vict"))
-from synthetic import synthetic_group  # noqa: E402
+from synthetic import synthetic_group
 
 GROUPS, GROUP_SIZE, STEPS, ATOMS = 16, 8, 50, 8
 

@@ -23,7 +23,8 @@ NOTHING_HAPPENS = "Nothing happens."
 
 
 class FakeEnv:
-    """A corridor ``0..size-1``; ``go left`` / ``go right`` move, ``take apple`` wins in the apple room."""
+    """A corridor ``0..size-1``; ``go left`` / ``go right`` move, ``take apple`` wins in the apple
+    room."""
 
     name = "fake"
 
@@ -33,7 +34,8 @@ class FakeEnv:
         self.task: Task | None = None
 
     def _text(self) -> str:
-        here = "You see an apple." if self.room == self.task.payload["apple"] else "The room is empty."
+        here = ("You see an apple." if self.room == self.task.payload["apple"]
+                else "The room is empty.")
         return f"You are in room {self.room}. {here}"
 
     def admissible_actions(self) -> tuple[str, ...]:

@@ -64,15 +64,15 @@ def test_config_errors_are_one_line_and_exit_with_status_2(override, message, ca
     ("method=adrs rollout.skills=true",
      "error: rollout.skills = true shows the skill to the acting policy, but credit.estimator"),
     ("method=sdar rollout.skills=true",
-     "error: rollout.skills = true shows the skill to the acting policy, but credit.estimator "
-     "= 'grpo' with optim.aux_loss = 'sdar' runs a privileged teacher"),
+     ("error: rollout.skills = true shows the skill to the acting policy, but credit.estimator "
+      "= 'grpo' with optim.aux_loss = 'sdar' runs a privileged teacher")),
     ("method=adrs credit.options.gate=L4",
      "error: credit.options.gate = 'L4' is not allowed; choose one of off, L1, L2, L3"),
     ("method=vict credit.options.backbone.name=gigpo credit.options.backbone.mode=mean",
-     "error: credit.options.backbone.mode = 'mean' is not allowed; choose one of "
-     "mean_std_norm, mean_norm; did you mean 'mean_norm'?"),
-    ("env.name=alfwrld", "error: env.name = 'alfwrld' is not a registered environment; did "
-                         "you mean 'alfworld'?"),
+     ("error: credit.options.backbone.mode = 'mean' is not allowed; choose one of "
+      "mean_std_norm, mean_norm; did you mean 'mean_norm'?")),
+    ("env.name=alfwrld", ("error: env.name = 'alfwrld' is not a registered environment; did "
+                          "you mean 'alfworld'?")),
     ("eval.splits=[valid_sen]", "error: eval.splits: 'valid_sen' is not a split of alfworld"),
     ("optim.lr=.nan", "error: optim.lr = nan must be a finite number"),
     ("run.seed=-1", "error: run.seed = -1 is out of range; allowed [0, inf]"),

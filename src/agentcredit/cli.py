@@ -1,4 +1,4 @@
-"""The ``agentcredit`` command line (DESIGN.md "cli.py").
+"""The ``agentcredit`` command line (docs/design.md, "cli.py").
 
     agentcredit train [--config FILE] [--model NAME_OR_DIR] [key=value ...]
     agentcredit train --resume RUN_DIR [key=value ...]
@@ -9,7 +9,7 @@ Without ``--config`` a run uses the packaged embedded default
 (``configs/embedded.yaml``). Overrides use dotted keys (``rollout.group_size=4``;
 ``model=DIR`` is short for ``model.name=DIR``). ``method=NAME`` picks a method by
 name (``train.config.METHODS``): any credit estimator (``grpo``, ``gigpo``, ``vict``,
-``adrs`` …) or a privileged baseline of SPEC 5.6::
+``adrs`` …) or a privileged baseline of docs/adrs.md §5.6::
 
     agentcredit train method=adrs credit.options.backbone=gigpo credit.options.gate=L3
     agentcredit train method=sdar            # also: opsd, skill_grpo, skill_grpo_star
@@ -146,8 +146,8 @@ def _eval(args) -> int:
 
 
 def _audit(args) -> int:
-    from agentcredit.train.config import load_config
     from agentcredit.train.audit import run_audit
+    from agentcredit.train.config import load_config
 
     if args.copies < 1:
         raise ConfigError(f"--copies {args.copies}: need at least 1 rollout per task")

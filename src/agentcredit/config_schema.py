@@ -89,6 +89,7 @@ def field_docs(cls: type) -> dict[str, str]:
     """The doc line under each field of the dataclass ``cls`` (from its source), by name."""
     import ast
     import inspect
+    import itertools
     import textwrap
 
     try:
@@ -97,7 +98,7 @@ def field_docs(cls: type) -> dict[str, str]:
         return {}
     body = tree.body[0].body
     docs = {}
-    for node, after in zip(body, body[1:], strict=False):
+    for node, after in itertools.pairwise(body):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
                 and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) \
                 and isinstance(after.value.value, str):
@@ -177,7 +178,8 @@ def coerce(hint: Any, value: Any, key: str) -> Any:
             value = "on" if value else "off"
         if value not in args:
             raise ConfigError(f"{key} = {value!r} is not allowed; choose one of "
-                              f"{', '.join(map(str, args))}{did_you_mean(str(value), map(str, args))}")
+                              f"{', '.join(map(str, args))}"
+                              f"{did_you_mean(str(value), map(str, args))}")
         return value
     if hint is bool:
         if not isinstance(value, bool):
@@ -225,6 +227,11 @@ def _select(choices: dict[str, type], value: Any, key: str) -> Any:
         return value
     if isinstance(value, str):
         value = {"name": value}
+    if isinstance(value, dict) and "name" not in value:  # the one member with these keys
+        fits = [n for n, c in choices.items()
+                if set(value) <= {f.name for f in dataclasses.fields(c)}]
+        if len(fits) == 1:
+            value = {"name": fits[0], **value}
     if not isinstance(value, dict) or "name" not in value:
         raise ConfigError(f"{key} = {value!r} must name one of {', '.join(choices)} "
                           f"(for example {key}.name={next(iter(choices))})")
@@ -237,7 +244,8 @@ def _select(choices: dict[str, type], value: Any, key: str) -> Any:
 
 
 def to_dict(obj: Any) -> Any:
-    """Plain nested data of a config (the inverse of ``build``; selectable members carry ``name``)."""
+    """Plain nested data of a config (the inverse of ``build``; selectable members carry
+    ``name``)."""
     if not dataclasses.is_dataclass(obj):
         if isinstance(obj, list | tuple):
             return [to_dict(v) for v in obj]

@@ -1,4 +1,5 @@
-"""ADRS (SPEC 5.2–5.5) and the self-distillation baselines' auxiliary losses (SPEC 5.6)."""
+"""ADRS (docs/adrs.md §5.2–5.5) and the self-distillation baselines' auxiliary losses
+(docs/adrs.md §5.6)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ FAST = settings(max_examples=40, deadline=None)
 
 def with_tokens(batch: CreditBatch, tokens_per_step: list[int], seed: int = 0,
                 update: int | None = None) -> CreditBatch:
-    """``batch`` with random teacher / behaviour / reference log-probs for the given token counts."""
+    """``batch`` with random teacher / behaviour / reference log-probs for the given token
+    counts."""
     g = torch.Generator().manual_seed(seed)
     n = sum(tokens_per_step)
     token_step = torch.repeat_interleave(torch.arange(len(tokens_per_step)),
@@ -71,8 +73,8 @@ def step_sums(values: torch.Tensor, batch: CreditBatch) -> torch.Tensor:
 @given(adrs_batches(), st.sampled_from(["global", "per_seq"]))
 def test_each_steps_calibrated_scores_sum_to_zero(batch, scope):
     q_hat = adrs(batch, ADRSConfig(scope=scope)).extras["q_hat"]
-    assert torch.allclose(step_sums(q_hat, batch), torch.zeros(batch.num_steps, dtype=torch.float64),
-                          atol=1e-4)
+    assert torch.allclose(step_sums(q_hat, batch),
+                          torch.zeros(batch.num_steps, dtype=torch.float64), atol=1e-4)
 
 
 def test_global_scope_scales_by_one_std_over_every_token_of_the_batch():
@@ -375,7 +377,7 @@ def test_token_class_gap_averages_teacher_minus_behaviour_per_class():
     assert TOKEN_CLASSES == ("action", "object", "other")
 
 
-# SELF-DISTILLATION BASELINES (SPEC 5.6)
+# SELF-DISTILLATION BASELINES (docs/adrs.md §5.6)
 
 
 def test_opsd_gradient_pulls_the_student_toward_the_teacher_token_by_token():

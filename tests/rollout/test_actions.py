@@ -1,4 +1,4 @@
-"""Action parsing (SPEC 2): what counts as an action, and what is unparsable."""
+"""Action parsing (docs/backbones.md §2): what counts as an action, and what is unparsable."""
 
 import pytest
 
@@ -33,7 +33,8 @@ def test_tagged_format_marks_malformed_responses_unparsable(response):
 
 @pytest.mark.parametrize("fmt", ["bare", "tagged"])
 def test_format_action_round_trips_through_parse_action(fmt):
-    assert parse_action(format_action("take pen 1 from desk 2", fmt), fmt) == "take pen 1 from desk 2"
+    action = "take pen 1 from desk 2"
+    assert parse_action(format_action(action, fmt), fmt) == action
 
 
 def test_an_unknown_format_is_an_error():

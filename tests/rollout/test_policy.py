@@ -30,7 +30,7 @@ def test_batched_greedy_decoding_equals_one_prompt_at_a_time(policy):
     single = [policy.generate([p], temperature=0, max_new_tokens=6, generator=gen)[0]
               for p in prompts]
     assert [g.token_ids for g in batched] == [g.token_ids for g in single]
-    for b, s in zip(batched, single):
+    for b, s in zip(batched, single, strict=True):
         assert b.logprobs == pytest.approx(s.logprobs, abs=1e-4)
 
 
@@ -49,7 +49,7 @@ def test_sampling_logprobs_match_the_scored_logprobs_at_temperature_one(policy):
                            generator=torch.Generator().manual_seed(0))
     traj = Trajectory(task=None, group_id=0, steps=[
         Step("", g.text, None, False, 0.0, "", {}, list(p), g.token_ids, g.logprobs)
-        for p, g in zip(prompts, gens)])
+        for p, g in zip(prompts, gens, strict=True)])
     steps = tensorize_steps([traj], policy.tokenizer.pad_token_id)
     scored = token_logprobs(policy.model, steps.input_ids, steps.attention_mask, 4)
     # equal up to the masked spare vocabulary rows, which hold almost no mass

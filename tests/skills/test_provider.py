@@ -1,4 +1,4 @@
-"""The skill provider (SPEC 5.1) and the prefix placement, text level and token level."""
+"""The skill provider (docs/adrs.md §5.1) and the prefix placement, text level and token level."""
 
 from __future__ import annotations
 
@@ -133,7 +133,8 @@ def test_insert_skill_without_a_user_message_says_so():
 
 
 def _prompt(tokenizer, history_len: int, observation: str) -> tuple[list[dict], list[int]]:
-    args = ("put some egg in countertop", [("You see a cabinet 1.", "go to cabinet 1")] * history_len,
+    args = ("put some egg in countertop",
+            [("You see a cabinet 1.", "go to cabinet 1")] * history_len,
             observation, ["look", "go to countertop 1"])
     return (build_messages(*args, PromptConfig()),
             build_prompt_ids(tokenizer, *args, PromptConfig()))

@@ -1,4 +1,5 @@
-"""ppo_loss (SPEC §1): gradient at ratio 1, clip bounds, masking, KL, gradient accumulation."""
+"""ppo_loss (docs/backbones.md §1): gradient at ratio 1, clip bounds, masking, KL, gradient
+accumulation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""ADRS and its privileged baselines in the training loop (issue 5, SPEC 5), on the fake corridor.
+"""ADRS and its privileged baselines in the training loop (issue 5, docs/adrs.md §5), on the fake
+corridor.
 
 Every method name trains; skill text reaches a rollout or evaluation prompt only for
 ``skill_prompt`` / ``skill_grpo`` / ``skill_grpo*``; ADRS with ``η = 0`` trains exactly
@@ -21,9 +22,9 @@ from agentcredit.skills import SKILL_HEADER
 from agentcredit.train import credit_inputs, warm_start
 from agentcredit.train.config import load_config
 from agentcredit.train.loop import train
-from agentcredit.train.run_dir import RunDirectory
 from agentcredit.train.models import load_policy
 from agentcredit.train.probes import ACTION_WORDS
+from agentcredit.train.run_dir import RunDirectory
 
 RUN = (
     "run.updates=1", "run.eval_every=0", "run.checkpoint_every=1",

@@ -43,7 +43,7 @@ def test_one_run_per_folder_ctrl_c_and_a_killed_holder(tmp_path, tiny_fake_run):
     first = _start(tmp_path / "first.txt", *args)
     _wait_for(tmp_path / "first.txt", "eval after update 0", first)
     second = subprocess.run([sys.executable, "-c", CHILD, TESTS, *args], capture_output=True,
-                            text=True, timeout=300)
+                            text=True, timeout=300, check=False)
     assert second.returncode == 2
     assert second.stderr.strip().splitlines()[-1] == (
         f"error: run directory {tmp_path / 'shared'} is in use by process {first.pid}; wait for "
@@ -60,7 +60,7 @@ def test_one_run_per_folder_ctrl_c_and_a_killed_holder(tmp_path, tiny_fake_run):
     resumed.wait()
     again = subprocess.run([sys.executable, "-c", CHILD, TESTS, "train", "--resume",
                             str(tmp_path / "shared"), "run.updates=1"],
-                           capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=300, check=False)
     assert "is in use" not in again.stderr
 
 
@@ -69,9 +69,10 @@ def test_overwrite_starts_a_used_folder_again(tmp_path, tiny_fake_run):
             "run.eval_at_start=false", f"run.output_dir={tmp_path}", "run.name=again"]
     for extra, code in (((), 0), ((), 2), (("--overwrite",), 0)):
         done = subprocess.run([sys.executable, "-c", CHILD, TESTS, *args, *extra],
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == code, done.stderr[-2000:]
         if code == 2:
             assert "--overwrite" in done.stderr.strip().splitlines()[-1]
     metrics = (tmp_path / "again" / "metrics.jsonl").read_text().splitlines()
-    assert [line.split('"kind": ')[1].split(",")[0] for line in metrics] == ['"sft"', '"update"', '"eval"']
+    assert [line.split('"kind": ')[1].split(",")[0] for line in metrics] == [
+        '"sft"', '"update"', '"eval"']

@@ -1,4 +1,4 @@
-"""Privileged rescoring (SPEC 5.1) and the probe token classes (SPEC 5.5)."""
+"""Privileged rescoring (docs/adrs.md §5.1) and the probe token classes (docs/adrs.md §5.5)."""
 
 from __future__ import annotations
 

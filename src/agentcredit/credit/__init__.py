@@ -1,8 +1,8 @@
 """Credit assignment: a registry of pure advantage estimators over a ``CreditBatch``.
 
 Importing this package registers the backbones ``grpo``, ``rloo`` and ``gigpo``,
-and VICT (``vict``) with its SPEC 4.8 controls (``agentcredit.credit.vict``),
-and ADRS (``adrs``, SPEC 5).
+and VICT (``vict``) with its docs/vict.md §4.8 controls (``agentcredit.credit.vict``),
+and ADRS (``adrs``, docs/adrs.md §5).
 """
 
 from agentcredit.credit import (  # noqa: F401  (importing registers the estimators)

@@ -1,4 +1,4 @@
-"""ADRS: self-distilled reward shaping (SPEC 5.2–5.5) as a credit estimator.
+"""ADRS: self-distilled reward shaping (docs/adrs.md §5.2–5.5) as a credit estimator.
 
 Zhang et al. 2026, "Agentic Reinforcement Learning with Self-Distilled Reward
 Shaping". The frozen behaviour snapshot rescores the sampled tokens with a
@@ -6,15 +6,15 @@ task-matched skill in its context (``ℓ^T``, computed by ``train/teacher.py``);
 this module turns those scores into token-level credit inside the backbone's
 own advantage, in three modules:
 
-1. **Within-step calibration** (SPEC 5.2): ``q̂ = (ℓ^T − b_s) / (σ_q + ε)``,
+1. **Within-step calibration** (docs/adrs.md §5.2): ``q̂ = (ℓ^T − b_s) / (σ_q + ε)``,
    centred on the step's mean and scaled by a std over the ``global`` or
    ``per_seq`` scope. Each step's ``q̂`` sums to zero.
-2. **TVA gate** (SPEC 5.3): a detached gate ``m`` in (0, 1) from the
+2. **TVA gate** (docs/adrs.md §5.3): a detached gate ``m`` in (0, 1) from the
    within-group association between unit confidence and pre-ADRS return:
    L2 units are rollouts of a prompt group (return ``R_i``), L3 units are steps
    sharing a GiGPO anchor state (return-to-go ``G``); L1 is the return-free
    token fallback ``sigmoid(τ(ℓ^T − ℓ_ref))``; ``off`` is ``m = 1``.
-3. **Credit integration** (SPEC 5.4): ``r^T = η·m·q̂``; the trajectory path
+3. **Credit integration** (docs/adrs.md §5.4): ``r^T = η·m·q̂``; the trajectory path
    runs the backbone's native advantage on the shaped reward ``r̃ = r^base + r^T``;
    the token path whitens ``r^T`` over each prompt group's valid tokens into
    ``Z^T``; ``A^ADRS = A^traj + η·Z^T`` per token. With GiGPO, the shaped
@@ -66,13 +66,14 @@ from agentcredit.credit.registry import register_estimator
 from agentcredit.credit.result import CreditResult
 
 TOKEN_CLASSES = ("action", "object", "other")
-# GateNorm divides by the contrast scale only above this (SPEC 5.3).
+# GateNorm divides by the contrast scale only above this (docs/adrs.md §5.3).
 GATE_NORM_MIN_SCALE = 1e-8
 
 
 @dataclass(frozen=True)
 class ADRSConfig:
-    """Options of ADRS (Zhang et al. 2026, SPEC 5); defaults are the paper's ALFWorld settings.
+    """Options of ADRS (Zhang et al. 2026, docs/adrs.md §5); defaults are the paper's ALFWorld
+    settings.
 
     Attributes:
         backbone: the native advantage ADRS shapes, with its own options: a
@@ -81,16 +82,16 @@ class ADRSConfig:
         gate: ``L2`` (rollouts of a prompt group, the GRPO-level TVA), ``L3``
             (steps sharing a GiGPO anchor state), ``L1`` (return-free token
             fallback, needs reference log-probs) or ``off`` (``m = 1``).
-        eta: ``η`` ≥ 0, the teacher scale (SPEC: 0.1 ALFWorld, 0.02 WebShop,
+        eta: ``η`` ≥ 0, the teacher scale (papers: 0.1 ALFWorld, 0.02 WebShop,
             0.05 Search). ``0`` reproduces the backbone exactly.
         scope: ``global`` (σ_q over every valid token of the batch) or
-            ``per_seq`` (over the rollout's tokens), SPEC 5.2.
+            ``per_seq`` (over the rollout's tokens), docs/adrs.md §5.2.
         gate_norm: GateNorm, divide the contrasts by their (uncentred-sign)
-            std over the batch's units when that std exceeds 1e-8 (SPEC 5.3).
-        temperature: ``T`` > 0 of the soft confidence weight α (SPEC: 1.0).
-        tau: ``τ`` > 0, the gate's slope (SPEC: 2.0).
-        eps: ``ε`` > 0 of the calibration, the TVA contrast and the whitening (SPEC: 1e-8).
-        gamma: ``γ`` of the L3 gate's return-to-go (SPEC: 0.95; a GiGPO backbone's
+            std over the batch's units when that std exceeds 1e-8 (docs/adrs.md §5.3).
+        temperature: ``T`` > 0 of the soft confidence weight α (papers: 1.0).
+        tau: ``τ`` > 0, the gate's slope (papers: 2.0).
+        eps: ``ε`` > 0 of the calibration, the TVA contrast and the whitening (papers: 1e-8).
+        gamma: ``γ`` of the L3 gate's return-to-go (papers: 0.95; a GiGPO backbone's
             step level uses its own ``backbone.gamma``).
         z_clip: clip ``Z^T`` to ``±z_clip`` (the authors' code); ``None`` = no clip
             (the paper's equations, the default).
@@ -150,7 +151,7 @@ class ADRSConfig:
 
 def calibrate(teacher: Tensor, token_step: Tensor, num_steps: int, *, scope: str,
               token_rollout: Tensor, num_rollouts: int, eps: float) -> Tensor:
-    """Within-step calibrated teacher scores ``q̂ [N]`` (SPEC 5.2).
+    """Within-step calibrated teacher scores ``q̂ [N]`` (docs/adrs.md §5.2).
 
     ``b_s = mean_{j∈V_s} ℓ^T_{s,j}``; ``q = ℓ^T − b_s``; ``σ_q`` = population
     std of ``q`` over the scope (``global``: all ``N`` tokens; ``per_seq``: the
@@ -183,7 +184,8 @@ def calibrate(teacher: Tensor, token_step: Tensor, num_steps: int, *, scope: str
 
 
 def _group_std(values: Tensor, group: Tensor, num_groups: int) -> Tensor:
-    """Population std of ``values [N]`` within each group (dense ids), ``[G]``; 0 for empty groups."""
+    """Population std of ``values [N]`` within each group (dense ids), ``[G]``; 0 for empty
+    groups."""
     x = values.to(torch.float64)
     counts = torch.bincount(group, minlength=num_groups).clamp(min=1).to(torch.float64)
     mean = torch.zeros(num_groups, dtype=torch.float64, device=x.device) \
@@ -197,7 +199,7 @@ def _group_std(values: Tensor, group: Tensor, num_groups: int) -> Tensor:
 
 def tva_contrast(alpha: Tensor, returns: Tensor, unit_group: Tensor, num_groups: int,
                  eps: float) -> Tensor:
-    """TVA return contrast ``d_g = μ⁺_g − μ⁻_g`` per group, ``[G]`` (SPEC 5.3).
+    """TVA return contrast ``d_g = μ⁺_g − μ⁻_g`` per group, ``[G]`` (docs/adrs.md §5.3).
 
     ``μ⁺_g = Σ α_u R_u / (Σ α_u + ε)``, ``μ⁻_g = Σ (1−α_u) R_u / (Σ (1−α_u) + ε)``
     over the units ``u`` of group ``g``; a group with fewer than two units has
@@ -238,7 +240,7 @@ class TVAGate:
 
 def tva_gate(unit_confidence: Tensor, unit_returns: Tensor, unit_group: Tensor, num_groups: int,
              *, temperature: float, tau: float, eps: float, gate_norm: bool) -> TVAGate:
-    """The TVA gate ``m_u`` of every unit (SPEC 5.3).
+    """The TVA gate ``m_u`` of every unit (docs/adrs.md §5.3).
 
     Args:
         unit_confidence: ``[U]``, ``ℓ̄^T_u``, the mean ``ℓ^T`` over the unit's valid tokens.
@@ -266,7 +268,8 @@ def tva_gate(unit_confidence: Tensor, unit_returns: Tensor, unit_group: Tensor, 
 
 
 def token_gate_l1(teacher: Tensor, ref: Tensor, tau: float) -> Tensor:
-    """L1 token fallback (SPEC 5.3), ``[N]``: ``m_t = sigmoid(τ (ℓ^T_t − ℓ^ref_t))``; no return."""
+    """L1 token fallback (docs/adrs.md §5.3), ``[N]``: ``m_t = sigmoid(τ (ℓ^T_t − ℓ^ref_t))``; no
+    return."""
     return torch.sigmoid(tau * (teacher.to(torch.float64) - ref.to(torch.float64)))
 
 
@@ -305,9 +308,10 @@ def level_gate(level: str, batch: CreditBatch, config: ADRSConfig) -> tuple[TVAG
 
 
 def whiten_in_groups(values: Tensor, group: Tensor, num_groups: int, eps: float) -> Tensor:
-    """``(x − mean_g x) / sqrt(Var_g x + ε)`` within each group (population variance), float64 ``[N]``.
+    """``(x − mean_g x) / sqrt(Var_g x + ε)`` within each group (population variance), float64
+    ``[N]``.
 
-    The token path's ``Z^T`` (SPEC 5.4). Tested property: zero mean and unit
+    The token path's ``Z^T`` (docs/adrs.md §5.4). Tested property: zero mean and unit
     variance within each group whose variance dominates ``ε``.
     """
     x = values.to(torch.float64)
@@ -321,7 +325,7 @@ def whiten_in_groups(values: Tensor, group: Tensor, num_groups: int, eps: float)
 
 @register_estimator("adrs", ADRSConfig, needs=("teacher",))
 def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
-    """ADRS token advantages ``A^ADRS = A^traj + η·Z^T`` (SPEC 5.2–5.4).
+    """ADRS token advantages ``A^ADRS = A^traj + η·Z^T`` (docs/adrs.md §5.2–5.4).
 
     Reads ``batch.tokens`` (``ℓ^T``; ``ℓ_ref`` for L1; ``ℓ^b`` for a diagnostic).
 
@@ -437,11 +441,11 @@ def _gate_diagnostics(level: str, gate: Tensor) -> dict[str, float]:
             f"gate_up_share.{level}": (gate > 0.5).double().mean().item()}
 
 
-# DIAGNOSTICS ON PROBE TRAJECTORIES (SPEC 5.5)
+# DIAGNOSTICS ON PROBE TRAJECTORIES (docs/adrs.md §5.5)
 
 
 def token_class_gap(token_class: Tensor, teacher: Tensor, behaviour: Tensor) -> dict[str, float]:
-    """Mean ``ℓ^T − ℓ^b`` per token class on probe trajectories (SPEC 5.5, paper Fig. 6).
+    """Mean ``ℓ^T − ℓ^b`` per token class on probe trajectories (docs/adrs.md §5.5, paper Fig. 6).
 
     Args:
         token_class: ``[N]`` int64, the index in ``TOKEN_CLASSES`` (action,

@@ -1,4 +1,4 @@
-"""The registry of auxiliary losses added to the PPO loss (``optim.aux_loss``), SPEC 5.6.
+"""The registry of auxiliary losses added to the PPO loss (``optim.aux_loss``), docs/adrs.md §5.6.
 
 An auxiliary loss is a function of one micro-batch,
 ``fn(logprobs, teacher, behaviour, mask, coef, normalizer) -> (loss, stats)`` with
@@ -73,5 +73,6 @@ def opsd(logprobs: Tensor, teacher: Tensor, behaviour: Tensor, mask: Tensor, coe
 @register_aux_loss("sdar", needs=("teacher",))
 def sdar(logprobs: Tensor, teacher: Tensor, behaviour: Tensor, mask: Tensor, coef: float,
          normalizer: Tensor) -> tuple[Tensor, dict[str, float]]:
-    """The confidence-gated variant, gate ``sigmoid(τ(ℓ^T − ℓ^b))`` (``self_distillation.sdar_loss``)."""
+    """The confidence-gated variant, gate ``sigmoid(τ(ℓ^T − ℓ^b))``
+    (``self_distillation.sdar_loss``)."""
     return sdar_loss(logprobs, teacher, behaviour, mask, coef, normalizer=normalizer)

@@ -1,4 +1,5 @@
-"""The input of every credit estimator: a flattened, ragged batch of rollouts (SPEC section 0).
+"""The input of every credit estimator: a flattened, ragged batch of rollouts
+(docs/backbones.md §0).
 
 A batch holds ``B`` rollouts and ``S`` steps in total. Rollouts have different
 lengths, so per-step data is stored flat: step ``s`` belongs to rollout
@@ -20,7 +21,7 @@ from agentcredit.verifier.trace import RolloutTrace
 
 @dataclass(frozen=True, eq=False)
 class CreditBatch:
-    """Per-rollout and per-step data a credit function reads (SPEC sections 0, 2, 3).
+    """Per-rollout and per-step data a credit function reads (docs/backbones.md §0, §2, §3).
 
     Attributes:
         group_ids: ``[B]`` int64, the task group of each rollout (the rollouts of
@@ -31,14 +32,14 @@ class CreditBatch:
             rollout: ``0, 1, …, T_i − 1`` for rollout ``i``.
         step_rewards: ``[S]`` float, per-step rewards ``r_{i,t}``: the
             invalid-action penalty at the step that produced it, plus the outcome
-            reward at the rollout's last step (SPEC section 2).
+            reward at the rollout's last step (docs/backbones.md §2).
         anchor_keys: ``S`` strings, the GiGPO anchor state of each step (the
             observation text the policy saw before acting).
-        traces: VICT only (SPEC 4): one ``RolloutTrace`` per rollout, in rollout
+        traces: VICT only (docs/vict.md §4): one ``RolloutTrace`` per rollout, in rollout
             order, each with as many steps as its rollout; ``None`` otherwise. Traces
             are plain data (no live verifier), so a batch pickles to another process
             in proportion to its steps, whatever the environment's size.
-        tokens: token-level methods only (ADRS, SPEC 5): per-token scores of the
+        tokens: token-level methods only (ADRS, docs/adrs.md §5): per-token scores of the
             valid response tokens (``credit.tokens.TokenScores``); ``None`` otherwise.
 
     Shapes and ordering are validated once, at construction.

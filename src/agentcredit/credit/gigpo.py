@@ -1,4 +1,4 @@
-"""GiGPO (Group-in-Group Policy Optimization) base advantages (SPEC section 3).
+"""GiGPO (Group-in-Group Policy Optimization) base advantages (docs/backbones.md §3).
 
 Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent Training":
 an episode-level group-relative advantage plus a step-level one computed among
@@ -27,8 +27,8 @@ class GiGPOConfig:
     """Options of the GiGPO backbone (Feng et al. 2025).
 
     Attributes:
-        gamma: ``γ`` ∈ [0, 1], discount of the step-level return-to-go (SPEC: 0.95).
-        step_weight: ``w_S``, weight of the step-level advantage (SPEC: 1.0).
+        gamma: ``γ`` ∈ [0, 1], discount of the step-level return-to-go (papers: 0.95).
+        step_weight: ``w_S``, weight of the step-level advantage (papers: 1.0).
         mode: ``"mean_std_norm"`` normalises by mean and population std at both
             levels (GRPO-style); ``"mean_norm"`` only subtracts the mean.
         eps: ``ε`` ≥ 0 added to the std in ``mean_std_norm`` mode.
@@ -102,10 +102,10 @@ class GiGPOLevels:
 
 def gigpo_levels(batch: CreditBatch, config: GiGPOConfig,
                  episode_returns: Tensor | None = None) -> GiGPOLevels:
-    """Both levels of GiGPO (SPEC section 3); ``gigpo`` combines them.
+    """Both levels of GiGPO (docs/backbones.md §3); ``gigpo`` combines them.
 
     ``episode_returns [B]`` replaces ``batch.returns`` at the episode level only
-    (ADRS feeds its shaped returns there and keeps the native step level, SPEC 5.4).
+    (ADRS feeds its shaped returns there and keeps the native step level, docs/adrs.md §5.4).
     """
     norm_by_std = config.mode == "mean_std_norm"
     returns = batch.returns if episode_returns is None else episode_returns
@@ -123,7 +123,7 @@ def gigpo_levels(batch: CreditBatch, config: GiGPOConfig,
 
 @register_estimator("gigpo", GiGPOConfig)
 def gigpo(batch: CreditBatch, config: GiGPOConfig) -> CreditResult:
-    """GiGPO step advantages ``A_{i,t} = A^E_i + w_S · A^S_{i,t}`` (SPEC section 3).
+    """GiGPO step advantages ``A_{i,t} = A^E_i + w_S · A^S_{i,t}`` (docs/backbones.md §3).
 
     Symbols → variables (``gigpo_levels``):
         ``R_i`` → ``batch.returns [B]``; ``A^E_i`` → ``episode_adv [B]``, the

@@ -1,4 +1,5 @@
-"""GRPO and Dr.GRPO base advantages (SPEC section 3), and the group statistics the backbones share.
+"""GRPO and Dr.GRPO base advantages (docs/backbones.md §3), and the group statistics the backbones
+share.
 
 ``group_centre`` and ``group_relative`` are the one place where values are
 centred / normalised within groups; RLOO and both levels of GiGPO use them.
@@ -26,7 +27,7 @@ class GRPOConfig:
         norm_by_std: divide by the group's population std (GRPO, Shao et al. 2024,
             DeepSeekMath); ``False`` keeps ``R_i − μ`` (Dr.GRPO, Liu et al. 2025,
             "Understanding R1-Zero-Like Training").
-        eps: ``ε`` added to the std, ≥ 0 (SPEC: 1e-6).
+        eps: ``ε`` added to the std, ≥ 0 (papers: 1e-6).
     """
 
     config_name: ClassVar[str] = "grpo"
@@ -91,7 +92,7 @@ def group_relative(values: Tensor, group: Tensor, num_groups: int, *, norm_by_st
 
 @register_estimator("grpo", GRPOConfig)
 def grpo(batch: CreditBatch, config: GRPOConfig) -> CreditResult:
-    """GRPO base advantage, broadcast to every step (SPEC section 3).
+    """GRPO base advantage, broadcast to every step (docs/backbones.md §3).
 
     ``A_i = (R_i − μ_g) / (σ_g + ε)`` with ``R_i`` = ``batch.returns [B]``,
     ``μ_g``/``σ_g`` the mean and population std of the returns of rollout ``i``'s

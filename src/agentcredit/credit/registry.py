@@ -1,4 +1,4 @@
-"""The registry of advantage estimators, looked up by name (DESIGN.md "credit/").
+"""The registry of advantage estimators, looked up by name (docs/design.md, "credit/").
 
 An estimator is a pure function ``fn(batch: CreditBatch, config) -> CreditResult``
 registered together with its config dataclass and the inputs its batch must carry::
@@ -44,7 +44,7 @@ class Estimator:
         return self.needs | frozenset(getattr(config, "extra_inputs", ()))
 
     def __call__(self, batch: CreditBatch, config: Any = None) -> CreditResult:
-        """Run the estimator; ``config=None`` uses ``config_cls()`` (the SPEC defaults)."""
+        """Run the estimator; ``config=None`` uses ``config_cls()`` (the defaults)."""
         if config is None:
             config = self.config_cls()
         elif not isinstance(config, self.config_cls):

@@ -1,4 +1,4 @@
-"""The output of every credit estimator (DESIGN.md "Key records")."""
+"""The output of every credit estimator (docs/design.md, "Key records")."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class CreditResult:
         diagnostics: scalar metrics for ``metrics.jsonl`` (name → float).
         extras: tensors a later stage needs (GiGPO: ``anchor_group_ids [S]`` and
             ``return_to_go [S]`` for ADRS's L3 gate).
-        ledger_rows: credit-ledger rows (VICT, SPEC section 4.7); empty otherwise.
+        ledger_rows: credit-ledger rows (VICT, docs/vict.md §4.7); empty otherwise.
     """
 
     step_advantages: Tensor

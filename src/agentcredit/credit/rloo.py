@@ -1,4 +1,4 @@
-"""RLOO base advantages (SPEC section 3)."""
+"""RLOO base advantages (docs/backbones.md §3)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class RLOOConfig:
 
 @register_estimator("rloo", RLOOConfig)
 def rloo(batch: CreditBatch, config: RLOOConfig) -> CreditResult:
-    """RLOO leave-one-out advantage, broadcast to every step (SPEC section 3).
+    """RLOO leave-one-out advantage, broadcast to every step (docs/backbones.md §3).
 
     ``A_i = R_i − mean_{k≠i} R_k`` over the other rollouts of ``i``'s group, with
     ``R_i`` = ``batch.returns [B]``. Computed as ``n/(n−1) · (R_i − μ_g)``, which is

@@ -1,4 +1,5 @@
-"""Auxiliary losses of the privileged self-distillation baselines ``opsd`` and ``sdar`` (SPEC 5.6).
+"""Auxiliary losses of the privileged self-distillation baselines ``opsd`` and ``sdar``
+(docs/adrs.md §5.6).
 
 Both run GRPO unchanged and add a token-level term that pulls the student
 (the current policy on the ordinary, skill-free context) toward the privileged
@@ -12,7 +13,7 @@ tensors aligned with the token ids, a ``mask`` of valid tokens, a
 ``normalizer`` ``|V|`` for gradient accumulation; the trainer adds the returned
 loss to the PPO loss of the same micro-batch.
 
-[choice] The form of the term. SPEC 5.6 writes ``β · mean_t (ℓ_θ − ℓ^T)`` on
+[choice] The form of the term. docs/adrs.md §5.6 writes ``β · mean_t (ℓ_θ − ℓ^T)`` on
 sampled tokens, the per-token reverse-KL estimate ``log π_θ − log π_T``.
 Differentiated literally (samples fixed), its gradient is ``β · mean_t ∇ℓ_θ``:
 ``ℓ^T`` drops out, so it would push every sampled token down equally whatever
@@ -35,7 +36,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-OPSD_BETA = 0.1  # SPEC 5.6 [choice]
+OPSD_BETA = 0.1  # docs/adrs.md §5.6 [choice]
 SDAR_TAU = 2.0  # [choice] SDAR's gate slope, ADRS's τ
 
 
@@ -46,7 +47,8 @@ def _validated(logprobs: Tensor, mask: Tensor, normalizer: Tensor | float | None
             raise ValueError(f"{name} has shape {tuple(tensor.shape)}, logprobs has "
                              f"{tuple(logprobs.shape)}; pass [B, L] tensors aligned with the ids.")
     if mask.shape != logprobs.shape:
-        raise ValueError(f"mask has shape {tuple(mask.shape)}, logprobs has {tuple(logprobs.shape)}")
+        raise ValueError(f"mask has shape {tuple(mask.shape)}, logprobs has "
+                         f"{tuple(logprobs.shape)}")
     valid = mask.bool()
     weight = valid.to(logprobs.dtype)
     if normalizer is None:
@@ -57,7 +59,8 @@ def _validated(logprobs: Tensor, mask: Tensor, normalizer: Tensor | float | None
 
 def opsd_loss(logprobs: Tensor, teacher_logprobs: Tensor, mask: Tensor, beta: float = OPSD_BETA,
               *, normalizer: Tensor | float | None = None) -> tuple[Tensor, dict[str, float]]:
-    """On-policy self-distillation auxiliary loss (``opsd``, SPEC 5.6), see the module docstring.
+    """On-policy self-distillation auxiliary loss (``opsd``, docs/adrs.md §5.6), see the module
+    docstring.
 
     Args:
         logprobs: ``[B, L]`` ``ℓ_θ`` = log π_θ of the sampled tokens on the
@@ -79,7 +82,7 @@ def opsd_loss(logprobs: Tensor, teacher_logprobs: Tensor, mask: Tensor, beta: fl
 def sdar_loss(logprobs: Tensor, teacher_logprobs: Tensor, behaviour_logprobs: Tensor, mask: Tensor,
               beta: float = OPSD_BETA, tau: float = SDAR_TAU, *,
               normalizer: Tensor | float | None = None) -> tuple[Tensor, dict[str, float]]:
-    """Confidence-gated self-distillation auxiliary loss (``sdar``, SPEC 5.6).
+    """Confidence-gated self-distillation auxiliary loss (``sdar``, docs/adrs.md §5.6).
 
     As ``opsd_loss`` with each token's term weighted by the detached gate
     ``g_t = sigmoid(τ (ℓ^T_t − ℓ^b_t))``; ``behaviour_logprobs`` = ``ℓ^b`` ``[B, L]``.

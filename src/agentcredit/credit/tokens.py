@@ -1,6 +1,6 @@
 """Per-token scores of a batch's valid response tokens: the token-level part of a ``CreditBatch``.
 
-Backbones work per step and never read this; ADRS (SPEC 5) and the
+Backbones work per step and never read this; ADRS (docs/adrs.md §5) and the
 self-distillation baselines need the teacher's (and optionally the behaviour
 and reference policies') log-prob of every sampled token. The ``N`` valid
 tokens are stored flat, like steps:
@@ -25,7 +25,8 @@ from torch import Tensor
 
 @dataclass(frozen=True, eq=False)
 class TokenScores:
-    """Flat ``[N]`` per-token scores (SPEC 0 and 5.1); see the module docstring for the order.
+    """Flat ``[N]`` per-token scores (docs/backbones.md §0 and docs/adrs.md §5.1); see the module
+    docstring for the order.
 
     Attributes:
         token_step: ``[N]`` int64, the flat step ``0..S-1`` of each token;
@@ -51,7 +52,8 @@ class TokenScores:
                        behaviour_logprobs: Tensor | None = None,
                        ref_logprobs: Tensor | None = None,
                        update: int | None = None) -> TokenScores:
-        """Flatten ``[S, L]`` position-aligned scores (row ``s`` = flat step ``s``) to the valid tokens.
+        """Flatten ``[S, L]`` position-aligned scores (row ``s`` = flat step ``s``) to the valid
+        tokens.
 
         ``loss_mask [S, L]`` marks the response tokens; the score tensors are
         aligned with ``input_ids`` as ``scoring.token_logprobs`` and
@@ -74,7 +76,8 @@ class TokenScores:
 
 
 def to_step_rows(values: Tensor, loss_mask: Tensor) -> Tensor:
-    """Scatter flat per-token ``values [N]`` back to ``[S, L]`` rows: ``out[loss_mask] = values``, 0 elsewhere.
+    """Scatter flat per-token ``values [N]`` back to ``[S, L]`` rows: ``out[loss_mask] = values``, 0
+    elsewhere.
 
     The inverse of ``TokenScores.from_step_rows``; the trainer uses it for
     ``CreditResult.token_advantages`` before the PPO loss.
@@ -89,7 +92,8 @@ def to_step_rows(values: Tensor, loss_mask: Tensor) -> Tensor:
 
 
 def check_token_scores(tokens: TokenScores, num_steps: int, device: torch.device) -> None:
-    """Raise, saying what to fix, unless ``tokens`` fits a batch of ``num_steps`` steps on ``device``."""
+    """Raise, saying what to fix, unless ``tokens`` fits a batch of ``num_steps`` steps on
+    ``device``."""
     if not isinstance(tokens, TokenScores):
         raise TypeError(f"CreditBatch.tokens must be a TokenScores or None; got "
                         f"{type(tokens).__name__}. Build it with TokenScores.from_step_rows.")

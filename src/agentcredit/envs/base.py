@@ -1,4 +1,4 @@
-"""The environment protocol every agentcredit environment speaks (DESIGN.md "Environments").
+"""The environment protocol every agentcredit environment speaks (docs/design.md, "Environments").
 
 Environments never see tensors and never raise on a bad action: an action that
 cannot be parsed or is not admissible leaves the state unchanged, is answered
@@ -79,7 +79,7 @@ class Environment(Protocol):
         """Actions valid in the current state."""
 
     def snapshot(self) -> dict[str, Any]:
-        """The state snapshot Φ (SPEC 4.1): a flat ``variable -> value`` mapping."""
+        """The state snapshot Φ (docs/vict.md §4.1): a flat ``variable -> value`` mapping."""
 
     def verifier(self, task: Task) -> Verifier:
         """The task's VICT verifier (atoms, aggregator F, original verifier V)."""

@@ -1,1 +1,2 @@
-"""Rollouts: the policy protocol, prompts, action parsing, the multi-turn collector and its records."""
+"""Rollouts: the policy protocol, prompts, action parsing, the multi-turn collector and its
+records."""

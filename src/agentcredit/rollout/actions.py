@@ -1,4 +1,4 @@
-"""Parse the policy's response into an environment action (SPEC 2: invalid actions).
+"""Parse the policy's response into an environment action (docs/backbones.md §2: invalid actions).
 
 Two formats:
 

@@ -1,10 +1,10 @@
-"""The multi-turn rollout collector and the tensorisation of its steps (DESIGN.md "rollout/").
+"""The multi-turn rollout collector and the tensorisation of its steps (docs/design.md, "rollout/").
 
 ``RolloutCollector.collect`` runs ``group_size`` rollouts of every task, one
 environment instance per rollout, for at most ``max_steps`` steps. At every
 step it builds the prompt of each still-running rollout, samples all responses
 in one batched ``Policy.generate`` call, parses the actions and steps the
-environments. Rewards follow SPEC 2: the invalid-action penalty at the step
+environments. Rewards follow docs/backbones.md §2: the invalid-action penalty at the step
 that produced it, the outcome ``outcome_reward · 1[won]`` at the last step.
 
 Training samples (design decision): a step's sample is the prompt it was
@@ -36,11 +36,12 @@ class CollectorConfig:
     """How rollouts are run.
 
     Attributes:
-        max_steps: step limit per rollout (SPEC 6: ALFWorld 50).
+        max_steps: step limit per rollout (docs/settings.md §6: ALFWorld 50).
         max_new_tokens: response length limit per step.
         invalid_penalty: reward added at a step whose action is unparsable or
-            not admissible (SPEC 2: −0.1 for ALFWorld).
-        outcome_reward: scale of the outcome reward at an episode's last step (SPEC 2: 10).
+            not admissible (docs/backbones.md §2: −0.1 for ALFWorld).
+        outcome_reward: scale of the outcome reward at an episode's last step
+            (docs/backbones.md §2: 10).
         outcome_signal: ``won`` (the scale times 1[won]) or ``score`` (times the
             environment's reward at the last step, in [0, 1]).
         record_snapshots: store the environment's state snapshot after every step.
@@ -105,7 +106,7 @@ class RolloutCollector:
         """``group_size`` rollouts of each task; task ``k``'s group id is ``first_group_id + k``.
 
         ``skills``: only for the baselines that show skills to the acting policy
-        (``skill_prompt``, ``skill_grpo``, ``skill_grpo*``, SPEC 5.6): every prompt then
+        (``skill_prompt``, ``skill_grpo``, ``skill_grpo*``, docs/adrs.md §5.6): every prompt then
         carries its task's skill prefix (``SkillSplicer``), and so do the recorded
         ``prompt_ids`` the policy is trained on. ``None`` (the default) never shows a skill.
 

@@ -160,7 +160,8 @@ class HFPolicy:
         return out
 
 
-def _sample(logits: Tensor, temperature: float, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+def _sample(logits: Tensor, temperature: float,
+            generator: torch.Generator) -> tuple[Tensor, Tensor]:
     """Sample one token per row of ``logits [B, V]``; returns ids and their log-probs ``[B]``."""
     if temperature == 0:
         logp = torch.log_softmax(logits, -1)

@@ -75,7 +75,8 @@ def build_messages(
     admissible_actions: Sequence[str],
     config: PromptConfig,
 ) -> list[dict[str, str]]:
-    """The chat messages for one step; ``history`` is every past pair, the window is applied here."""
+    """The chat messages for one step; ``history`` is every past pair, the window is applied
+    here."""
     return [
         {"role": "system", "content": system_message(config.action_format)},
         {"role": "user", "content": user_message(instruction,

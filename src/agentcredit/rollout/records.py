@@ -1,4 +1,4 @@
-"""The records a rollout produces (DESIGN.md "Key records"): ``Step`` and ``Trajectory``.
+"""The records a rollout produces (docs/design.md, "Key records"): ``Step`` and ``Trajectory``.
 
 Plain data: no tensors that need a model, no callbacks. The collector fills
 them, the trainer tensorises them (``rollout.collector.tensorize_steps``), the
@@ -28,11 +28,12 @@ class Step:
         response: the decoded response text ``a_t`` (without the end-of-turn token).
         action: the parsed action sent to the environment, or ``None`` when the
             response could not be parsed (the raw response was sent instead).
-        valid: the action parsed and the environment accepted it (SPEC 2).
+        valid: the action parsed and the environment accepted it (docs/backbones.md §2).
         reward: ``r_{i,t}``: the invalid-action penalty at this step plus the
-            outcome reward when this is the rollout's last step (SPEC 2).
-        anchor_key: the GiGPO anchor key (SPEC 3), the observation text before the step.
-        snapshot: the environment's state snapshot Φ after the step (SPEC 4.1).
+            outcome reward when this is the rollout's last step (docs/backbones.md §2).
+        anchor_key: the GiGPO anchor key (docs/backbones.md §3), the observation text before the
+            step.
+        snapshot: the environment's state snapshot Φ after the step (docs/vict.md §4.1).
         prompt_ids: token ids of the chat prompt the response was sampled from.
         response_ids: sampled token ids, the end-of-turn token included when emitted.
         sampling_logprobs: per response token, the log-prob under the sampling
@@ -59,10 +60,10 @@ class Trajectory:
 
     Attributes:
         task: the task it ran.
-        group_id: rollouts of the same task in one batch share it (SPEC 0).
+        group_id: rollouts of the same task in one batch share it (docs/backbones.md §0).
         steps: the steps in time order (at least one).
         won: the environment's success check at the end.
-        outcome_reward: ``R^out`` of SPEC 2 (ALFWorld ``10·1[won]``), included in
+        outcome_reward: ``R^out`` of docs/backbones.md §2 (ALFWorld ``10·1[won]``), included in
             the last step's ``reward``.
         truncated: the rollout hit the step limit before the episode ended.
         initial_snapshot: Φ_0, the state snapshot after reset (None when the

@@ -1,4 +1,5 @@
-"""Privileged skills for ADRS (SPEC 5.1): the provider, the prefix format and where it goes."""
+"""Privileged skills for ADRS (docs/adrs.md §5.1): the provider, the prefix format and where it
+goes."""
 
 from agentcredit.skills.prefix import (
     SKILL_HEADER,

@@ -1,4 +1,5 @@
-"""Where the skill goes in a prompt (SPEC 5.1): ``[Privileged Skill Information]\\n`` + skill + ``\\n\\n``.
+"""Where the skill goes in a prompt (docs/adrs.md §5.1): ``[Privileged Skill Information]\\n`` +
+skill + ``\\n\\n``.
 
 **Placement: at the start of the first user message** of a chat, i.e. after the
 system turn and the user-role header, before the ordinary user text ("Your task
@@ -46,7 +47,8 @@ _USER_PROBE = "\u2603agentcredit-user\u2603"
 
 
 def skill_prefix(skill: str) -> str:
-    """``[Privileged Skill Information]\\n`` + ``skill`` + ``\\n\\n`` (SPEC 5.1, verbatim)."""
+    """``[Privileged Skill Information]\\n`` + ``skill`` + ``\\n\\n`` (docs/adrs.md §5.1,
+    verbatim)."""
     return f"{SKILL_HEADER}{skill}\n\n"
 
 
@@ -128,7 +130,8 @@ class SkillSplicer:
         return self._skill_ids[skill]
 
     def insertion_offset(self, prompt_ids: Sequence[int]) -> int:
-        """Index in ``prompt_ids`` where the first user message's text starts (0 without a template)."""
+        """Index in ``prompt_ids`` where the first user message's text starts (0 without a
+        template)."""
         if self._leading is None:
             return 0
         ids = list(prompt_ids)

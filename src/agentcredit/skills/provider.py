@@ -1,4 +1,4 @@
-"""The privileged skill provider of ADRS (SPEC 5.1): task → skill text, deterministically.
+"""The privileged skill provider of ADRS (docs/adrs.md §5.1): task → skill text, deterministically.
 
 The skill text ``ρ(x)`` of a task is the environment-level guide followed by
 the one file matched to the task's type::
@@ -13,7 +13,7 @@ lookup, never retrieval, so the same task always gets the same text.
 
 Skill text is training-only: the teacher rescoring pass reads it
 (``train/teacher.py``); rollouts and evaluation never see it, except in the
-``skill_prompt`` / ``skill_grpo`` / ``skill_grpo*`` baselines (SPEC 5.6).
+``skill_prompt`` / ``skill_grpo`` / ``skill_grpo*`` baselines (docs/adrs.md §5.6).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The VICT interface audit (VICT paper Table 5; SPEC 4.9) behind ``agentcredit audit``.
+"""The VICT interface audit (VICT paper Table 5; docs/vict.md §4.9) behind ``agentcredit audit``.
 
 Rollouts come from three sources, each traced through the tasks' verifiers and
 audited as one row: the expert's plan, uniformly random admissible actions, and,
@@ -49,7 +49,8 @@ def scripted_traces(env: Environment, tasks: Sequence[Task], source: str, copies
     return traces
 
 
-def policy_traces(config, checkpoint: Path, tasks: Sequence[Task], copies: int) -> list[RolloutTrace]:
+def policy_traces(config, checkpoint: Path, tasks: Sequence[Task],
+                  copies: int) -> list[RolloutTrace]:
     """``copies`` rollouts per task sampled from the policy in ``checkpoint``, traced."""
     from agentcredit.train.build import load_model, make_collector
     from agentcredit.train.env_suites import build_env_suite

@@ -9,7 +9,7 @@ validates everything once. Every problem raises ``ConfigError`` whose
 message is one line naming the key, the bad value and what is allowed (an
 unknown key suggests the closest known one).
 
-Dataclass defaults are the SPEC's (section 1 and 6) where it defines them;
+Dataclass defaults are the papers' (docs/backbones.md §1, docs/settings.md §6) where they exist;
 ``configs/embedded.yaml`` shrinks them for the laptop run.
 """
 
@@ -60,7 +60,8 @@ class RunConfig:
     progress: bool = True
     """Show a tqdm progress bar."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"seed": (0, None), "updates": (0, None), "eval_every": (0, None), "checkpoint_every": (1, None),
+    _limits: ClassVar[dict[str, tuple]] = {"seed": (0, None), "updates": (0, None),
+               "eval_every": (0, None), "checkpoint_every": (1, None),
                "keep_checkpoints": (1, None), "threads": (0, None)}
 
     def __post_init__(self) -> None:
@@ -72,11 +73,13 @@ class ModelConfig:
     """Which policy to train."""
 
     name: str = "embedded"
-    """``embedded`` bootstraps the tiny model on environment text; else a hub id or a local checkpoint directory."""
+    """``embedded`` bootstraps the tiny model on environment text; else a hub id or a local
+    checkpoint directory."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Parameter dtype (``bfloat16`` for real checkpoints on GPU)."""
     tokenizer_games_per_type: int = 0
-    """Train games per task type whose expert replays train the embedded tokenizer; 0 = all train games."""
+    """Train games per task type whose expert replays train the embedded tokenizer; 0 = all train
+    games."""
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
     """Size and seed of the embedded tiny model (ignored for other models)."""
 
@@ -105,7 +108,8 @@ class SFTConfig:
     grad_clip: float = 1.0
     """Global gradient-norm clip."""
     recovery: float = 0.0
-    """Fraction of expert steps also trained from just after a wrong, inadmissible action (``sft.demonstration_steps``)."""
+    """Fraction of expert steps also trained from just after a wrong, inadmissible action
+    (``sft.demonstration_steps``)."""
     skill_share: float = 0.0
     """Share of demonstrations also trained as a copy with the task's skill prefix in every prompt
     (issue 5 item 6, ``skills.with_skill_prompts``). Only for the embedded tiny model, which has
@@ -114,8 +118,8 @@ class SFTConfig:
     small ``eval/probe_gap``. Real instruction-tuned checkpoints need no such step (keep 0).
     Set it alike for every method of a comparison: it changes the shared SFT start."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"epochs": (0.0, None), "lr": (0.0, None), "batch_size": (1, None),
-               "micro_batch_size": (1, None), "weight_decay": (0.0, None),
+    _limits: ClassVar[dict[str, tuple]] = {"epochs": (0.0, None), "lr": (0.0, None),
+               "batch_size": (1, None), "micro_batch_size": (1, None), "weight_decay": (0.0, None),
                "grad_clip": (0.0, None), "recovery": (0.0, 1.0), "skill_share": (0.0, 1.0)}
 
     def __post_init__(self) -> None:
@@ -124,41 +128,44 @@ class SFTConfig:
 
 @dataclass
 class RolloutConfig:
-    """How rollouts are collected (SPEC 0, 2, 6)."""
+    """How rollouts are collected (docs/backbones.md §0, 2, 6)."""
 
     group_size: int = 8
-    """``N``, rollouts per task; they form one group (SPEC 6: 8)."""
+    """``N``, rollouts per task; they form one group (docs/settings.md §6: 8)."""
     tasks_per_update: int = 16
-    """Task groups collected per update (SPEC 6: 16)."""
+    """Task groups collected per update (docs/settings.md §6: 16)."""
     max_steps: int = 50
-    """Step limit per episode (SPEC 6: ALFWorld 50)."""
+    """Step limit per episode (docs/settings.md §6: ALFWorld 50)."""
     temperature: float = 1.0
-    """Sampling temperature of training rollouts (SPEC 6: 1.0)."""
+    """Sampling temperature of training rollouts (docs/settings.md §6: 1.0)."""
     max_new_tokens: int = 24
     """Response length limit per step."""
     history_window: int = 2
     """Past (observation, action) pairs shown in the prompt."""
     action_format: Literal["bare", "tagged"] = "bare"
-    """``bare``: the response is the action (tiny model); ``tagged``: ``<think>`` + ``<action>`` (LLMs)."""
+    """``bare``: the response is the action (tiny model); ``tagged``: ``<think>`` + ``<action>``
+    (LLMs)."""
     max_prompt_tokens: int = 1536
     """Prompt length cap; the oldest history pairs are dropped to fit."""
     invalid_penalty: float = -0.1
-    """Reward at a step whose action is unparsable or not admissible (SPEC 2: −0.1)."""
+    """Reward at a step whose action is unparsable or not admissible
+    (docs/backbones.md §2: −0.1)."""
     outcome_reward: float = 10.0
-    """Scale of the outcome reward at an episode's last step (SPEC 2: 10·1[won])."""
+    """Scale of the outcome reward at an episode's last step (docs/backbones.md §2: 10·1[won])."""
     outcome_signal: Literal["won", "score"] = "won"
     """What the scale multiplies: ``won`` (1[success]) or ``score`` (the environment's final
-    reward in [0, 1]; SPEC 2's normalised WebShop score for VICT-style runs)."""
+    reward in [0, 1]; docs/backbones.md §2's normalised WebShop score for VICT-style runs)."""
     record_snapshots: bool = True
     """Store the environment state snapshot after every step (VICT reads it)."""
     generation_batch_size: int = 64
     """Prompts sampled in one batched forward pass."""
     skills: bool = False
     """Show the task's skill text in training rollout prompts (the ``skill_grpo`` and
-    ``skill_grpo*`` baselines, SPEC 5.6); the prefix comes on top of ``max_prompt_tokens``."""
+    ``skill_grpo*`` baselines, docs/adrs.md §5.6); the prefix comes on top of
+    ``max_prompt_tokens``."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"group_size": (1, None), "tasks_per_update": (1, None), "max_steps": (1, None),
-               "temperature": (0.0, None), "max_new_tokens": (1, None),
+    _limits: ClassVar[dict[str, tuple]] = {"group_size": (1, None), "tasks_per_update": (1, None),
+               "max_steps": (1, None), "temperature": (0.0, None), "max_new_tokens": (1, None),
                "history_window": (0, None), "max_prompt_tokens": (16, None),
                "invalid_penalty": (None, 0.0), "generation_batch_size": (1, None)}
 
@@ -168,20 +175,23 @@ class RolloutConfig:
 
 @dataclass
 class OptimConfig:
-    """The PPO update (SPEC 1)."""
+    """The PPO update (docs/backbones.md §1)."""
 
     lr: float = 1e-6
-    """AdamW learning rate (SPEC 1: 1e-6 for real checkpoints; the tiny model needs more)."""
+    """AdamW learning rate (docs/backbones.md §1: 1e-6 for real checkpoints; the tiny model needs
+    more)."""
     weight_decay: float = 0.01
-    """AdamW weight decay (SPEC 1: 0.01)."""
+    """AdamW weight decay (docs/backbones.md §1: 0.01)."""
     grad_clip: float = 1.0
-    """Global gradient-norm clip (SPEC 1: 1.0)."""
+    """Global gradient-norm clip (docs/backbones.md §1: 1.0)."""
     clip_low: float = 0.2
-    """``ε_lo``: the ratio is clipped below at ``1 − ε_lo`` (SPEC 1: 0.2)."""
+    """``ε_lo``: the ratio is clipped below at ``1 − ε_lo`` (docs/backbones.md §1: 0.2)."""
     clip_high: float = 0.2
-    """``ε_hi``: the ratio is clipped above at ``1 + ε_hi`` (SPEC 1: 0.2; ADRS 0.28)."""
+    """``ε_hi``: the ratio is clipped above at ``1 + ε_hi``
+    (docs/backbones.md §1: 0.2; ADRS 0.28)."""
     kl_coef: float = 0.01
-    """``β_KL``, weight of the k3 KL to the frozen reference (SPEC 1: 0.01); 0 loads no reference."""
+    """``β_KL``, weight of the k3 KL to the frozen reference (docs/backbones.md §1: 0.01);
+    0 loads no reference."""
     mini_batches: int = 1
     """Optimiser steps per update; the steps are shuffled and split evenly (one epoch)."""
     micro_batch_size: int = 8
@@ -189,15 +199,15 @@ class OptimConfig:
     score_micro_batch_size: int = 16
     """Step samples per forward pass when scoring old, reference and ADRS teacher log-probs."""
     aux_loss: str = "none"
-    """Auxiliary loss added to the PPO loss, by name in ``credit.aux_losses`` (SPEC 5.6):
+    """Auxiliary loss added to the PPO loss, by name in ``credit.aux_losses`` (docs/adrs.md §5.6):
     ``opsd`` pulls the policy toward the privileged teacher ``ℓ^T`` on sampled tokens;
     ``sdar`` gates each token by ``sigmoid(τ(ℓ^T − ℓ^b))``; ``none`` adds nothing."""
     aux_coef: float = 0.1
-    """``β``, the weight of ``aux_loss`` (SPEC 5.6 [choice]: 0.1)."""
+    """``β``, the weight of ``aux_loss`` (docs/adrs.md §5.6 [choice]: 0.1)."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"lr": (0.0, None), "weight_decay": (0.0, None), "grad_clip": (0.0, None),
-               "clip_low": (0.0, 0.999), "clip_high": (0.0, None), "kl_coef": (0.0, None),
-               "mini_batches": (1, None), "micro_batch_size": (1, None),
+    _limits: ClassVar[dict[str, tuple]] = {"lr": (0.0, None), "weight_decay": (0.0, None),
+               "grad_clip": (0.0, None), "clip_low": (0.0, 0.999), "clip_high": (0.0, None),
+               "kl_coef": (0.0, None), "mini_batches": (1, None), "micro_batch_size": (1, None),
                "score_micro_batch_size": (1, None), "aux_coef": (0.0, None)}
 
     def __post_init__(self) -> None:
@@ -206,13 +216,15 @@ class OptimConfig:
 
 @dataclass
 class CreditConfig:
-    """Which advantage estimator turns rewards into per-step advantages (SPEC 3)."""
+    """Which advantage estimator turns rewards into per-step advantages (docs/backbones.md §3)."""
 
     estimator: str = "grpo"
     """Name in the credit registry (``grpo``, ``rloo``, ``gigpo``, ``vict``, ``adrs``, …);
-    ``adrs`` adds the privileged teacher pass (SPEC 5) and trains on its token advantages."""
+    ``adrs`` adds the privileged teacher pass (docs/adrs.md §5) and trains on its token
+    advantages."""
     options: dict[str, Any] = field(default_factory=dict)
-    """Fields of the estimator's config dataclass (``credit.options.mode=mean_norm``); unset = SPEC defaults."""
+    """Fields of the estimator's config dataclass (``credit.options.mode=mean_norm``);
+    unset = defaults."""
 
 
 @dataclass
@@ -220,15 +232,16 @@ class EvalConfig:
     """Evaluation on ``valid_seen`` and ``valid_unseen``."""
 
     temperature: float = 0.4
-    """Sampling temperature at evaluation (SPEC 6: 0.4)."""
+    """Sampling temperature at evaluation (docs/settings.md §6: 0.4)."""
     skills: bool = False
     """Show the task's skill text in evaluation prompts (the ``skill_prompt`` and
-    ``skill_grpo*`` baselines, SPEC 5.6); every other method is evaluated without skills."""
+    ``skill_grpo*`` baselines, docs/adrs.md §5.6); every other method is evaluated without
+    skills."""
     probes: int = 4
     """Runs that use skills log the ADRS token gap ``eval/probe_gap/{action,object,other}``
-    (mean ``ℓ^T − ℓ^b``, SPEC 5.5) at every evaluation on this many fixed probe trajectories:
-    the expert demonstrations of the first task of each task type of the first validation
-    split; 0 = off."""
+    (mean ``ℓ^T − ℓ^b``, docs/adrs.md §5.5) at every evaluation on this many fixed probe
+    trajectories: the expert demonstrations of the first task of each task type of the first
+    validation split; 0 = off."""
     splits: list[str] = field(default_factory=list)
     """Splits evaluated (empty: the environment's own validation splits, ALFWorld
     ``valid_seen`` and ``valid_unseen``, WebShop ``valid``); success is reported per split,
@@ -242,7 +255,7 @@ class EvalConfig:
 
 @dataclass
 class SkillsConfig:
-    """The privileged skill texts of ADRS and its baselines (SPEC 5.1, ``skills/``)."""
+    """The privileged skill texts of ADRS and its baselines (docs/adrs.md §5.1, ``skills/``)."""
 
     root: str = ""
     """Folder with ``<env>/guide.md`` and one ``<env>/<task_type>.md`` per task type; empty =
@@ -269,7 +282,8 @@ class EnvConfig:
     webshop: WebShopConfig = field(default_factory=WebShopConfig)
     """WebShop: the generated catalog and goals (``train``/``valid``/``test`` goals)."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"train_games_per_type": (1, None), "valid_games_per_type": (1, None)}
+    _limits: ClassVar[dict[str, tuple]] = {"train_games_per_type": (1, None),
+                                           "valid_games_per_type": (1, None)}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -330,8 +344,8 @@ class TrainConfig:
 # METHOD NAMES
 
 _NO_SKILLS = {"rollout.skills": False, "eval.skills": False, "optim.aux_loss": "none"}
-#: ``method=NAME`` is short for these settings (issue 5; SPEC 5.6). Overrides apply in order,
-#: so a method replaces the config file's settings and the overrides before it, and the
+#: ``method=NAME`` is short for these settings (issue 5; docs/adrs.md §5.6). Overrides apply in
+#: order, so a method replaces the config file's settings and the overrides before it, and the
 #: overrides after it replace its own (``method=adrs credit.options.backbone=gigpo
 #: credit.options.gate=L3``); a ``method:`` key in a YAML file applies over that file. Every
 #: registered estimator name is a method too: ``{"credit.estimator": NAME}`` plus the
@@ -348,7 +362,7 @@ METHODS: dict[str, dict[str, Any]] = {
     "opsd": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "opsd"},
     "sdar": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "sdar"},
 }
-#: Spellings of the SPEC that are awkward on a command line.
+#: Spellings from the papers that are awkward on a command line.
 METHOD_ALIASES = {"skill_grpo*": "skill_grpo_star"}
 
 
@@ -454,6 +468,7 @@ def config_from_dict(data: dict) -> TrainConfig:
     config = build(TrainConfig, data)
     _check_credit(config)
     _check_env(config)
+    _check_inputs(config)
     _check_skill_settings(config)
     return config
 
@@ -489,7 +504,8 @@ def _check_credit(config: TrainConfig) -> None:
     losses = ["none", *aux_loss_names()]
     if config.optim.aux_loss not in losses:
         raise ConfigError(f"optim.aux_loss = {config.optim.aux_loss!r} is not allowed; choose "
-                          f"one of {', '.join(losses)}{did_you_mean(config.optim.aux_loss, losses)}")
+                          f"one of {', '.join(losses)}"
+                          f"{did_you_mean(config.optim.aux_loss, losses)}")
 
 
 def _check_env(config: TrainConfig) -> None:
@@ -507,8 +523,16 @@ def _check_env(config: TrainConfig) -> None:
                               f"(choose from {', '.join(splits)}){did_you_mean(split, splits)}")
 
 
+def _check_inputs(config: TrainConfig) -> None:
+    """The rollouts record what the declared inputs are built from."""
+    if "traces" in config.inputs and not config.rollout.record_snapshots:
+        raise ConfigError(f"credit.estimator = {config.credit.estimator!r} traces rollouts "
+                          "through their verifiers, which needs the state snapshots; set "
+                          "rollout.record_snapshots=true")
+
+
 def _check_skill_settings(config: TrainConfig) -> None:
-    """The skill and teacher settings fit together (SPEC 5.1, 5.6)."""
+    """The skill and teacher settings fit together (docs/adrs.md §5.1, 5.6)."""
     if config.uses_teacher and config.rollout.skills:
         raise ConfigError("rollout.skills = true shows the skill to the acting policy, but "
                           f"credit.estimator = {config.credit.estimator!r} with optim.aux_loss = "

@@ -1,6 +1,7 @@
-"""Evaluation: success on the validation splits, overall and per task type (issue 3, SPEC 6).
+"""Evaluation: success on the validation splits, overall and per task type (issue 3,
+docs/settings.md §6).
 
-One rollout per task at the evaluation temperature (SPEC 6: 0.4), every split
+One rollout per task at the evaluation temperature (docs/settings.md §6: 0.4), every split
 batched into one ``collect`` call. The sampling generator is seeded from the
 run seed and the update number only, so an evaluation never consumes the
 training random streams and a resumed run evaluates exactly as an

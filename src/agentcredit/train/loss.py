@@ -1,4 +1,4 @@
-"""The token-level PPO policy loss shared by every credit method (SPEC §1).
+"""The token-level PPO policy loss shared by every credit method (docs/backbones.md §1).
 
 ```
 ω_t   = exp(log π_θ(y_t|c_t) − ℓ^b_t)
@@ -18,7 +18,7 @@ ratio is past ``1+ε_hi`` with A > 0 or below ``1−ε_lo`` with A < 0; masked
 tokens get zero gradient; the KL term is 0 when π_θ = π_ref and positive
 otherwise.
 
-Gradient accumulation: the SPEC's ``|V|`` is the number of valid tokens of the
+Gradient accumulation: the ``|V|`` of docs/backbones.md §1 is the number of valid tokens of the
 whole mini-batch. When a mini-batch is split into micro-batches, pass
 ``normalizer = mask_of_the_mini_batch.sum()`` to every micro-batch call and
 ``backward()`` each micro-batch's loss: their gradients add up to the gradient

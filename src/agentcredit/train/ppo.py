@@ -1,4 +1,4 @@
-"""Scoring passes and the PPO update (SPEC 1).
+"""Scoring passes and the PPO update (docs/backbones.md §1).
 
 ``score_steps`` gives the per-token log-probs of a batch of step samples under a
 model (the behaviour ``ℓ^b`` before the update, the frozen reference for the KL);
@@ -32,14 +32,14 @@ def score_steps(model, steps: StepTensors, micro_batch_size: int) -> torch.Tenso
 def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs, advantages,
                config: OptimConfig, generator: torch.Generator,
                teacher_logprobs: torch.Tensor | None = None) -> dict[str, float]:
-    """One epoch of PPO over the step samples (SPEC 1).
+    """One epoch of PPO over the step samples (docs/backbones.md §1).
 
     The rows are shuffled with ``generator`` and split into ``config.mini_batches``
     optimiser steps; each mini-batch is processed in micro-batches whose
     losses use the mini-batch's valid-token count as ``|V|``, so gradient
     accumulation gives exactly the mini-batch's token-mean loss.
 
-    With ``config.aux_loss`` (``opsd`` / ``sdar``, SPEC 5.6) each micro-batch adds
+    With ``config.aux_loss`` (``opsd`` / ``sdar``, docs/adrs.md §5.6) each micro-batch adds
     ``β ·`` the auxiliary loss toward ``teacher_logprobs`` (``ℓ^T [S, L]``) to its PPO loss.
 
     Returns ``ppo/pg_loss``, ``ppo/kl`` (k3 to the reference), ``ppo/clip_frac``,

@@ -1,4 +1,4 @@
-"""The privileged-skill stages of a training run: ADRS and its baselines (SPEC 5, issue 5).
+"""The privileged-skill stages of a training run: ADRS and its baselines (docs/adrs.md §5, issue 5).
 
 Who reads the skill text ``ρ(x)`` (``skills.SkillProvider``), per method name
 (``train.config.METHODS``)::
@@ -12,8 +12,8 @@ Who reads the skill text ``ρ(x)`` (``skills.SkillProvider``), per method name
     everything else   -                -             -                  its estimator
 
 The config switches are the estimator's and the auxiliary loss's declared
-inputs (``teacher``), ``rollout.skills`` and ``eval.skills``; the collector shows a skill only when it
-is handed a provider (``RolloutCollector.collect(skills=...)``), which the loop
+inputs (``teacher``), ``rollout.skills`` and ``eval.skills``; the collector shows a skill only when
+it is handed a provider (``RolloutCollector.collect(skills=...)``), which the loop
 does only under ``rollout.skills`` / ``eval.skills`` (tested end to end).
 
 Stages, in the order the loop calls them:
@@ -85,7 +85,7 @@ def with_skill_demonstrations(samples: Sequence[Trajectory], share: float,
 def teacher_logprobs(model: nn.Module, splicer: SkillSplicer, provider: SkillProvider,
                      trajectories: Sequence[Trajectory], steps: StepTensors, *,
                      micro_batch_size: int, reuse_prefix: bool) -> Tensor:
-    """``ℓ^T [S, L]`` of the batch's sampled tokens (SPEC 5.1), 0 off the response tokens.
+    """``ℓ^T [S, L]`` of the batch's sampled tokens (docs/adrs.md §5.1), 0 off the response tokens.
 
     ``model`` must be the frozen behaviour snapshot: the policy that sampled the
     batch, before this update. The pass takes no gradient and changes no weight
@@ -99,7 +99,7 @@ def teacher_logprobs(model: nn.Module, splicer: SkillSplicer, provider: SkillPro
 
 def probe_trajectories(make_env: Callable[[], Environment], tasks: Sequence[Task], tokenizer,
                        prompt: PromptConfig, count: int) -> list[Trajectory]:
-    """The fixed probe set of the token-gap diagnostic (SPEC 5.5).
+    """The fixed probe set of the token-gap diagnostic (docs/adrs.md §5.5).
 
     The successful expert demonstrations of the first task of each task type in
     ``tasks`` (at most ``count`` of them, in task order), as training samples:

@@ -1,4 +1,4 @@
-"""ADRS's probe diagnostic (SPEC 5.5; the ADRS paper's §5.5, Fig. 6): the token-class gap.
+"""ADRS's probe diagnostic (docs/adrs.md §5.5; the ADRS paper's §5.5, Fig. 6): the token-class gap.
 
 On a fixed set of probe trajectories (the paper uses four successful ones:
 heat, pick-and-place, cool, look) the trainer logs, at every evaluation, the

@@ -127,8 +127,9 @@ class RunDirectory:
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
             os.close(fd)
-            raise RunDirectoryError(f"run directory {self.path} is in use by process {holder}; "
-                                    "wait for it to finish or choose another run.name=...") from None
+            raise RunDirectoryError(
+                f"run directory {self.path} is in use by process {holder}; "
+                "wait for it to finish or choose another run.name=...") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock = fd

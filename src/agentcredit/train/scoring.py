@@ -1,8 +1,8 @@
 """Score fixed token sequences under a causal LM: per-token log-probs and entropies.
 
 Every log-prob the trainer needs goes through here: the behaviour policy's
-``ℓ^b`` when it is recomputed, the reference policy's ``ℓ_ref`` (SPEC §1), the
-ADRS teacher's ``ℓ^T`` (SPEC §5.1, the same model on a prompt with the skill
+``ℓ^b`` when it is recomputed, the reference policy's ``ℓ_ref`` (docs/backbones.md §1), the
+ADRS teacher's ``ℓ^T`` (docs/adrs.md §5.1, the same model on a prompt with the skill
 prepended) and, with ``requires_grad=True``, the current policy's
 ``log π_θ`` inside the PPO update.
 

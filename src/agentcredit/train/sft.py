@@ -2,11 +2,12 @@
 
 ``expert_demonstrations`` replays the environment's demonstration (ALFWorld:
 a partially-observable search, ``envs.alfworld.expert``; else ``env.expert``,
-the planner) to record what the agent would have seen at each step; ``demonstration_steps`` turns every expert step
-into the same training sample a rollout step is (the windowed chat prompt
-plus the response, ``rollout.records.Step``), so SFT and RL train on one
-format. ``run_sft`` minimises the token-mean negative log-likelihood of the
-response tokens only (the loss mask of ``tensorize_steps``).
+the planner) to record what the agent would have seen at each step;
+``demonstration_steps`` turns every expert step into the same training sample a
+rollout step is (the windowed chat prompt plus the response,
+``rollout.records.Step``), so SFT and RL train on one format. ``run_sft``
+minimises the token-mean negative log-likelihood of the response tokens only
+(the loss mask of ``tensorize_steps``).
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ def demonstration_steps(demos: Sequence[Demonstration], tokenizer, prompt: Promp
             contexts = [(history, obs)]
             wrong = [a for a in demo.actions if a not in admissible]
             if wrong and demo.invalid_observation is not None and rng.random() < recovery:
-                tries = [rng.choice(wrong) for _ in range(rng.randint(1, prompt.history_window + 1))]
+                tries = [rng.choice(wrong)
+                         for _ in range(rng.randint(1, prompt.history_window + 1))]
                 seen_before = [obs] + [demo.invalid_observation] * (len(tries) - 1)
                 contexts.append((history + list(zip(seen_before, tries, strict=True)),
                                  demo.invalid_observation))

@@ -1,4 +1,5 @@
-"""Privileged rescoring for ADRS (SPEC 5.1): the teacher log-probs ``ℓ^T`` of the sampled tokens.
+"""Privileged rescoring for ADRS (docs/adrs.md §5.1): the teacher log-probs ``ℓ^T`` of the sampled
+tokens.
 
 ``ℓ^T_{s,j} = log π_θb(y_{s,j} | ρ(x) ⊕ h_s, y_{s,<j})``: the frozen behaviour
 snapshot (the very model that sampled the batch, before the update) scores
@@ -47,7 +48,8 @@ from agentcredit.train.scoring import logprob_entropy_rows
 
 @dataclass
 class _Row:
-    """One step sample rewritten for the teacher: ``shared + tail``, last ``scored`` tokens scored."""
+    """One step sample rewritten for the teacher: ``shared + tail``, last ``scored`` tokens
+    scored."""
 
     index: int  # row of the input
     shared: tuple[int, ...]  # prompt head + skill prefix, identical for every step of a task

@@ -1,6 +1,6 @@
 """The embedded tiny policy: a randomly initialised Qwen2 with a locally trained tokenizer.
 
-DESIGN.md: on a laptop the whole pipeline runs on "a tiny transformer ... CPU".
+docs/design.md: on a laptop the whole pipeline runs on a tiny transformer on the CPU.
 ``bootstrap_tiny_model`` writes an ordinary Hugging Face checkpoint directory
 (``config.json``, ``model.safetensors``, ``generation_config.json``,
 ``tokenizer.json``, ``tokenizer_config.json``, ``chat_template.jinja``), so the
@@ -32,7 +32,8 @@ class TinyModelConfig:
     """Size and seed of the embedded tiny policy; every field is validated at construction."""
 
     hidden_size: int = 128
-    """Width of the residual stream (Qwen2 ``hidden_size``); divisible by ``num_attention_heads``."""
+    """Width of the residual stream (Qwen2 ``hidden_size``); divisible by
+    ``num_attention_heads``."""
     num_hidden_layers: int = 2
     """Number of transformer blocks."""
     num_attention_heads: int = 4

@@ -1,4 +1,5 @@
-"""Train a small tokenizer on environment text, for the embedded tiny model (DESIGN.md "train/").
+"""Train a small tokenizer on environment text, for the embedded tiny model (docs/design.md,
+"train/").
 
 The laptop pipeline needs a tokenizer without downloading one, so we fit one on
 the texts the agent will actually read and write: observations, actions and

@@ -1,4 +1,4 @@
-"""Trace collected rollouts through their tasks' verifiers for VICT (SPEC 4.3).
+"""Trace collected rollouts through their tasks' verifiers for VICT (docs/vict.md §4.3).
 
 The trainer calls ``VerifierTracer.trace`` between collection and credit, so
 the credit functions receive plain ``RolloutTrace`` records and stay pure

@@ -1,9 +1,9 @@
-"""Environment-independent aggregators ``F`` over terminal atom statuses (SPEC 4.1).
+"""Environment-independent aggregators ``F`` over terminal atom statuses (docs/vict.md §4.1).
 
 An aggregator is a frozen dataclass of plain fields with
 ``__call__(statuses: Mapping[str, Status]) -> float``: the live ``Verifier``
 calls it, and every ``RolloutTrace`` carries the same object, so the credit
-functions evaluate ``F`` on counterfactual statuses (SPEC 4.4) without the
+functions evaluate ``F`` on counterfactual statuses (docs/vict.md §4.4) without the
 environment and a traced batch pickles in a few bytes per atom.
 """
 

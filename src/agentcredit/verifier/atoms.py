@@ -1,10 +1,10 @@
-"""The environment-independent VICT verifier interface (SPEC section 4.1).
+"""The environment-independent VICT verifier interface (docs/vict.md §4.1).
 
 A ``Verifier`` is instantiated per task. It exposes the task's checked facts as
 ``Atom`` s, an aggregator ``F`` over terminal atom statuses, the environment's
 original success check ``V`` over a state, commit predicates with their scopes,
 an evidence extractor over observations, and the mutations used for the
-conformance check (SPEC 4.2).
+conformance check (docs/vict.md §4.2).
 
 Only the verifier holds closures over the environment. What the credit
 functions read after tracing is plain data: each atom's ``AtomSpec`` (its
@@ -34,7 +34,7 @@ SCORE_ROLES = ("hard", "graded", "penalty", "prerequisite")
 
 
 class Status(enum.Enum):
-    """An atom's verdict on a state (SPEC 4.1)."""
+    """An atom's verdict on a state (docs/vict.md §4.1)."""
 
     SAT = "sat"
     UNSAT = "unsat"
@@ -44,14 +44,14 @@ class Status(enum.Enum):
 
 @dataclass(frozen=True)
 class AtomSpec:
-    """What the credit functions read of an atom: everything but its predicates (SPEC 4.1).
+    """What the credit functions read of an atom: everything but its predicates (docs/vict.md §4.1).
 
     Attributes:
         atom_id: stable id, unique within the verifier.
         evaluable_when: ``online`` | ``on_evidence`` | ``on_commit`` | ``terminal_only``.
         dependencies: ids of the parent atoms this one requires.
         score_role: ``hard`` | ``graded`` | ``penalty`` | ``prerequisite``.
-        weight: ``w_j``, the atom's weight in the signed atom value δ (SPEC 4.5).
+        weight: ``w_j``, the atom's weight in the signed atom value δ (docs/vict.md §4.5).
     """
 
     atom_id: str
@@ -72,7 +72,7 @@ class Atom:
         dependencies: ids of the parent atoms this one requires.
         state_vars: the state / evidence variables the predicate reads (witness keys).
         score_role: ``hard`` | ``graded`` | ``penalty`` | ``prerequisite``.
-        weight: ``w_j``, the atom's weight in the signed atom value δ (SPEC 4.5).
+        weight: ``w_j``, the atom's weight in the signed atom value δ (docs/vict.md §4.5).
         audit_source: where the check comes from, for people reading the ledger.
         value: graded atoms only: ``(state, evidence) -> float in [0, 1]``.
     """
@@ -108,7 +108,7 @@ class Atom:
 
 @dataclass(frozen=True)
 class Verifier:
-    """A task's verifier (SPEC 4.1).
+    """A task's verifier (docs/vict.md §4.1).
 
     Attributes:
         task_id: the task this verifier was built for.

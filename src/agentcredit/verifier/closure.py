@@ -1,4 +1,4 @@
-"""Deterministic dependency closure ``cl_D`` over a verifier's atoms (SPEC 4.1).
+"""Deterministic dependency closure ``cl_D`` over a verifier's atoms (docs/vict.md §4.1).
 
 An atom's ``dependencies`` are its parents. Counterfactually **setting atoms
 SAT** pulls in every ancestor (the fix relies on them, whether or not they are
@@ -97,7 +97,8 @@ class DependencyGraph:
         return out
 
     def close_unsat(self, mask: int, sat: int) -> int:
-        """``cl_D`` for atoms set UNSAT: ``mask`` plus every descendant that is SAT (``sat`` mask)."""
+        """``cl_D`` for atoms set UNSAT: ``mask`` plus every descendant that is SAT (``sat``
+        mask)."""
         down = 0
         for j in indices_of(mask):
             down |= self.descendants[j]
@@ -112,7 +113,8 @@ class DependencyGraph:
 
     def close_unsat_ids(self, atom_ids: Iterable[str],
                         statuses: Mapping[str, Status]) -> frozenset[str]:
-        """``cl_D(S)`` when the atoms ``S`` are set UNSAT (SAT descendants under ``statuses`` added)."""
+        """``cl_D(S)`` when the atoms ``S`` are set UNSAT (SAT descendants under ``statuses``
+        added)."""
         sat = mask_of(j for j, a in enumerate(self.atom_ids) if statuses[a] is Status.SAT)
         mask = self.close_unsat(mask_of(self.index(a) for a in atom_ids), sat)
         return frozenset(self.atom_ids[j] for j in indices_of(mask))

@@ -1,4 +1,4 @@
-"""Conformance of a verifier with the environment's own check (SPEC 4.2).
+"""Conformance of a verifier with the environment's own check (docs/vict.md §4.2).
 
 A trajectory is replayed as its observations and snapshots; evidence is
 cumulative (what the observations revealed so far). Reconstruction compares

@@ -1,4 +1,4 @@
-"""Trace one finished rollout through its task's verifier (SPEC 4.1-4.3).
+"""Trace one finished rollout through its task's verifier (docs/vict.md §4.1-4.3).
 
 ``trace_rollout`` replays what a rollout recorded — the observations (the
 initial one included), the state snapshots ``Φ`` (the initial one included)
@@ -11,10 +11,10 @@ only data that pickles in proportion to the rollout:
   dependency graph and ``F`` as a plain aggregator object;
 - the atom statuses ``z_t`` after every step, ``t = 0..T`` (``t = 0`` = after reset);
 - the cumulative evidence timeline ``E_0..E_T`` and what each observation revealed;
-- the raw signed atom values ``δ_j`` read at the end (SPEC 4.5);
-- conformance: ``F`` and ``V`` on the terminal state and on its mutants (SPEC 4.2);
-- the proof edges ``(t, j, r)`` with their proof-record dependency check (SPEC 4.3);
-- which atoms each step "mentions" (for the ``temporal_nearest`` control, SPEC 4.8).
+- the raw signed atom values ``δ_j`` read at the end (docs/vict.md §4.5);
+- conformance: ``F`` and ``V`` on the terminal state and on its mutants (docs/vict.md §4.2);
+- the proof edges ``(t, j, r)`` with their proof-record dependency check (docs/vict.md §4.3);
+- which atoms each step "mentions" (for the ``temporal_nearest`` control, docs/vict.md §4.8).
 
 Indexing: action ``a_t`` (``t = 0..T-1``) is taken in state ``Φ_t`` and leads
 to ``Φ_{t+1}`` and observation ``o_{t+1}``; ``o_0`` / ``Φ_0`` are the reset.
@@ -42,7 +42,8 @@ _MISSING = object()
 
 @dataclass(frozen=True)
 class ProofEdge:
-    """A witness ``(t, j, r)`` linking step ``t`` to atom ``j`` by relation ``r`` (SPEC 4.3).
+    """A witness ``(t, j, r)`` linking step ``t`` to atom ``j`` by relation ``r``
+    (docs/vict.md §4.3).
 
     Attributes:
         step: ``t``, the action's index in the rollout.
@@ -81,7 +82,7 @@ class RolloutTrace:
         atoms: ``J`` atom specs in the verifier's order: timing, dependencies, role, weight.
         aggregate: ``F``, the verifier's own aggregator object, plain data for the
             environments' verifiers (the credit function evaluates it on
-            counterfactual statuses, SPEC 4.4).
+            counterfactual statuses, docs/vict.md §4.4).
         graph: the verifier's dependency graph (closures, excluded atoms).
         actions: ``T`` action texts.
         valid: ``T`` flags, the environment accepted the action.
@@ -91,7 +92,7 @@ class RolloutTrace:
         mentions: ``T`` sets of atom ids whose state variables step ``t`` changed
             or whose variables' entities its action text names.
         delta: ``J`` raw signed atom values ``δ_j`` at the end: ``+w`` SAT (graded:
-            ``+w·value``), ``0`` UNSAT / UNK, ``−w`` VIOL (SPEC 4.5).
+            ``+w·value``), ``0`` UNSAT / UNK, ``−w`` VIOL (docs/vict.md §4.5).
         f_score: ``F_x(z̄_T)``.
         v_score: ``V_x(Φ_T)``.
         mutations: ``F`` and ``V`` on every mutant of the terminal state.
@@ -141,7 +142,7 @@ class RolloutTrace:
 
     @property
     def conformance_error(self) -> float:
-        """``max |F − V|`` over the rollout and its mutants (SPEC 4.2)."""
+        """``max |F − V|`` over the rollout and its mutants (docs/vict.md §4.2)."""
         return max([self.reconstruction_error]
                    + [abs(m.f_score - m.v_score) for m in self.mutations])
 
@@ -247,7 +248,8 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
 
 def _statuses(verifier: Verifier, state: State, evidence: Evidence, committed: set[str], *,
               terminal: bool) -> tuple[tuple[Status, ...], tuple[bool, ...]]:
-    """Every atom's status on ``(state, evidence)`` with the timing rules, and which were evaluable."""
+    """Every atom's status on ``(state, evidence)`` with the timing rules, and which were
+    evaluable."""
     row, ok = [], []
     for atom in verifier.atoms:
         can = (terminal if atom.evaluable_when == "terminal_only"
@@ -258,7 +260,7 @@ def _statuses(verifier: Verifier, state: State, evidence: Evidence, committed: s
 
 
 def _signed_value(atom, status: Status, state: State, evidence: Evidence) -> float:
-    """``δ_j`` of SPEC 4.5."""
+    """``δ_j`` of docs/vict.md §4.5."""
     if status is Status.SAT:
         value = float(atom.value(state, evidence)) if atom.value is not None else 1.0
         return atom.weight * value

@@ -19,13 +19,13 @@ from agentcredit.verifier.trace import RolloutTrace, trace_rollout
 
 pytest.importorskip("alfworld")
 
-OUTCOME_REWARD = 10.0  # SPEC 2: ALFWorld 10·1[won]
+OUTCOME_REWARD = 10.0  # docs/backbones.md §2: ALFWorld 10·1[won]
 
 @dataclass(frozen=True)
 class CaseStudy:
     """The rollouts of the case study. ``mixed``: one success, the three near misses of
     Table 14 and four rollouts that never find the egg (so most of the group never
-    holds it: median centring, SPEC 4.5, credits the rollouts that differ from the
+    holds it: median centring, docs/vict.md §4.5, credits the rollouts that differ from the
     majority). ``failed``: eight failures, equal rewards."""
 
     success: tuple[str, ...] = (

@@ -1,4 +1,4 @@
-"""The SPEC 4.8 controls on the case-study group: same atoms, different credited steps."""
+"""The docs/vict.md §4.8 controls on the case-study group: same atoms, different credited steps."""
 
 import pytest
 import torch

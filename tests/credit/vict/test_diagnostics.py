@@ -2,8 +2,6 @@ import math
 import random
 
 import pytest
-
-from agentcredit.jsonl_log import JsonlLog, read_jsonl
 import torch
 
 from agentcredit.credit import CreditBatch, get_estimator
@@ -15,6 +13,7 @@ from agentcredit.credit.vict import (
 )
 from agentcredit.credit.vict.ledger import LEDGER_FIELDS
 from agentcredit.credit.vict.method import OUTCOMES
+from agentcredit.jsonl_log import JsonlLog, read_jsonl
 
 from .synthetic import synthetic_group
 

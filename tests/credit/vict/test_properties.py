@@ -1,4 +1,5 @@
-"""Property tests (SPEC 4.4-4.8) over random groups of synthetic rollouts and atom timelines."""
+"""Property tests (docs/vict.md §4.4-4.8) over random groups of synthetic rollouts and atom
+timelines."""
 
 import random
 from collections import defaultdict

@@ -10,7 +10,8 @@ from agentcredit.envs.alfworld.official import load_official_games
 
 def test_official_folder_layout_loads_with_task_type_and_instruction(tmp_path, games_by_type, env):
     source = games_by_type["pick_heat_then_place"][0]
-    trial = tmp_path / "valid_seen" / "pick_heat_then_place_in_recep-Egg-None-CounterTop-1" / "trial_1"
+    trial = (tmp_path / "valid_seen" / "pick_heat_then_place_in_recep-Egg-None-CounterTop-1"
+             / "trial_1")
     trial.mkdir(parents=True)
     shutil.copy(source.payload["game_file"], trial / "game.tw-pddl")
     unsolvable = tmp_path / "valid_seen" / "pick_and_place_simple-Mug-None-Desk-2" / "trial_2"

@@ -68,7 +68,8 @@ def test_placing_before_heating_is_a_premature_placement_violation(env, games_by
 
 def _fetch_and_place(env, task, obj, goal):
     env.reset(task)
-    home = next(f.split(", ")[1][:-1] for f in env.snapshot() if f.startswith(f"inreceptacle({obj}, "))
+    home = next(f.split(", ")[1][:-1] for f in env.snapshot()
+                if f.startswith(f"inreceptacle({obj}, "))
     actions = [f"go to {home}", f"open {home}", f"take {obj} from {home}", f"go to {goal}",
                f"open {goal}", f"move {obj} to {goal}"]
     env.reset(task)
@@ -83,7 +84,8 @@ def _fetch_and_place(env, task, obj, goal):
 def test_putting_a_wrong_object_in_the_goal_receptacle_is_a_violation(env, games_by_type, play):
     task = games_by_type["pick_and_place"][0]
     verifier = env.verifier(task)
-    facts = read_game_facts(task.task_type, read_game_file(task.payload["game_file"])["pddl_problem"])
+    facts = read_game_facts(task.task_type,
+                            read_game_file(task.payload["game_file"])["pddl_problem"])
     env.reset(task)
     movable = [o for o in facts.other_objects
                if any(f.startswith(f"inreceptacle({o}, ") for f in env.snapshot())
@@ -119,7 +121,8 @@ def test_look_tasks_commit_on_the_lamp_and_need_the_object_in_hand(env, games_by
     verifier = env.verifier(task)
     plan = env.expert(task)
     use = next(a for a in plan if a.startswith("use "))
-    assert verifier.is_commit(use) and verifier.commit_scope(use) == ("light_toggled", "object_held")
+    assert verifier.is_commit(use)
+    assert verifier.commit_scope(use) == ("light_toggled", "object_held")
     assert not verifier.is_commit(plan[0])
     texts, states, results = play(env, task, plan)
     statuses = verifier.statuses(states[-1], evidence_timeline(verifier, texts, states)[-1])

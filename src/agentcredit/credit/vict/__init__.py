@@ -1,6 +1,6 @@
-"""VICT: verifier-instrumented credit tracing (SPEC section 4), its controls, ledger and audit.
+"""VICT: verifier-instrumented credit tracing (docs/vict.md §4), its controls, ledger and audit.
 
-Importing this package registers the estimators ``vict`` and the SPEC 4.8
+Importing this package registers the estimators ``vict`` and docs/vict.md §4.8
 controls ``dense_atom_reward``, ``commit_only``, ``temporal_nearest``,
 ``random_edges``, ``no_core`` and ``no_proof_edges``; all take a ``VICTConfig``
 and a ``CreditBatch`` whose ``traces`` hold one ``RolloutTrace`` per rollout
@@ -10,7 +10,7 @@ Modules: ``config`` (options), ``core`` (direction, magnitude, greedy core),
 ``normalise`` (δ̂), ``edges`` (witness weights), ``correction`` (A^VICT, λ, c,
 eligibility), ``method`` (the pipeline), ``estimator`` (``vict``: the pipeline
 with its ledger rows and diagnostics), ``ablations``, ``ledger`` (rows and the
-crash-safe writer), ``diagnostics`` (SPEC 4.9 and the interface audit).
+crash-safe writer), ``diagnostics`` (docs/vict.md §4.9 and the interface audit).
 """
 
 from agentcredit.credit.vict import ablations  # noqa: F401  (registers the controls)

@@ -1,13 +1,16 @@
-"""VICT's ablations and negative controls (SPEC 4.8): same atoms, another credit rule.
+"""VICT's ablations and negative controls (docs/vict.md §4.8): same atoms, another credit rule.
 
-| estimator | rule |
-| --- | --- |
-| ``dense_atom_reward`` | no core/edges: ``+w_j`` at the step where atom ``j`` turns SAT, ``−w_j`` where it turns VIOL, added to the step rewards, then the backbone |
-| ``commit_only`` | each core atom's ``δ̂`` goes only to its commit steps |
-| ``temporal_nearest`` | each core atom's ``δ̂`` goes to the nearest step before the end whose action text or state diff mentions one of its variables |
-| ``random_edges`` | VICT's credited steps moved by a seeded random permutation of each rollout's steps (same number of credited steps, same totals) |
-| ``no_core`` | every atom with ``δ̂ ≠ 0`` is credited over its proof edges, no greedy core |
-| ``no_proof_edges`` | each core atom's ``δ̂`` spread equally over all steps of the rollout |
+Estimators and their rules:
+
+- ``dense_atom_reward``: no core/edges: ``+w_j`` at the step where atom ``j`` turns
+  SAT, ``−w_j`` where it turns VIOL, added to the step rewards, then the backbone.
+- ``commit_only``: each core atom's ``δ̂`` goes only to its commit steps.
+- ``temporal_nearest``: each core atom's ``δ̂`` goes to the nearest step before the end
+  whose action text or state diff mentions one of its variables.
+- ``random_edges``: VICT's credited steps moved by a seeded random permutation of each
+  rollout's steps (same number of credited steps, same totals).
+- ``no_core``: every atom with ``δ̂ ≠ 0`` is credited over its proof edges, no greedy core.
+- ``no_proof_edges``: each core atom's ``δ̂`` spread equally over all steps of the rollout.
 
 All but ``dense_atom_reward`` run ``method.compute_credit`` with their
 ``CreditRule``: the backbone, conformance gate, marginals, cores (except
@@ -89,7 +92,7 @@ def _register(name: str) -> None:
         return credit_result(batch, compute_credit(batch, config, rule))
 
     estimator.__name__ = name
-    estimator.__doc__ = (f"VICT control ``{name}`` (SPEC 4.8): VICT with the credit rule "
+    estimator.__doc__ = (f"VICT control ``{name}`` (docs/vict.md §4.8): VICT with the credit rule "
                          f"``{rule.witnesses.__name__}``; same output fields as ``vict``.")
     register_estimator(name, VICTConfig, needs=("traces",))(estimator)
 
@@ -138,8 +141,8 @@ def atom_rewards(batch: CreditBatch, config: VICTConfig) -> tuple[torch.Tensor, 
 
 @register_estimator("dense_atom_reward", VICTConfig, needs=("traces",))
 def dense_atom_reward(batch: CreditBatch, config: VICTConfig) -> CreditResult:
-    """VICT control ``dense_atom_reward`` (SPEC 4.8): atom rewards added to the step rewards,
-    then the backbone; no core, no edges.
+    """VICT control ``dense_atom_reward`` (docs/vict.md §4.8): atom rewards added to the step
+    rewards, then the backbone; no core, no edges.
 
     Returns the backbone's advantages on the shaped rewards; ``extras``:
     ``base_advantage`` (backbone on the original rewards), ``atom_reward`` and

@@ -1,4 +1,5 @@
-"""Options of VICT and its controls (SPEC 4, defaults of SPEC 6 and the VICT paper's Table 11)."""
+"""Options of VICT and its controls (docs/vict.md §4, defaults of docs/settings.md §6 and the VICT
+paper's Table 11)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from agentcredit.credit.rloo import RLOOConfig
 
 @dataclass(frozen=True)
 class VICTConfig:
-    """VICT: verifier-instrumented credit tracing (the VICT paper, SPEC section 4).
+    """VICT: verifier-instrumented credit tracing (the VICT paper, docs/vict.md §4).
 
     Backbone:
         backbone: the base estimator whose advantage VICT corrects, with its own
@@ -23,25 +24,25 @@ class VICTConfig:
             paper's compatibility mode: its step-level advantage is ``A^base_{i,t}``;
             the direction ``q_i`` comes from its episode level.
 
-    Core attribution (SPEC 4.4):
+    Core attribution (docs/vict.md §4.4):
         budget: ``B`` ≥ 1, greedy additions before abstaining with reason ``budget`` (8).
         eps_q: ``ε_q`` ≥ 0, tie margin on ``|A^base_i|``; within it a rollout
             abstains with reason ``tie`` (1e-6).
 
-    Conformance (SPEC 4.2):
+    Conformance (docs/vict.md §4.2):
         conformance_tolerance: ``η_x`` ≥ 0; a task whose rollouts or mutants
             disagree by more (``max |F − V| > η_x``) is non-conforming (0: exact verifiers).
 
-    Correction (SPEC 4.6):
+    Correction (docs/vict.md §4.6):
         gamma_lambda: ``γ_λ`` ≥ 0, scale of the correction against the base advantage (0.5).
         eps: ``ε`` > 0 in the normalisation and in ``λ``'s denominator (1e-6).
         clip_quantile: the quantile of ``|A^base|`` used as the clip ``c`` (0.95).
         lambda_base_steps: the steps over which ``median|A^base|`` in ``λ`` is
-            taken: ``all`` (SPEC: every step of the batch) or ``nonzero`` (steps
+            taken: ``all`` (papers: every step of the batch) or ``nonzero`` (steps
             with a non-zero base advantage; keeps ``λ > 0`` when most groups have
-            equal rewards, which makes the SPEC median 0).
+            equal rewards, which makes the all-steps median 0).
 
-    Controls (SPEC 4.8):
+    Controls (docs/vict.md §4.8):
         seed: seed of the ``random_edges`` placebo's permutations.
     """
 

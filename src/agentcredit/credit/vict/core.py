@@ -1,4 +1,5 @@
-"""Core attribution: base direction, preference magnitude and the budgeted greedy core (SPEC 4.4).
+"""Core attribution: base direction, preference magnitude and the budgeted greedy core
+(docs/vict.md §4.4).
 
 Symbols → variables:
     ``q_i`` → ``direction``: ``sign(A^base_i)`` with tie margin ``ε_q`` (0 → abstain, ``tie``).
@@ -8,7 +9,7 @@ Symbols → variables:
     ``C*_i`` → ``CoreSearch.core``: a bit mask over the trace's atoms.
 
 [choice] ``R_i`` in score units is the rollout's original verifier score
-``V_x(τ_i)`` (the trace's ``v_score``), ``μ`` its group mean. SPEC writes
+``V_x(τ_i)`` (the trace's ``v_score``), ``μ`` its group mean. docs/vict.md §4.4 writes
 ``0.5·|R_i − μ|``; with ALFWorld's outcome reward ``10·1[won]`` that is 5 score
 units for a success while ``Δ ≤ 1``, so every core would hit the budget. ``V``
 is the reward in the verifier's own units (and equals ``F`` on a conforming
@@ -45,7 +46,7 @@ class CoreSearch:
 
 
 def base_direction(rollout_base: Sequence[float], eps_q: float) -> list[int]:
-    """``q_i = sign(A^base_i)``, 0 when ``|A^base_i| ≤ ε_q`` (SPEC 4.4)."""
+    """``q_i = sign(A^base_i)``, 0 when ``|A^base_i| ≤ ε_q`` (docs/vict.md §4.4)."""
     return [1 if a > eps_q else -1 if a < -eps_q else 0 for a in rollout_base]
 
 
@@ -62,7 +63,7 @@ def preference_magnitude(scores: Sequence[float], groups: Sequence[int]) -> list
 def greedy_core(statuses: Sequence[Status], direction: int, magnitude: float,
                 graph: DependencyGraph, roles: Sequence[str],
                 aggregate: Callable[[Mapping[str, Status]], float], budget: int) -> CoreSearch:
-    """The budgeted greedy core ``C*_i`` of SPEC 4.4 for one rollout with ``q_i ≠ 0``.
+    """The budgeted greedy core ``C*_i`` of docs/vict.md §4.4 for one rollout with ``q_i ≠ 0``.
 
     ``C ← ∅``; up to ``budget`` times add the candidate ``j ∉ C`` maximising
     ``Δ(cl(C ∪ {j}))`` (ties: lowest atom index) and set ``C ← cl(C ∪ {j})``,

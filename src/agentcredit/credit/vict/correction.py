@@ -1,4 +1,4 @@
-"""The VICT correction, the final advantage and the eligibility invariant (SPEC 4.6, 4.7).
+"""The VICT correction, the final advantage and the eligibility invariant (docs/vict.md §4.6, 4.7).
 
 Symbols → variables (``S`` = steps of the batch):
     ``A^VICT_{i,t} = Σ_{j ∈ C*_i} δ̂_{i,j} · ω_{i,t,j} / Z_{i,j}`` → ``assemble(...) [S]``;
@@ -20,7 +20,8 @@ from agentcredit.verifier.trace import RolloutTrace
 
 
 class EligibilityError(AssertionError):
-    """A non-zero VICT correction without a valid proof (SPEC 4.7): a bug, never a statistic."""
+    """A non-zero VICT correction without a valid proof (docs/vict.md §4.7): a bug, never a
+    statistic."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ def eligibility_failures(vict: Tensor, step_rollout: Sequence[int], step_index: 
                          traces: Sequence[RolloutTrace], conforming: Sequence[bool],
                          cores: Sequence[frozenset[str]],
                          delta_hat: Sequence[dict[str, float]]) -> tuple[int, list[str]]:
-    """SPEC 4.7's invariant on every non-zero entry of ``A^VICT [S]``: ``(checked, failures)``.
+    """docs/vict.md §4.7's invariant on every non-zero entry of ``A^VICT [S]``:
+    ``(checked, failures)``.
 
     ``A^VICT_{i,t} ≠ 0`` requires: rollout ``i``'s task conforms, and some atom
     ``j ∈ C*_i`` with ``δ̂_{i,j} ≠ 0`` has a proof edge ``(t, j, r)`` whose proof
@@ -136,5 +138,6 @@ def check_eligibility(vict: Tensor, step_rollout: Sequence[int], step_index: Seq
                                              cores, delta_hat)
     if failures:
         raise EligibilityError(f"{len(failures)} of {checked} non-zero VICT corrections break "
-                               f"the eligibility invariant (SPEC 4.7); first: {failures[0]}")
+                               f"the eligibility invariant (docs/vict.md §4.7); first: "
+                               f"{failures[0]}")
     return checked

@@ -1,4 +1,4 @@
-"""VICT diagnostics (SPEC 4.9; the VICT paper's Tables 5 and 12) and the interface audit.
+"""VICT diagnostics (docs/vict.md §4.9; the VICT paper's Tables 5 and 12) and the interface audit.
 
 ``credit_diagnostics`` gives one update's flat ``vict/…`` metrics for
 ``metrics.jsonl``. ``interface_audit`` computes the Table-5-style audit row
@@ -9,7 +9,7 @@ rollouts — and ``format_audit_table`` prints rows as Markdown.
 Definitions (shares in percent):
     reconstruction: rollouts with ``F(z̄) = V`` (within ``η_x``);
     mutation: mutants on which ``F`` and ``V`` agree (100 when a task has none);
-    eligibility pass: non-zero ``A^VICT`` entries satisfying SPEC 4.7;
+    eligibility pass: non-zero ``A^VICT`` entries satisfying docs/vict.md §4.7;
     proof coverage: ``Σ p_{i,j} / (Σ 1[δ_{i,j} ≠ 0] + ε)``, ``p_{i,j} = 1`` when a
         non-zero-marginal atom has a valid proof edge;
     abstain: rollouts that abstained (``ABSTAIN_REASONS``), per reason too;
@@ -63,7 +63,7 @@ def interface_shares(traces: Sequence[RolloutTrace], tolerance: float) -> dict[s
 
 
 def credit_diagnostics(batch: CreditBatch, computation: VictComputation) -> dict[str, float]:
-    """SPEC 4.9's per-update diagnostics as a flat ``vict/…`` float dict."""
+    """docs/vict.md §4.9's per-update diagnostics as a flat ``vict/…`` float dict."""
     traces = batch.traces
     num_rollouts = batch.num_rollouts
     shares = interface_shares(traces, computation.config.conformance_tolerance)
@@ -124,7 +124,7 @@ class AuditRow:
         rollouts, tasks: what was audited.
         atoms_per_task: mean number of atoms per task.
         reconstruction_pct, mutation_pct: conformance of ``F`` with ``V``.
-        eligibility_pass_pct: non-zero corrections satisfying SPEC 4.7 (must be 100).
+        eligibility_pass_pct: non-zero corrections satisfying docs/vict.md §4.7 (must be 100).
         proof_coverage_pct: non-zero-marginal atoms with a valid proof edge.
         abstain_pct: rollouts that abstained; ``abstain_by_reason`` ranks the reasons.
         trigger_pct: rollouts with a non-zero correction.

@@ -1,4 +1,4 @@
-"""Witness weights ``ω_{i,t,j}`` from a rollout's proof edges (SPEC 4.3, 4.6).
+"""Witness weights ``ω_{i,t,j}`` from a rollout's proof edges (docs/vict.md §4.3, 4.6).
 
 The trace (``verifier/trace.py``) finds the edges and checks each proof
 record; this module turns the valid ones into per-atom witness weights.

@@ -1,8 +1,9 @@
-"""The ``vict`` estimator: one VICT computation packaged as a ``CreditResult`` (SPEC 4.7, 4.9).
+"""The ``vict`` estimator: one VICT computation packaged as a ``CreditResult``
+(docs/vict.md §4.7, 4.9).
 
 ``method.compute_credit`` decides the credit; ``credit_result`` adds what a
 trainer logs — the ledger rows (``ledger.py``) and the diagnostics
-(``diagnostics.py``) — and is shared by ``vict`` and the controls of SPEC 4.8
+(``diagnostics.py``) — and is shared by ``vict`` and the controls of docs/vict.md §4.8
 (``ablations.py``).
 """
 
@@ -32,13 +33,14 @@ def credit_result(batch: CreditBatch, computation: VictComputation) -> CreditRes
 
 @register_estimator("vict", VICTConfig, needs=("traces",))
 def vict(batch: CreditBatch, config: VICTConfig) -> CreditResult:
-    """VICT advantages ``A^final_{i,t} = A^base_{i,t} + λ · clip(A^VICT_{i,t}, −c, c)`` (SPEC 4).
+    """VICT advantages ``A^final_{i,t} = A^base_{i,t} + λ · clip(A^VICT_{i,t}, −c, c)``
+    (docs/vict.md §4).
 
     Needs ``batch.traces``. Returns ``step_advantages [S]`` = ``A^final``;
     ``extras``: ``base_advantage``, ``vict_advantage`` (``A^VICT``),
     ``correction`` (all ``[S]``) plus the backbone's extras; ``ledger_rows``:
-    one row per (step, atom) share of every non-zero correction (SPEC 4.7);
-    ``diagnostics``: SPEC 4.9 under ``vict/…`` and the backbone's under ``base/…``.
+    one row per (step, atom) share of every non-zero correction (docs/vict.md §4.7);
+    ``diagnostics``: docs/vict.md §4.9 under ``vict/…`` and the backbone's under ``base/…``.
     Raises ``EligibilityError`` if a non-zero correction lacks a proof.
     """
     return credit_result(batch, compute_credit(batch, config, VICT_RULE))

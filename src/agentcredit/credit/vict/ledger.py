@@ -1,7 +1,7 @@
-"""The credit ledger: every non-zero VICT correction, auditable (SPEC 4.7).
+"""The credit ledger: every non-zero VICT correction, auditable (docs/vict.md §4.7).
 
 ``ledger_rows`` turns one computation into rows, one per (step, atom) share of
-a non-zero correction, with the SPEC 4.7 fields:
+a non-zero correction, with docs/vict.md §4.7 fields:
 
 | field | meaning |
 | --- | --- |

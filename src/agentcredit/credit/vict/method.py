@@ -1,19 +1,20 @@
-"""VICT end to end on one batch (SPEC 4).
+"""VICT end to end on one batch (docs/vict.md §4).
 
 One update's credit reads top to bottom in ``compute_credit``:
 
 1. BASE: the backbone's ``A^base [S]`` and the rollout-level ``A^base_i [B]``.
 2. CONFORMANCE: a task whose rollouts or mutants have ``|F − V| > η_x`` is
-   non-conforming; all its rollouts abstain (SPEC 4.2).
+   non-conforming; all its rollouts abstain (docs/vict.md §4.2).
 3. MARGINALS: the raw signed atom values ``δ [N, J]`` of each group, robustly
-   normalised to ``δ̂`` (SPEC 4.5).
-4. CORES: direction ``q_i``, magnitude ``ρ_i``, the budgeted greedy core ``C*_i`` (SPEC 4.4).
+   normalised to ``δ̂`` (docs/vict.md §4.5).
+4. CORES: direction ``q_i``, magnitude ``ρ_i``, the budgeted greedy core ``C*_i``
+   (docs/vict.md §4.4).
 5. WITNESSES: each core atom with ``δ̂ ≠ 0`` spreads ``δ̂`` over its witness
-   steps in proportion to ``ω_{i,t,j}`` (SPEC 4.6); an atom without one abstains.
+   steps in proportion to ``ω_{i,t,j}`` (docs/vict.md §4.6); an atom without one abstains.
 6. CORRECTION: ``A^VICT [S]``, ``λ``, ``c``, ``A^final``; the eligibility
-   invariant is checked on every non-zero entry (SPEC 4.7).
+   invariant is checked on every non-zero entry (docs/vict.md §4.7).
 
-The ablations of SPEC 4.8 run the same function with another ``CreditRule``
+The ablations of docs/vict.md §4.8 run the same function with another ``CreditRule``
 (``credit/vict/ablations.py``); only the steps that receive credit change. The
 ``vict`` estimator (``credit/vict/estimator.py``) packages the computation with
 its ledger rows and diagnostics. Everything is read off the batch's plain
@@ -50,7 +51,7 @@ from agentcredit.credit.vict.normalise import robust_normalise
 from agentcredit.verifier.closure import indices_of
 from agentcredit.verifier.trace import RolloutTrace
 
-#: why a rollout received no correction although VICT ran on it (SPEC 4.4-4.7).
+#: why a rollout received no correction although VICT ran on it (docs/vict.md §4.4-4.7).
 ABSTAIN_REASONS = ("non_conforming", "tie", "budget", "no_edge", "terminal_only")
 #: every per-rollout outcome: credited, an abstention, or nothing to credit
 #: (``empty_core``: no verifier-score gap to explain; ``zero_marginal``: every
@@ -69,7 +70,8 @@ class CreditRule:
         witnesses: per trace, the witness steps of each atom.
         use_core: credit only the greedy core ``C*_i`` (False: every atom with ``δ̂ ≠ 0``).
         permute: the ``random_edges`` placebo: permute each rollout's credited steps.
-        eligibility: check SPEC 4.7's invariant (VICT only; the controls break it on purpose).
+        eligibility: check docs/vict.md §4.7's invariant (VICT only; the controls break it on
+            purpose).
     """
 
     name: str

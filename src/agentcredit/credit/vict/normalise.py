@@ -1,4 +1,4 @@
-"""Group-robust normalisation of atom marginals (SPEC 4.5).
+"""Group-robust normalisation of atom marginals (docs/vict.md §4.5).
 
 ``δ̂_{i,j} = (δ_{i,j} − med_j) / (s_j + ε)`` within one task group, with
 ``med_j`` the group median of atom ``j``'s raw signed values and

@@ -37,7 +37,8 @@ def scene_kinds_for(task_type: str) -> frozenset[str]:
 
 
 def mangle(alfred_id: str) -> str:
-    """ALFWorld's PDDL-safe spelling of an ALFRED id (``Egg|+01.00`` -> ``Egg_bar__plus_01_dot_00``)."""
+    """ALFWorld's PDDL-safe spelling of an ALFRED id (``Egg|+01.00`` ->
+    ``Egg_bar__plus_01_dot_00``)."""
     for char, word in _MANGLE:
         alfred_id = alfred_id.replace(char, word)
     return alfred_id

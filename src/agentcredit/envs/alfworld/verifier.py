@@ -1,4 +1,4 @@
-"""The ALFWorld verifier for VICT (SPEC 4.1; VICT paper Table 10 and case study F.1).
+"""The ALFWorld verifier for VICT (docs/vict.md §4.1; VICT paper Table 10 and case study F.1).
 
 States are the engine's snapshots: positive PDDL facts such as
 ``"inreceptacle(egg 1, countertop 1)": True``. Evidence is cumulative:
@@ -6,20 +6,23 @@ States are the engine's snapshots: positive PDDL facts such as
 stood at it), ``held:<object>`` (the agent held it at some point) and
 ``moved:<object>:<receptacle>`` (the agent put it there).
 
-Atoms (ids are stable across tasks; each task uses the ones it needs):
+Atoms (ids are stable across tasks; each task uses the ones it needs), as
+``atom`` (role): status:
 
-| atom | role | status |
-| --- | --- | --- |
-| ``target_seen`` | prerequisite | SAT once an instance of the target type was named |
-| ``receptacle_found`` | prerequisite | SAT once the agent stood at a goal-type receptacle |
-| ``lamp_found`` | prerequisite | look: SAT once a lamp of the goal type was named |
-| ``object_held`` | prerequisite (hard for look) | a target was held at some point (look: is held now) |
-| ``transformation`` | hard | clean/heat/cool: the placed target has the flag (or, with none placed, any target) |
-| ``light_toggled`` | hard | look: a toggled goal lamp stands where the agent is |
-| ``final_placement`` | hard | a target is in a goal-type receptacle |
-| ``second_object`` | hard | pick two: one goal-type receptacle holds two targets |
-| ``premature_placement`` | penalty | VIOL: the agent placed a target without the flag and none placed has it |
-| ``wrong_object_placed`` | penalty | VIOL: the agent put a non-target in a goal receptacle and no target is placed |
+- ``target_seen`` (prerequisite): SAT once an instance of the target type was named.
+- ``receptacle_found`` (prerequisite): SAT once the agent stood at a goal-type receptacle.
+- ``lamp_found`` (prerequisite): look: SAT once a lamp of the goal type was named.
+- ``object_held`` (prerequisite; hard for look): a target was held at some point (look: is
+  held now).
+- ``transformation`` (hard): clean/heat/cool: the placed target has the flag (or, with none
+  placed, any target).
+- ``light_toggled`` (hard): look: a toggled goal lamp stands where the agent is.
+- ``final_placement`` (hard): a target is in a goal-type receptacle.
+- ``second_object`` (hard): pick two: one goal-type receptacle holds two targets.
+- ``premature_placement`` (penalty): VIOL: the agent placed a target without the flag and
+  none placed has it.
+- ``wrong_object_placed`` (penalty): VIOL: the agent put a non-target in a goal receptacle
+  and no target is placed.
 
 ``F`` = 1 when every hard atom is SAT and no penalty atom is VIOL, else 0
 (``verifier.aggregators.ConjunctiveAggregator``, plain data a trace carries).

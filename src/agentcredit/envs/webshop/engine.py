@@ -2,18 +2,20 @@
 
 Pages and the actions each admits (WebShop's ``text`` environment):
 
-| page | admissible actions |
-| --- | --- |
-| search | ``search[<query>]`` (listed as ``search[<your query>]``) |
-| results | ``click[back to search]``, ``click[< prev]`` (page > 1), ``click[next >]`` (more pages), ``click[<asin>]`` for the 10 products shown |
-| item | ``click[back to search]``, ``click[< prev]`` (to the results), ``click[<option value>]``, ``click[description]``, ``click[features]``, ``click[reviews]``, ``click[buy now]`` |
-| description / features / reviews | ``click[back to search]``, ``click[< prev]`` (to the item) |
-| done | none: the episode is over |
+- search: ``search[<query>]`` (listed as ``search[<your query>]``).
+- results: ``click[back to search]``, ``click[< prev]`` (page > 1), ``click[next >]``
+  (more pages), ``click[<asin>]`` for the 10 products shown.
+- item: ``click[back to search]``, ``click[< prev]`` (to the results),
+  ``click[<option value>]``, ``click[description]``, ``click[features]``,
+  ``click[reviews]``, ``click[buy now]``.
+- description / features / reviews: ``click[back to search]``, ``click[< prev]`` (to the
+  item).
+- done: none: the episode is over.
 
 A search shows up to 50 results, 10 per page. Opening a product clears the
 option choices; choosing a value of a group replaces that group's earlier
 choice. ``buy now`` ends the episode with WebShop's reward of the product and
-options (``reward.py``); so does the step limit (15, SPEC 6), with reward 0.
+options (``reward.py``); so does the step limit (15, docs/settings.md §6), with reward 0.
 
 A bad action (unparsable, unknown asin, an option the product does not offer,
 a label not on the page, an empty query, more than ``max_action_chars``

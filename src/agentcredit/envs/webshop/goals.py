@@ -141,7 +141,8 @@ def sample_goals(catalog: Catalog, goals_per_product: int, seed: int,
 
 def split_goals(goals: Sequence[Goal], valid: int, test: int,
                 seed: int) -> dict[str, list[Goal]]:
-    """Shuffle by ``seed``; the first ``test`` goals are test, the next ``valid`` valid, the rest train."""
+    """Shuffle by ``seed``; the first ``test`` goals are test, the next ``valid`` valid, the rest
+    train."""
     if valid + test >= len(goals):
         raise ValueError(f"valid={valid} + test={test} goals leave none of {len(goals)} for "
                          "train; lower them or add products")

@@ -64,10 +64,39 @@ COLORS: tuple[str, ...] = (
     "nude", "espresso", "walnut", "oak", "cognac", "natural", "blonde", "auburn",
 )
 
-_FUNCTION_WORDS = frozenset(["a", "an", "the", "and", "or", "nor", "but", "for", "with", "without", "of", "in", "on", "to", "by", "from", "at", "as", "per", "into", "onto", "over", "under", "up", "down", "out", "off", "than", "then", "so", "if", "not", "no", "yes", "is", "are", "be", "been", "being", "was", "were", "it", "its", "this", "that", "these", "those", "your", "you", "our", "we", "my", "his", "her", "their", "them", "they", "he", "she", "me", "us", "all", "any", "each", "every", "some", "most", "more", "less", "very", "too", "also", "only", "just", "about", "after", "before", "between", "during", "through", "via", "vs"])
+_FUNCTION_WORDS = frozenset([
+    "a", "an", "the", "and", "or", "nor", "but", "for", "with", "without", "of", "in", "on", "to",
+    "by", "from", "at", "as", "per", "into", "onto", "over", "under", "up", "down", "out", "off",
+    "than", "then", "so", "if", "not", "no", "yes", "is", "are", "be", "been", "being", "was",
+    "were", "it", "its", "this", "that", "these", "those", "your", "you", "our", "we", "my", "his",
+    "her", "their", "them", "they", "he", "she", "me", "us", "all", "any", "each", "every", "some",
+    "most", "more", "less", "very", "too", "also", "only", "just", "about", "after", "before",
+    "between", "during", "through", "via", "vs"
+])
 
 #: words our titles use that are not nouns: adjectives, colours, participles, adverbs.
-NON_NOUNS = frozenset(["new", "long", "short", "natural", "organic", "free", "easy", "high", "low", "soft", "hard", "light", "dark", "heavy", "large", "small", "medium", "big", "mini", "extra", "super", "ultra", "premium", "professional", "classic", "modern", "vintage", "portable", "adjustable", "waterproof", "lightweight", "slim", "regular", "loose", "thick", "thin", "wide", "deep", "fast", "quick", "smart", "wireless", "clear", "fine", "dry", "sensitive", "gentle", "genuine", "solid", "pure", "fresh", "sweet", "salty", "spicy", "unsweetened", "toasted", "roasted", "healthy", "safe", "non", "anti", "multi", "full", "half", "single", "double", "triple", "daily", "everyday", "casual", "formal", "comfortable", "breathable", "durable", "stylish", "cute", "best", "great", "good", "perfect", "ideal", "compatible", "rechargeable", "dimmable", "programmable", "packable", "stackable", "hooded", "cushioned", "braided", "plated", "pressed", "cold", "hot", "warm", "cool", "open", "built", "auto", "lasting", "looking", "cancelling", "charging", "wrapped", "added", "cooked", "treated", "pigmented", "tested", "based", "resistant", "proof", "friendly", "greasy", "toxic", "shaped", "woven", "upholstered", "needed", "curved", "embroidered", "caring", "tufted", "reclining", "removable", "italian", "virgin", "original", "tropical", "peppered", "scented", "unscented", "floral", "bohemian", "industrial", "rustic", "stereo", "compact", "shockproof", "durable", "matte", "glossy", "dimensional", "black", "white", "red", "blue", "green", "yellow", "orange", "purple", "pink", "brown", "grey", "gray", "silver", "gold", "navy", "beige", "khaki", "tan", "cream", "ivory", "burgundy", "maroon", "teal", "turquoise", "coral", "mauve", "plum", "nude", "espresso", "walnut", "oak", "cognac", "blonde", "auburn", "upf"]) | _FUNCTION_WORDS
+NON_NOUNS = frozenset([
+    "new", "long", "short", "natural", "organic", "free", "easy", "high", "low", "soft", "hard",
+    "light", "dark", "heavy", "large", "small", "medium", "big", "mini", "extra", "super", "ultra",
+    "premium", "professional", "classic", "modern", "vintage", "portable", "adjustable",
+    "waterproof", "lightweight", "slim", "regular", "loose", "thick", "thin", "wide", "deep",
+    "fast", "quick", "smart", "wireless", "clear", "fine", "dry", "sensitive", "gentle", "genuine",
+    "solid", "pure", "fresh", "sweet", "salty", "spicy", "unsweetened", "toasted", "roasted",
+    "healthy", "safe", "non", "anti", "multi", "full", "half", "single", "double", "triple",
+    "daily", "everyday", "casual", "formal", "comfortable", "breathable", "durable", "stylish",
+    "cute", "best", "great", "good", "perfect", "ideal", "compatible", "rechargeable", "dimmable",
+    "programmable", "packable", "stackable", "hooded", "cushioned", "braided", "plated", "pressed",
+    "cold", "hot", "warm", "cool", "open", "built", "auto", "lasting", "looking", "cancelling",
+    "charging", "wrapped", "added", "cooked", "treated", "pigmented", "tested", "based",
+    "resistant", "proof", "friendly", "greasy", "toxic", "shaped", "woven", "upholstered",
+    "needed", "curved", "embroidered", "caring", "tufted", "reclining", "removable", "italian",
+    "virgin", "original", "tropical", "peppered", "scented", "unscented", "floral", "bohemian",
+    "industrial", "rustic", "stereo", "compact", "shockproof", "durable", "matte", "glossy",
+    "dimensional", "black", "white", "red", "blue", "green", "yellow", "orange", "purple", "pink",
+    "brown", "grey", "gray", "silver", "gold", "navy", "beige", "khaki", "tan", "cream", "ivory",
+    "burgundy", "maroon", "teal", "turquoise", "coral", "mauve", "plum", "nude", "espresso",
+    "walnut", "oak", "cognac", "blonde", "auburn", "upf"
+]) | _FUNCTION_WORDS
 
 _WORD = re.compile(r"[a-z]+")
 

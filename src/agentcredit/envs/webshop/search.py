@@ -19,7 +19,13 @@ from agentcredit.envs.webshop.catalog import Catalog, Product
 RESULTS_PER_SEARCH = 50
 
 _TOKEN = re.compile(r"[a-z0-9]+")
-_STOPWORDS = frozenset(["a", "an", "the", "and", "or", "for", "with", "of", "in", "on", "to", "by", "from", "at", "as", "is", "are", "be", "it", "its", "this", "that", "these", "those", "i", "me", "my", "we", "our", "you", "your", "he", "she", "they", "them", "his", "her", "their", "what", "which", "who", "whom", "am", "was", "were", "been", "being", "have", "has", "had", "do", "does", "did", "but", "if", "than", "then", "so", "not", "no", "nor", "too", "very", "can", "will", "just"])
+_STOPWORDS = frozenset([
+    "a", "an", "the", "and", "or", "for", "with", "of", "in", "on", "to", "by", "from", "at", "as",
+    "is", "are", "be", "it", "its", "this", "that", "these", "those", "i", "me", "my", "we", "our",
+    "you", "your", "he", "she", "they", "them", "his", "her", "their", "what", "which", "who",
+    "whom", "am", "was", "were", "been", "being", "have", "has", "had", "do", "does", "did", "but",
+    "if", "than", "then", "so", "not", "no", "nor", "too", "very", "can", "will", "just"
+])
 
 
 def _fold(token: str) -> str:

@@ -48,7 +48,8 @@ def _key(spec: Mapping[str, Any]) -> str:
 
 
 def register_catalog(name: str, catalog: Catalog) -> dict[str, Any]:
-    """Make ``catalog`` available to tasks as ``{"kind": "memory", "name": name}``; returns that spec."""
+    """Make ``catalog`` available to tasks as ``{"kind": "memory", "name": name}``; returns that
+    spec."""
     spec = {"kind": "memory", "name": name}
     _MEMORY[name] = catalog
     _SHOPS.pop(_key(spec), None)

@@ -1,16 +1,18 @@
-"""The WebShop state snapshot ``Φ`` (SPEC 4.1) and the original verifier ``V`` over it.
+"""The WebShop state snapshot ``Φ`` (docs/vict.md §4.1) and the original verifier ``V`` over it.
 
-A snapshot is a flat mapping:
+A snapshot is a flat mapping (key: value):
 
-| key | value |
-| --- | --- |
-| ``page`` | ``search`` · ``results`` · ``item`` · ``description`` · ``features`` · ``reviews`` · ``done`` |
-| ``query`` | the last search query ("" before any) |
-| ``results_page`` | the results page number (1-based; 0 before any search) |
-| ``product:asin`` | the selected product: the last one opened ("" before any) |
-| ``product:title``, ``product:query``, ``product:product_category``, ``product:attributes``, ``product:bullet_points``, ``product:description``, ``product:price`` | that product's reward-relevant fields (present when a product is selected) |
-| ``selected:<option name>`` | the option value chosen on that product |
-| ``purchased`` | whether ``buy now`` was clicked |
+- ``page``: ``search`` · ``results`` · ``item`` · ``description`` · ``features`` ·
+  ``reviews`` · ``done``.
+- ``query``: the last search query ("" before any).
+- ``results_page``: the results page number (1-based; 0 before any search).
+- ``product:asin``: the selected product: the last one opened ("" before any).
+- ``product:title``, ``product:query``, ``product:product_category``,
+  ``product:attributes``, ``product:bullet_points``, ``product:description``,
+  ``product:price``: that product's reward-relevant fields (present when a product is
+  selected).
+- ``selected:<option name>``: the option value chosen on that product.
+- ``purchased``: whether ``buy now`` was clicked.
 
 ``V(state)`` is the reward of the selected product with the selected options
 once ``purchased``, else 0. Carrying the product's fields in the state (rather

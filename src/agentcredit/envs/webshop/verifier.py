@@ -1,4 +1,4 @@
-"""The WebShop verifier for VICT (SPEC 4.1; VICT paper Table 10 and case study F.2).
+"""The WebShop verifier for VICT (docs/vict.md §4.1; VICT paper Table 10 and case study F.2).
 
 States are the engine's snapshots (``snapshot.py``); the atoms judge the
 *selected* product (the one last opened, and after ``buy now`` the purchased
@@ -10,18 +10,21 @@ the purchase and the purchase finalises them. Evidence is cumulative:
 ``evidence:results`` the query and page of the last results list, so a reveal
 edge marks each step that showed a new product's evidence.
 
-Atoms (``A`` requested attributes, ``O`` requested options):
+Atoms (``A`` requested attributes, ``O`` requested options), as ``atom`` (role):
+status on the selected product (UNK when none):
 
-| atom | role | status on the selected product (UNK when none) |
-| --- | --- | --- |
-| ``product_type`` | graded, value ``r_type`` | SAT iff its title shares a noun with the target's (``r_type >= 0.1``) |
-| ``title_overlap`` | prerequisite | SAT iff ``title_score >= 0.1`` (``r_type >= 0.5``) |
-| ``category_match`` | prerequisite | SAT iff same query, >= 2 shared category segments, or ``title_score > 0.2`` |
-| ``attribute:<a>`` | hard | SAT iff attribute ``a`` matches (fuzzy, or in title/bullets/description) |
-| ``option:<o>`` | hard | SAT iff a selected value matches ``o`` |
-| ``price_under_budget`` | hard | SAT iff price <= the goal's bound |
-| ``purchase_committed`` | hard | SAT iff ``buy now`` was clicked (never UNK) |
-| ``wrong_purchase`` | penalty | VIOL iff bought with ``title_score == 0`` (a product of another type) |
+- ``product_type`` (graded, value ``r_type``): SAT iff its title shares a noun with the
+  target's (``r_type >= 0.1``).
+- ``title_overlap`` (prerequisite): SAT iff ``title_score >= 0.1`` (``r_type >= 0.5``).
+- ``category_match`` (prerequisite): SAT iff same query, >= 2 shared category segments,
+  or ``title_score > 0.2``.
+- ``attribute:<a>`` (hard): SAT iff attribute ``a`` matches (fuzzy, or in
+  title/bullets/description).
+- ``option:<o>`` (hard): SAT iff a selected value matches ``o``.
+- ``price_under_budget`` (hard): SAT iff price <= the goal's bound.
+- ``purchase_committed`` (hard): SAT iff ``buy now`` was clicked (never UNK).
+- ``wrong_purchase`` (penalty): VIOL iff bought with ``title_score == 0`` (a product of
+  another type).
 
 ``F``: 0 unless ``purchase_committed`` is SAT and ``wrong_purchase`` is not
 VIOL; otherwise ``r_type · (#SAT attributes + #SAT options + [price SAT]) /
@@ -221,7 +224,7 @@ def extract_evidence(text: str, state: State) -> dict[str, Any]:
     return {}
 
 
-# MUTATIONS (edits of a terminal state, SPEC 4.2)
+# MUTATIONS (edits of a terminal state, docs/vict.md §4.2)
 
 def _mutations(goal: Goal, shop: Shop) -> dict[str, Any]:
     spec = goal.spec()
@@ -246,7 +249,8 @@ def _mutations(goal: Goal, shop: Shop) -> dict[str, Any]:
             return "".join(out) + text[start:]
 
         return {**s,
-                ATTRIBUTES: tuple(a for a in s[ATTRIBUTES] if fuzzy_score(a, gone) <= FUZZY_THRESHOLD),
+                ATTRIBUTES: tuple(a for a in s[ATTRIBUTES]
+                                  if fuzzy_score(a, gone) <= FUZZY_THRESHOLD),
                 TITLE: strip(s[TITLE]), BULLETS: tuple(strip(b) for b in s[BULLETS]),
                 DESCRIPTION: strip(s[DESCRIPTION])}, e
 
