@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from agentcredit.config_schema import ConfigError
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import HFPolicy
 from agentcredit.rollout.prompts import PromptConfig
@@ -19,6 +20,19 @@ from agentcredit.train.env_suites import EnvSuite
 from agentcredit.train.models import load_policy
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def check_device(config: TrainConfig) -> None:
+    """Refuse a device this machine does not have, before anything expensive runs."""
+    device = config.run.device
+    try:
+        kind = torch.device(device).type
+    except RuntimeError:
+        raise ConfigError(f"run.device = {device!r} is not a torch device; use cpu, cuda or "
+                          "cuda:N") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"run.device = {device!r} but torch sees no CUDA device on this "
+                          "machine; use run.device=cpu")
 
 
 def collector_config(config: TrainConfig) -> CollectorConfig:

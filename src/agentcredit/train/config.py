@@ -392,15 +392,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     Raises:
         ConfigError: one line naming the bad key or value and what is allowed.
     """
-    if path is None:
-        text = (resources.files("agentcredit") / "configs" / EMBEDDED_CONFIG).read_text()
-        source = f"the packaged {EMBEDDED_CONFIG}"
-    else:
-        try:
-            text = Path(path).read_text()
-        except OSError as err:
-            raise ConfigError(f"cannot read config file {str(path)!r}: {err.strerror}") from None
-        source = str(path)
+    text, source = _config_text(path)
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as err:
@@ -417,6 +409,23 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         else:
             apply_override(data, override)
     return config_from_dict(data)
+
+
+def _config_text(path: str | Path | None) -> tuple[str, str]:
+    """The YAML text of ``path`` and how to name it: a file, or a packaged preset by name
+    (``hf``, ``embedded.yaml``) when no such file exists; ``None`` is the embedded default."""
+    packaged = resources.files("agentcredit") / "configs"
+    name = EMBEDDED_CONFIG if path is None else str(path)
+    preset = name if name.endswith(".yaml") else f"{name}.yaml"
+    if path is None or (not Path(name).exists() and "/" not in name
+                        and (packaged / preset).is_file()):
+        return (packaged / preset).read_text(), f"the packaged {preset}"
+    try:
+        return Path(name).read_text(), name
+    except OSError as err:
+        presets = sorted(p.name for p in packaged.iterdir() if p.name.endswith(".yaml"))
+        raise ConfigError(f"cannot read config file {name!r}: {err.strerror} (packaged "
+                          f"presets: {', '.join(presets)})") from None
 
 
 def _apply_method(data: dict, method: Any) -> None:

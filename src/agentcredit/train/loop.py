@@ -30,7 +30,7 @@ from agentcredit.credit.tokens import to_step_rows
 from agentcredit.jsonl_log import JsonlLog, finite_or_null
 from agentcredit.rollout.collector import broadcast_to_tokens, tensorize_steps
 from agentcredit.skills import SkillProvider
-from agentcredit.train.build import load_model, make_collector, validation_tasks
+from agentcredit.train.build import check_device, load_model, make_collector, validation_tasks
 from agentcredit.train.config import TrainConfig, estimator_config, save_config
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.env_suites import build_env_suite
@@ -73,6 +73,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
             if the process were killed there (tests use it).
         echo: where progress messages go.
     """
+    check_device(config)
     run = RunDirectory(config.run_dir)
     run.lock()
     progress = [0]  # the last finished update, for the Ctrl-C message

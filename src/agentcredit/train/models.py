@@ -12,20 +12,32 @@ import re
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+
+from agentcredit.config_schema import ConfigError
 
 # A hub repo id is `name` or `owner/name` of letters, digits, `-`, `_`, `.`.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
+class ModelLoadError(ConfigError):
+    """A model folder or hub id that cannot be loaded; the message says what to fix."""
+
+
 def _looks_local(name_or_dir: str) -> bool:
-    """True for strings that can only mean a filesystem path, never a hub repo id."""
+    """True for strings that can only mean a filesystem path, never a hub repo id.
+
+    ``runs/tiny`` has the ``owner/name`` form of a hub id, but when a local folder
+    ``runs`` exists it is read as a path (so a typo fails at once, without hub retries).
+    """
     return (
         name_or_dir.startswith(("/", "./", "../", "~", "."))
         or "\\" in name_or_dir
         or name_or_dir.endswith("/")
         or not _HUB_ID.match(name_or_dir)
+        or ("/" in name_or_dir and Path(name_or_dir.split("/", 1)[0]).is_dir())
     )
 
 
@@ -87,8 +99,17 @@ def load_policy(
     else:
         source, local_only = name_or_dir, False
 
-    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=local_only)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype,
+                                                     local_files_only=local_only)
+    except (OSError, ValueError, RuntimeError, KeyError, SafetensorError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {first}") from None
+    if tokenizer.chat_template is None:
+        raise ModelLoadError(f"the tokenizer of {name_or_dir!r} has no chat template, which the "
+                             "prompts are built with; use an instruction-tuned checkpoint or "
+                             "set chat_template in its tokenizer_config.json")
     model.to(device)
 
     if tokenizer.pad_token is None:

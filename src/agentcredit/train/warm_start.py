@@ -33,21 +33,22 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
                          log: Callable[[dict], None], echo: Callable[[str], None]):
     """``(model, tokenizer)`` of the RL start, saved as ``run/reference``; ``log`` gets the SFT
     metrics line."""
+    embedded = config.model.name == "embedded"
+    if not embedded:  # a bad checkpoint fails before the demonstrations are played
+        model, tokenizer = load_model(config, config.model.name)
     demos = None
-    if config.model.name == "embedded" or config.sft.enabled:
+    if embedded or config.sft.enabled:
         began = time.perf_counter()
         demos = expert_demonstrations(suite.make_env(), train_tasks)
         echo(f"expert demonstrations: {len(demos)} episodes, "
              f"{sum(len(d.actions) for d in demos)} steps ({time.perf_counter() - began:.1f} s)")
-    if config.model.name == "embedded":
+    if embedded:
         per_type = config.model.tokenizer_games_per_type
         corpus = demos if not per_type else _first_per_type(demos, per_type)
         texts = [*demonstration_texts(corpus, config.rollout.action_format),
                  *skill_tokenizer_corpus(provider, config.env.name)]
-        source = bootstrap_tiny_model(texts, run.path / "init_model", config.model.tiny)
-    else:
-        source = config.model.name
-    model, tokenizer = load_model(config, source)
+        model, tokenizer = load_model(
+            config, bootstrap_tiny_model(texts, run.path / "init_model", config.model.tiny))
     echo(f"policy: {config.model.name} ({sum(p.numel() for p in model.parameters()):,} "
          f"parameters, vocabulary {len(tokenizer)})")
     if config.sft.enabled:
