@@ -206,3 +206,16 @@ def fake_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
                              num_key_value_heads=1, intermediate_size=64,
                              max_position_embeddings=512, seed=0)
     return bootstrap_tiny_model(FAKE_TEXTS, tmp_path_factory.mktemp("fake_tiny"), config)
+
+
+# Tests that play the real ALFWorld engine (Fast Downward builds and plans every game) take
+# seconds to a minute each: they are `slow`, outside the `pytest -m "not slow"` inner loop.
+ENGINE_TESTS = ("tests/envs/alfworld/", "tests/rollout/test_collector_alfworld.py")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark the engine tests ``engine`` and ``slow``."""
+    for item in items:
+        if any(path in item.nodeid for path in ENGINE_TESTS):
+            item.add_marker(pytest.mark.engine)
+            item.add_marker(pytest.mark.slow)

@@ -9,7 +9,7 @@ from agentcredit.rollout.collector import CollectorConfig, RolloutCollector, ten
 from agentcredit.rollout.policy import Generation
 
 pytest.importorskip("alfworld")
-pytestmark = pytest.mark.engine
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 
 class ReplayPolicy:

@@ -7,7 +7,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +16,8 @@ import torch
 from agentcredit.train.config import load_config
 from agentcredit.train.loop import train
 from agentcredit.train.run_dir import CHECKPOINT_STATE, RunDirectory, RunDirectoryError
+
+from .fake_cli import cli_command
 
 RUN = ("run.updates=4", "run.checkpoint_every=1", "run.keep_checkpoints=3", "run.eval_every=2",
        "credit.estimator=vict")
@@ -117,28 +118,18 @@ def test_a_checkpoint_records_how_long_each_log_was(full):
 
 
 # A real process, killed with SIGKILL at random moments of its RL phase, resumed each time.
-CHILD = """
-import sys
-sys.path.insert(0, sys.argv[1])
-from conftest import FakeSuite
-from agentcredit.train.env_suites import register_env_suite
-from agentcredit.cli import main
-register_env_suite("fake", FakeSuite)
-raise SystemExit(main(sys.argv[2:]))
-"""
 
 
 @pytest.mark.slow
 def test_sigkill_at_random_moments_then_resume_matches_the_uninterrupted_run(
         full, tmp_path, tiny_fake_run):
-    tests_dir = str(Path(__file__).resolve().parents[1])
     args = ["train", *tiny_fake_run, *RUN, f"run.output_dir={tmp_path}", "run.name=killed"]
     run_dir = tmp_path / "killed"
     rng = random.Random(7)
     kills = 0
     for attempt in range(4):
-        command = ([sys.executable, "-c", CHILD, tests_dir, "train", "--resume", str(run_dir)]
-                   if attempt else [sys.executable, "-c", CHILD, tests_dir, *args])
+        command = (cli_command("train", "--resume", str(run_dir))
+                   if attempt else cli_command(*args))
         out = tmp_path / f"out{attempt}.txt"
         with out.open("w") as sink:
             child = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
@@ -155,9 +146,8 @@ def test_sigkill_at_random_moments_then_resume_matches_the_uninterrupted_run(
             else:
                 assert child.returncode == 0, out.read_text()[-2000:]
     if kills == 4:  # the last attempt was killed too: finish the run
-        done = subprocess.run([sys.executable, "-c", CHILD, tests_dir, "train", "--resume",
-                               str(run_dir)], capture_output=True, text=True, timeout=600,
-                              check=False)
+        done = subprocess.run(cli_command("train", "--resume", str(run_dir)),
+                              capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
     assert kills >= 2
     assert _without_timings(_records(run_dir)) == _without_timings(_records(full))

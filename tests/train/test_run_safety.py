@@ -5,26 +5,16 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-CHILD = """
-import sys
-sys.path.insert(0, sys.argv[1])
-from conftest import FakeSuite
-from agentcredit.train.env_suites import register_env_suite
-from agentcredit.cli import main
-register_env_suite("fake", FakeSuite)
-raise SystemExit(main(sys.argv[2:]))
-"""
-TESTS = str(Path(__file__).resolve().parents[1])
+from .fake_cli import cli_command
 
 
 def _start(out: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", CHILD, TESTS, *args], stdout=out.open("w"),
+    return subprocess.Popen(cli_command(*args), stdout=out.open("w"),
                             stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
@@ -42,7 +32,7 @@ def test_one_run_per_folder_ctrl_c_and_a_killed_holder(tmp_path, tiny_fake_run):
             "run.checkpoint_every=1", f"run.output_dir={tmp_path}", "run.name=shared"]
     first = _start(tmp_path / "first.txt", *args)
     _wait_for(tmp_path / "first.txt", "eval after update 0", first)
-    second = subprocess.run([sys.executable, "-c", CHILD, TESTS, *args], capture_output=True,
+    second = subprocess.run(cli_command(*args), capture_output=True,
                             text=True, timeout=300, check=False)
     assert second.returncode == 2
     assert second.stderr.strip().splitlines()[-1] == (
@@ -58,17 +48,18 @@ def test_one_run_per_folder_ctrl_c_and_a_killed_holder(tmp_path, tiny_fake_run):
     _wait_for(tmp_path / "resumed.txt", "resuming after update", resumed)
     resumed.send_signal(signal.SIGKILL)
     resumed.wait()
-    again = subprocess.run([sys.executable, "-c", CHILD, TESTS, "train", "--resume",
-                            str(tmp_path / "shared"), "run.updates=1"],
-                           capture_output=True, text=True, timeout=300, check=False)
+    again = subprocess.run(
+        cli_command("train", "--resume", str(tmp_path / "shared"), "run.updates=1"),
+        capture_output=True, text=True, timeout=300, check=False)
     assert "is in use" not in again.stderr
 
 
+@pytest.mark.slow
 def test_overwrite_starts_a_used_folder_again(tmp_path, tiny_fake_run):
     args = ["train", *tiny_fake_run, "run.updates=1", "run.eval_every=0",
             "run.eval_at_start=false", f"run.output_dir={tmp_path}", "run.name=again"]
     for extra, code in (((), 0), ((), 2), (("--overwrite",), 0)):
-        done = subprocess.run([sys.executable, "-c", CHILD, TESTS, *args, *extra],
+        done = subprocess.run(cli_command(*args, *extra),
                               capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == code, done.stderr[-2000:]
         if code == 2:

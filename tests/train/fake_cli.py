@@ -1,0 +1,22 @@
+"""Run the real ``agentcredit`` CLI in a child process with the fake environment registered."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+CHILD = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from conftest import FakeSuite
+from agentcredit.train.env_suites import register_env_suite
+from agentcredit.cli import main
+register_env_suite("fake", FakeSuite)
+raise SystemExit(main(sys.argv[2:]))
+"""
+TESTS = str(Path(__file__).resolve().parents[1])
+
+
+def cli_command(*args: str) -> list[str]:
+    """The argv of ``agentcredit ARGS...`` in a child interpreter that knows the fake env."""
+    return [sys.executable, "-c", CHILD, TESTS, *args]
