@@ -6,14 +6,24 @@ off are measured in the same run, alternating game by game, after each game's
 first load (the first reset of a game also translates its PDDL and is
 reported separately as ``load_median_ms``).
 
-    python benchmarks/alfworld_env.py [--quick]
+The fuzz part plays 10,000 hostile actions (``--quick``: 1,000) over the small
+games (``tests/envs/fuzz_actions.py``, as the fuzz tests do) and records
+``fuzz_actions``, ``fuzz_exceptions`` (the target: 0), ``fuzz_inconsistencies``
+and ``fuzz_seconds`` (resets and game loads included); ``--only-fuzz`` runs only
+that part and merges its figures into the existing results file.
+
+    python benchmarks/alfworld_env.py [--quick] [--only-fuzz]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import importlib
+import json
 import random
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,7 +32,13 @@ from agentcredit.envs.alfworld import grammar_memo
 from agentcredit.envs.alfworld.engine import AlfWorldEnv
 from agentcredit.envs.alfworld.generator import GeneratorConfig, generate_game
 from agentcredit.envs.alfworld.tasks import TASK_TYPES
-from bench_common import write_result
+from bench_common import RESULTS, git_commit, write_result
+
+FUZZ_SEED = 0
+FUZZ_NOTE = ("Fuzz: hostile actions (random, edited, 10k-100k-character, non-UTF-8, control "
+             "characters) mixed with valid ones, checked after every step; config.fuzz has "
+             "its own date and commit.")
+FUZZ_TARGETS = {"fuzz_exceptions": {"max": 0}, "fuzz_inconsistencies": {"max": 0}}
 
 
 def _time_game(env: AlfWorldEnv, task, resets: int, steps: int, seed: int) -> tuple[list, list]:
@@ -42,20 +58,59 @@ def _time_game(env: AlfWorldEnv, task, resets: int, steps: int, seed: int) -> tu
     return reset_ms, step_ms
 
 
+def _games(config: GeneratorConfig, games_per_type: int, cache: Path) -> list:
+    return [generate_game("train", t, i, config, cache) for t in TASK_TYPES
+            for i in range(games_per_type)]
+
+
+def measure_fuzz(tasks: list, actions: int) -> tuple[dict[str, float], dict]:
+    """``actions`` hostile actions over ``tasks``: figures and config."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "envs"))
+    fuzz_actions = importlib.import_module("fuzz_actions")
+    report = fuzz_actions.fuzz(AlfWorldEnv(), tasks, actions, FUZZ_SEED)
+    print(report.summary())
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return report.metrics(), {"seed": FUZZ_SEED, "tasks": f"{len(tasks)} small games",
+                              "date": date, "git_commit": git_commit(), **report.record()}
+
+
+def merge_fuzz(metrics: dict, config: dict, quick: bool) -> Path:
+    """Put the fuzz figures into the existing results file, keeping its other figures."""
+    path = RESULTS / ("alfworld_env.quick.json" if quick else "alfworld_env.json")
+    if not path.is_file():
+        raise SystemExit(f"{path} does not exist: run the whole benchmark (without "
+                         "--only-fuzz) first")
+    payload = json.loads(path.read_text())
+    payload["metrics"].update(metrics)
+    payload["config"]["fuzz"] = config
+    payload["targets"].update(FUZZ_TARGETS)
+    if FUZZ_NOTE not in payload["notes"]:
+        payload["notes"] += " " + FUZZ_NOTE
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
+    parser.add_argument("--only-fuzz", action="store_true",
+                        help="run only the fuzz part and merge it into the results file")
     args = parser.parse_args()
     games_per_type = 1 if args.quick else 3
     resets, steps = (2, 10) if args.quick else (4, 25)
+    fuzz_count = 1_000 if args.quick else 10_000
     cache = Path(tempfile.mkdtemp(prefix="alfworld-bench-"))
     sizes = {"small": GeneratorConfig(seed=11, max_receptacles=12),
              "large": GeneratorConfig(seed=11, max_receptacles=None)}
+    if args.only_fuzz:
+        fuzz_metrics, fuzz_config = measure_fuzz(
+            _games(sizes["small"], games_per_type, cache), fuzz_count)
+        print(merge_fuzz(fuzz_metrics, fuzz_config, args.quick).read_text())
+        return
     metrics: dict[str, float] = {}
     for size, config in sizes.items():
         start = time.perf_counter()
-        tasks = [generate_game("train", t, i, config, cache) for t in TASK_TYPES
-                 for i in range(games_per_type)]
+        tasks = _games(config, games_per_type, cache)
         metrics[f"games_generated_per_s_{size}"] = len(tasks) / (time.perf_counter() - start)
         metrics[f"receptacles_mean_{size}"] = statistics.mean(
             t.payload["receptacles"] for t in tasks)
@@ -77,17 +132,20 @@ def main() -> None:
         metrics[f"step_speedup_ratio_{size}"] = (metrics[f"step_median_ms_{size}_nomemo"]
                                                  / metrics[f"step_median_ms_{size}"])
         metrics[f"load_median_ms_{size}"] = statistics.median(load_ms)
-    metrics = {k: round(v, 3) for k, v in metrics.items()}
+        if size == "small":
+            fuzz_metrics, fuzz_config = measure_fuzz(tasks, fuzz_count)
+    metrics = {**{k: round(v, 3) for k, v in metrics.items()}, **fuzz_metrics}
     path = write_result(
         "alfworld_env",
         config={"games_per_type": games_per_type, "resets_per_game": resets,
                 "random_steps_per_reset": steps, "small": vars(sizes["small"]),
-                "large": vars(sizes["large"])},
+                "large": vars(sizes["large"]), "fuzz": fuzz_config},
         metrics=metrics,
-        targets={"step_median_ms_small": {"max": 20}, "reset_median_ms_small": {"max": 300}},
+        targets={"step_median_ms_small": {"max": 20}, "reset_median_ms_small": {"max": 300},
+                 **FUZZ_TARGETS},
         notes=("Generated games (not the official splits). Random admissible actions. "
                "Reset/step medians exclude each game's first load. games_generated_per_s "
-               "includes the planner check and replay of every candidate."),
+               "includes the planner check and replay of every candidate. " + FUZZ_NOTE),
         quick=args.quick)
     print(path.read_text())
 

@@ -6,26 +6,41 @@ the median of single searches (the expert's key-term queries of 200 goals,
 after a warm-up) and of single ``env.step`` calls over expert and random
 episodes (every page kind, searches included).
 
-    python benchmarks/webshop_env.py [--quick]
+The fuzz part plays 10,000 hostile actions (``--quick``: 1,000) on the embedded
+shop's test tasks (``tests/envs/fuzz_actions.py``, as the fuzz tests do) and
+records ``fuzz_actions``, ``fuzz_exceptions`` (the target: 0),
+``fuzz_inconsistencies`` and ``fuzz_seconds``; ``--only-fuzz`` runs only that
+part and merges its figures into the existing results file.
+
+    python benchmarks/webshop_env.py [--quick] [--only-fuzz]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import importlib
+import json
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
 
-from agentcredit.envs.webshop import WebShopEnv
+from agentcredit.envs.webshop import WebShopConfig, WebShopEnv, build_tasks
 from agentcredit.envs.webshop.catalog import generate_catalog
 from agentcredit.envs.webshop.engine import task_goal
 from agentcredit.envs.webshop.expert import key_terms
 from agentcredit.envs.webshop.goals import sample_goals
 from agentcredit.envs.webshop.shop import open_shop, register_catalog
 from agentcredit.envs.webshop.tasks import goal_tasks
-from bench_common import write_result
+from bench_common import RESULTS, git_commit, write_result
 
 SEED = 0
+FUZZ_NOTE = ("Fuzz: hostile actions (random, edited, 10k-100k-character, non-UTF-8, control "
+             "characters) mixed with valid ones, checked after every step; config.fuzz has "
+             "its own date and commit.")
+FUZZ_TARGETS = {"fuzz_exceptions": {"max": 0}, "fuzz_inconsistencies": {"max": 0}}
 
 
 def _label(size: int) -> str:
@@ -92,10 +107,44 @@ def measure(size: int, goals: int, episodes: int) -> tuple[dict[str, float], dic
                      "steps_timed": len(step_ms)}
 
 
+def measure_fuzz(actions: int) -> tuple[dict[str, float], dict]:
+    """``actions`` hostile actions on the embedded shop's test tasks: figures and config."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "envs"))
+    fuzz_actions = importlib.import_module("fuzz_actions")
+    report = fuzz_actions.fuzz(WebShopEnv(), build_tasks("test", WebShopConfig()), actions,
+                               SEED)
+    print(report.summary())
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return report.metrics(), {"seed": SEED, "tasks": "embedded shop, test split", "date": date,
+                              "git_commit": git_commit(), **report.record()}
+
+
+def merge_fuzz(metrics: dict, config: dict, quick: bool) -> Path:
+    """Put the fuzz figures into the existing results file, keeping its other figures."""
+    path = RESULTS / ("webshop_env.quick.json" if quick else "webshop_env.json")
+    if not path.is_file():
+        raise SystemExit(f"{path} does not exist: run the whole benchmark (without "
+                         "--only-fuzz) first")
+    payload = json.loads(path.read_text())
+    payload["metrics"].update(metrics)
+    payload["config"]["fuzz"] = config
+    payload["targets"].update(FUZZ_TARGETS)
+    if FUZZ_NOTE not in payload["notes"]:
+        payload["notes"] += " " + FUZZ_NOTE
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
+    parser.add_argument("--only-fuzz", action="store_true",
+                        help="run only the fuzz part and merge it into the results file")
     args = parser.parse_args()
+    fuzz_metrics, fuzz_config = measure_fuzz(1_000 if args.quick else 10_000)
+    if args.only_fuzz:
+        print(merge_fuzz(fuzz_metrics, fuzz_config, args.quick).read_text())
+        return
     sizes = (1000, 20_000) if args.quick else (1000, 100_000)
     episodes = 40 if args.quick else 200
     metrics, runs = {}, {}
@@ -108,13 +157,14 @@ def main() -> None:
     write_result(
         "webshop_env",
         config={"sizes": list(sizes), "seed": SEED, "goals": 200, "episodes": episodes,
-                "runs": runs},
-        metrics=metrics,
-        targets={f"step_median_ms_{big}": {"max": 5}, f"search_median_ms_{big}": {"max": 20}},
+                "runs": runs, "fuzz": fuzz_config},
+        metrics={**metrics, **fuzz_metrics},
+        targets={f"step_median_ms_{big}": {"max": 5}, f"search_median_ms_{big}": {"max": 20},
+                 **FUZZ_TARGETS},
         notes=("Generation and index build are timed once per size (single process, the 2 "
                "cores shared with other work). Search = one BM25 query (bm25s, numpy backend) "
                "plus ranking of the top 50. Step times cover the expert's episodes and one "
-               "random episode per goal, searches included."),
+               "random episode per goal, searches included. " + FUZZ_NOTE),
         quick=args.quick)
 
 

@@ -1,4 +1,4 @@
-"""The ``agentcredit`` command line: train, resume, eval, and one-line errors."""
+"""The ``agentcredit`` command line: train, resume, eval, config, and one-line errors."""
 
 from __future__ import annotations
 
@@ -37,8 +37,14 @@ def test_resume_continues_a_run_and_eval_reads_its_latest_checkpoint(config_file
     run_dir = tmp_path / "cli"
     assert main(["train", "--config", str(config_file), f"run.output_dir={tmp_path}",
                  "run.name=cli"]) == 0
-    assert main(["train", "--resume", str(run_dir), "run.updates=2"]) == 0
-    assert "success after 2 updates" in capsys.readouterr().out
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run_dir), "run.updates=2", "method=grpo",
+                 "run.device=cpu", "run.keep_checkpoints=3"]) == 0
+    out = capsys.readouterr().out
+    assert "success after 2 updates" in out
+    # method=grpo restates the run's method: nothing to accept; unchanged keys are not listed
+    assert [line for line in out.splitlines() if line.startswith("resume:")] == [
+        "resume: accepted run.updates=2 (was 1)", "resume: accepted run.keep_checkpoints=3 (was 2)"]
     assert (run_dir / "checkpoints" / "update_00002").is_dir()
     assert main(["eval", "--checkpoint", str(run_dir)]) == 0
     out = capsys.readouterr().out
@@ -110,3 +116,125 @@ def test_audit_prints_the_interface_table_for_expert_random_and_policy(config_fi
 def test_audit_rejects_zero_copies(capsys):
     assert main(["audit", "--env", "alfworld", "--copies", "0"]) == 2
     assert "--copies 0" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, tiny_fake_run):
+    """A finished 1-update run (left unchanged by the tests that use it)."""
+    root = tmp_path_factory.mktemp("cli_runs")
+    assert main(["train", *tiny_fake_run, *CLI_RUN, f"run.output_dir={root}",
+                 "run.name=done"]) == 0
+    return root / "done"
+
+
+@pytest.mark.parametrize("overrides, refused", [
+    (["run.seed=3"], ["run.seed (0 -> 3)"]),
+    (["--model", "/elsewhere/model"], ["model.name (embedded -> /elsewhere/model)"]),
+    (["method=vict", "credit.options.backbone=gigpo", "run.updates=5"],
+     ["credit.estimator (grpo -> vict)", "credit.options.backbone.name (unset -> gigpo)"]),
+    (["sft.epochs=1", "rollout.group_size=4", "optim.lr=0.5", "env.valid_games_per_type=3"],
+     ["sft.epochs (20.0 -> 1.0)", "rollout.group_size (2 -> 4)", "optim.lr (0.0001 -> 0.5)",
+      "env.valid_games_per_type (1 -> 3)"]),
+])
+def test_resume_refuses_changes_to_the_runs_meaning_naming_each_key(finished_run, overrides,
+                                                                     refused, capsys):
+    before = {name: (finished_run / name).read_bytes() for name in ("config.yaml",
+                                                                     "metrics.jsonl")}
+    assert main(["train", "--resume", str(finished_run), *overrides]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"error: --resume {finished_run} refuses ")
+    listed = err.split(" refuses ", 1)[1].split(": they change what the run means", 1)[0]
+    assert listed.startswith(", ".join(refused))
+    assert "run.updates" not in listed  # safe: it would be accepted
+    assert err.endswith("Resume accepts only run.updates, run.eval_every, run.checkpoint_every, "
+                        "run.keep_checkpoints, run.progress, run.threads, run.device, eval.probes")
+    assert before == {name: (finished_run / name).read_bytes() for name in before}
+
+
+@pytest.mark.parametrize("extra, start", [
+    (["--config", "other.yaml"], "error: --config cannot be used with --resume"),
+    (["--overwrite"], "error: --overwrite cannot be used with --resume"),
+])
+def test_resume_refuses_a_new_config_file_or_overwrite(finished_run, extra, start, capsys):
+    assert main(["train", "--resume", str(finished_run), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(start)
+
+
+def test_group_size_one_warns_that_nothing_trains(config_file, tmp_path, capsys):
+    assert main(["train", "--config", str(config_file), f"run.output_dir={tmp_path}",
+                 "rollout.group_size=1"]) == 0
+    assert ("warning: rollout.group_size = 1 gives every group-relative advantage 0; nothing "
+            "trains") in capsys.readouterr().err.splitlines()
+
+
+def test_a_folder_that_cannot_be_created_is_one_error_line_naming_it(tmp_path, capsys):
+    (tmp_path / "a_file").write_text("")
+    assert main(["train", f"run.output_dir={tmp_path / 'a_file'}", "run.name=run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert err.startswith(f"error: cannot use {tmp_path / 'a_file' / 'run'}: ")
+
+
+def _boom(*args, **kwargs):
+    raise RuntimeError("boom\nsecond line")
+
+
+def test_an_unexpected_error_is_one_internal_error_line_with_status_1(monkeypatch, capsys):
+    monkeypatch.setattr("agentcredit.train.loop.train", _boom)
+    assert main(["train"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "error: internal error: RuntimeError: boom (rerun with --debug for the traceback)")
+
+
+@pytest.mark.parametrize("argv", [["--debug", "train"], ["train", "--debug"]])
+def test_debug_shows_the_traceback_of_an_unexpected_error(argv, monkeypatch, capsys):
+    monkeypatch.setattr("agentcredit.train.loop.train", _boom)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last)") and "_boom" in err
+    assert "RuntimeError: boom" in err and "--debug" not in err
+
+
+def test_a_user_error_stays_one_line_with_debug(capsys):
+    assert main(["train", "--debug", "rollout.group_sise=4"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: unknown config key 'rollout.group_sise'; did you mean 'rollout.group_size'?")
+
+
+def test_config_show_prints_the_resolved_config_as_yaml_that_loads_back(tmp_path, capsys):
+    assert main(["config", "--show", "method=vict", "credit.options.backbone=gigpo",
+                 "rollout.group_size=4"]) == 0
+    shown = capsys.readouterr().out
+    data = yaml.safe_load(shown)
+    assert data["credit"]["estimator"] == "vict" and data["rollout"]["group_size"] == 4
+    assert data["credit"]["options"]["backbone"]["name"] == "gigpo"
+    assert data == config_to_dict(load_config(None, ["method=vict",
+                                                     "credit.options.backbone=gigpo",
+                                                     "rollout.group_size=4"]))
+    (tmp_path / "shown.yaml").write_text(shown)
+    assert main(["config", "--show", "--config", str(tmp_path / "shown.yaml")]) == 0
+    assert capsys.readouterr().out == shown
+
+
+def test_config_show_refuses_a_bad_key_in_one_line(capsys):
+    assert main(["config", "--show", "rollout.group_sise=4"]) == 2
+    assert capsys.readouterr().err.strip().startswith(
+        "error: unknown config key 'rollout.group_sise'")
+
+
+def test_config_list_prints_every_key_with_its_type_and_doc(capsys):
+    from agentcredit.train.config import all_keys
+
+    assert main(["config", "--list"]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line and line[0] != " "}
+    assert set(all_keys()) <= set(lines)
+    assert lines["rollout.group_size"].split()[1] == "int"
+    assert "rollouts per task" in lines["rollout.group_size"]
+    assert lines["rollout.action_format"].split()[1] == "bare|tagged"
+    assert lines["env.generator.max_receptacles"].split()[1:3] == ["int", "|"]
+    assert "room size cap" in lines["env.generator.max_receptacles"]
+    assert "credit.options with credit.estimator=vict (or method=vict):" in out
+    assert "credit.options.backbone.mode" in lines  # a backbone's option, under VICT and ADRS
+    assert "``" not in out

@@ -2,22 +2,19 @@
 
     agentcredit train [--config FILE] [--model NAME_OR_DIR] [key=value ...]
     agentcredit train --resume RUN_DIR [key=value ...]
-    agentcredit eval --checkpoint DIR [--config FILE] [key=value ...]
-    agentcredit audit --env alfworld [--checkpoint DIR] [--split S] [--copies N] [key=value ...]
+    agentcredit eval --checkpoint PATH [--config FILE] [key=value ...]
+    agentcredit audit [--env NAME] [--checkpoint PATH] [--split S] [--copies N] [key=value ...]
+    agentcredit config --show [--config FILE] [key=value ...] | --list
 
-Without ``--config`` a run uses the packaged embedded default
-(``configs/embedded.yaml``). Overrides use dotted keys (``rollout.group_size=4``;
-``model=DIR`` is short for ``model.name=DIR``). ``method=NAME`` picks a method by
-name (``train.config.METHODS``): any credit estimator (``grpo``, ``gigpo``, ``vict``,
-``adrs`` …) or a privileged baseline of docs/adrs.md §5.6::
+The help texts below are what a user reads first; they are plain text, and
+listing the method names must not import torch (``--help`` loads neither torch
+nor the ALFWorld engine), so the names are written out here and a test keeps
+them equal to ``train.config.METHODS`` and the estimator registry.
 
-    agentcredit train method=adrs credit.options.backbone=gigpo credit.options.gate=L3
-    agentcredit train method=sdar            # also: opsd, skill_grpo, skill_grpo_star
-    agentcredit train method=skill_prompt    # no RL: the SFT policy, evaluated with skills
-    agentcredit eval --checkpoint RUN_DIR method=skill_prompt   # or eval.skills=true
-
-A bad config, a missing file (a skill text too) or an unusable run directory
-prints one ``error:`` line and exits with status 2.
+A user error (a bad config, a missing file, an unusable run directory, a folder
+that cannot be written) prints one ``error:`` line and exits with status 2; an
+unexpected exception prints one ``error: internal error:`` line and exits with
+status 1, or its traceback with ``--debug``.
 """
 
 from __future__ import annotations
@@ -25,44 +22,179 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
+import traceback
+import typing
 from pathlib import Path
 
 from agentcredit.config_schema import ConfigError
+
+#: the method names of ``--help``: the registered estimators, and the other ``METHODS`` presets
+#: (tests/test_cli_help.py keeps them equal to the registry and ``train.config.METHODS``)
+ESTIMATOR_METHODS = ("grpo", "rloo", "gigpo", "vict", "dense_atom_reward", "commit_only",
+                     "temporal_nearest", "random_edges", "no_core", "no_proof_edges", "adrs")
+PRESET_METHODS = ("skill_prompt", "skill_grpo", "skill_grpo_star", "opsd", "sdar",
+                  "adrs_webshop")
+#: settings a resumed run may change: how long it runs, how often it evaluates and saves, where
+#: it runs; everything else would make the resumed updates a different run from the logged ones
+RESUME_SAFE_KEYS = ("run.updates", "run.eval_every", "run.checkpoint_every",
+                    "run.keep_checkpoints", "run.progress", "run.threads", "run.device",
+                    "eval.probes")
+
+SETTINGS_HELP = "dotted settings such as rollout.group_size=4 (see below)"
+OVERRIDES_HELP = f"""\
+settings (key=value):
+  After its options every command takes dotted settings that change one field
+  of the run config, for example rollout.group_size=4 or optim.lr=1e-4.
+  Values are read as YAML (true, 1e-4, [valid_seen]). model=DIR is short for
+  model.name=DIR. Without --config the embedded default is the starting point
+  (the tiny model on generated ALFWorld games, on the CPU).
+  "agentcredit config --list" prints every key with its type and what it does;
+  "agentcredit config --show [key=value ...]" prints the config they give.
+
+methods (method=NAME sets a method's settings; later key=value settings win):
+{textwrap.fill("estimators: " + ", ".join(ESTIMATOR_METHODS), 78, initial_indent="  ",
+               subsequent_indent="    ")}
+{textwrap.fill("presets: " + ", ".join(PRESET_METHODS) + " (skill_grpo_star is also spelled "
+               "skill_grpo*)", 78, initial_indent="  ", subsequent_indent="    ")}
+
+errors:
+  A bad setting, a missing file or an unusable run directory prints one
+  "error:" line and exits with status 2. An unexpected failure prints one
+  "error: internal error:" line and exits with status 1; add --debug to see
+  its traceback.
+"""
+
+MAIN_EXAMPLES = """\
+examples:
+  agentcredit train                             # the embedded default
+  agentcredit train method=vict credit.options.backbone=gigpo \\
+      run.name=vict_gigpo
+  agentcredit train --model Qwen/Qwen2.5-1.5B-Instruct \\
+      rollout.action_format=tagged run.device=cuda
+  agentcredit train --resume runs/embedded run.updates=200
+  agentcredit eval --checkpoint runs/embedded   # its newest checkpoint
+  agentcredit audit --env alfworld --copies 4
+  agentcredit config --show method=adrs
+  agentcredit config --list
+"""
+
+TRAIN_EXAMPLES = """\
+examples:
+  agentcredit train
+  agentcredit train method=adrs credit.options.backbone=gigpo \\
+      credit.options.gate=L3
+  agentcredit train --config my_run.yaml rollout.group_size=4 run.name=g4
+  agentcredit train --resume runs/embedded run.updates=200
+
+resuming:
+  --resume continues a run from its newest usable checkpoint with the run's own
+  config.yaml. It accepts only settings that keep the run's meaning:
+{safe}.
+  Any other change (the model, SFT, environment, rollout, credit or optimiser
+  settings, the seed) is refused: start a new run with another run.name instead.
+""".format(safe=textwrap.fill(", ".join(RESUME_SAFE_KEYS), 78, initial_indent="  ",
+                              subsequent_indent="  "))
+
+EVAL_EXAMPLES = """\
+examples:
+  agentcredit eval --checkpoint runs/embedded   # its newest checkpoint
+  agentcredit eval --checkpoint runs/embedded/checkpoints/update_00010
+  agentcredit eval --checkpoint runs/embedded/reference method=skill_prompt
+  agentcredit eval --checkpoint path/to/model_folder --config my_run.yaml
+
+Inside a run (a run directory, one of its checkpoints, its reference/) the
+run's config.yaml is used, else the embedded default or --config. The
+evaluation is seeded for the model's update, so evaluating a run's checkpoint
+repeats the eval line the run logged for that update. The result is written as
+JSON: eval.json in the checkpoint folder, else eval_NAME.json beside the model
+folder NAME.
+"""
+
+AUDIT_EXAMPLES = """\
+examples:
+  agentcredit audit --env alfworld --copies 4
+  agentcredit audit --env webshop --split valid
+  agentcredit audit --checkpoint runs/embedded  # also the policy's rollouts
+
+The audit traces expert, random and (with --checkpoint) policy rollouts
+through the tasks' verifiers and prints one row per source (VICT interface
+audit, docs/vict.md section 4.9). --checkpoint takes the same paths as eval.
+"""
+
+CONFIG_EXAMPLES = """\
+examples:
+  agentcredit config --show                     # the embedded default
+  agentcredit config --show method=vict rollout.group_size=4
+  agentcredit config --show --config my_run.yaml > resolved.yaml
+  agentcredit config --list
+"""
 
 
 def _parser() -> argparse.ArgumentParser:
     from importlib.metadata import version
 
-    parser = argparse.ArgumentParser(prog="agentcredit", description=__doc__.split("\n\n")[0])
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="agentcredit", formatter_class=raw, epilog=MAIN_EXAMPLES + "\n" + OVERRIDES_HELP,
+        description="Reinforcement learning for multi-turn LLM agents that gives every\n"
+                    "action the credit it earned (VICT and ADRS on the GRPO, RLOO and\n"
+                    "GiGPO backbones).")
     parser.add_argument("--version", action="version",
                         version=f"agentcredit {version('agentcredit')}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an unexpected error")
+    # --debug after the command too; SUPPRESS keeps the subcommand from resetting it
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of an unexpected error")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    train = commands.add_parser("train", help="train a policy (SFT warm start + RL)")
+    def command(name: str, summary: str, examples: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=summary, description=summary[0].upper()
+                                   + summary[1:] + ".", epilog=examples + "\n" + OVERRIDES_HELP,
+                                   formatter_class=raw, parents=[common])
+
+    train = command("train", "train a policy (SFT warm start, then RL)", TRAIN_EXAMPLES)
     train.add_argument("--config", help="YAML run config (default: the embedded default)")
-    train.add_argument("--model", help="hub id or checkpoint directory (= model.name=...)")
+    train.add_argument("--model", help="hub id or model folder (same as model.name=...)")
     train.add_argument("--resume", metavar="RUN_DIR",
-                       help="continue the run in RUN_DIR from its latest usable checkpoint")
+                       help="continue the run in RUN_DIR from its newest usable checkpoint")
     train.add_argument("--overwrite", action="store_true",
                        help="delete what an earlier run left in the run directory first")
-    train.add_argument("overrides", nargs="*", metavar="key=value")
+    train.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
 
-    evaluate = commands.add_parser("eval", help="evaluate a checkpoint on the validation splits")
-    evaluate.add_argument("--checkpoint", required=True,
-                          help="a checkpoint folder, a run directory (its latest checkpoint) "
-                               "or a model directory")
-    evaluate.add_argument("--config", help="YAML config (default: the run's, else embedded)")
-    evaluate.add_argument("overrides", nargs="*", metavar="key=value")
+    evaluate = command("eval", "evaluate a model on the validation splits", EVAL_EXAMPLES)
+    evaluate.add_argument("--checkpoint", required=True, metavar="PATH",
+                          help="a run directory (its newest checkpoint), a checkpoint folder, "
+                               "RUN/reference or a model folder")
+    evaluate.add_argument("--config", help="YAML config (default: the run's, else the "
+                                           "embedded default)")
+    evaluate.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
 
-    audit = commands.add_parser("audit", help="print the VICT verifier-interface audit")
-    audit.add_argument("--env", required=True, help="environment name (e.g. alfworld)")
-    audit.add_argument("--checkpoint", help="also audit rollouts of this model directory")
+    audit = command("audit", "print the VICT verifier-interface audit", AUDIT_EXAMPLES)
+    audit.add_argument("--env", help="environment name, alfworld or webshop (default: the "
+                                     "run's, else the config's)")
+    audit.add_argument("--checkpoint", metavar="PATH",
+                       help="also audit rollouts of this model (a run directory, checkpoint "
+                            "folder, RUN/reference or model folder)")
     audit.add_argument("--split", help="task split (default: the environment's first "
                                        "validation split, e.g. valid_seen or valid)")
     audit.add_argument("--copies", type=int, default=4,
                        help="rollouts per task and source (default 4)")
-    audit.add_argument("--config", help="YAML config (default: the embedded default)")
-    audit.add_argument("overrides", nargs="*", metavar="key=value")
+    audit.add_argument("--config", help="YAML config (default: the run's, else the embedded "
+                                        "default)")
+    audit.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
+
+    config = command("config", "show the resolved config or list every key", CONFIG_EXAMPLES)
+    what = config.add_mutually_exclusive_group(required=True)
+    what.add_argument("--show", action="store_true",
+                      help="print the config that --config and the key=value settings give, "
+                           "as YAML")
+    what.add_argument("--list", action="store_true",
+                      help="print every key with its type and what it does")
+    config.add_argument("--config", help="YAML config (default: the embedded default)")
+    config.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
     return parser
 
 
@@ -75,23 +207,50 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.overrides = [*args.overrides, *extra]
-    from transformers.utils import logging as hf_logging
-
-    from agentcredit.train.run_dir import RunDirectoryError
-
-    hf_logging.disable_progress_bar()  # one bar per checkpoint save/load would drown the run's
     try:
+        if args.command == "config":
+            return _config(args)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # one bar per checkpoint save/load would drown the run's
         if args.command == "train":
             return _train(args)
         if args.command == "audit":
             return _audit(args)
         return _eval(args)
-    except (ConfigError, RunDirectoryError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt as stop:
         print(str(stop) or "interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # noqa: BLE001  (every failure ends as one line, or --debug)
+        return _report(err, args.debug)
+
+
+def _report(err: Exception, debug: bool) -> int:
+    """Print ``err`` as one ``error:`` line (a traceback first with ``--debug`` where it helps);
+    the exit status: 2 for what the user can fix, 1 for a bug."""
+    from agentcredit.train.run_dir import RunDirectoryError
+
+    if isinstance(err, ConfigError | RunDirectoryError):
+        print(f"error: {_first_line(err)}", file=sys.stderr)
+        return 2
+    if debug:
+        traceback.print_exception(err, file=sys.stderr)
+    if isinstance(err, OSError):
+        if err.filename is None:  # ours: the message says what to do
+            print(f"error: {_first_line(err)}", file=sys.stderr)
+        else:
+            print(f"error: cannot use {err.filename}: {err.strerror or _first_line(err)}; check "
+                  "that the path is right, writable and its disk has free space", file=sys.stderr)
+        return 2
+    if not debug:
+        print(f"error: internal error: {type(err).__name__}: {_first_line(err)} (rerun with "
+              "--debug for the traceback)", file=sys.stderr)
+    return 1
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else "(no message)"
 
 
 def _train(args) -> int:
@@ -102,14 +261,12 @@ def _train(args) -> int:
     if args.model:
         overrides.insert(0, f"model.name={args.model}")
     if args.resume:
-        run_dir = Path(args.resume)
-        if not (run_dir / "config.yaml").is_file():
-            raise ConfigError(f"--resume {run_dir}: no config.yaml there, so it is not a run "
-                              "directory")
-        overrides = [f"run.output_dir={run_dir.parent}", f"run.name={run_dir.name}", *overrides]
-        config = load_config(run_dir / "config.yaml", overrides)
+        config = _resume_config(args, overrides)
     else:
         config = load_config(args.config, overrides)
+    if config.rollout.group_size == 1 and config.run.updates > 0:
+        print("warning: rollout.group_size = 1 gives every group-relative advantage 0; nothing "
+              "trains", file=sys.stderr)
     result = train(config, resume=bool(args.resume), overwrite=args.overwrite)
     print(f"run directory: {result.run_dir.resolve()}")
     print(f"success before RL (after SFT): {_fmt(result.success_start)}")
@@ -117,46 +274,181 @@ def _train(args) -> int:
     return 0
 
 
+def _resume_config(args, overrides: list[str]):
+    """The resumed run's config: its ``config.yaml`` plus the overrides ``RESUME_SAFE_KEYS``
+    allow (each said in one line); any other change is refused in one line."""
+    from agentcredit.train.config import changed_keys, load_config
+
+    run_dir = Path(args.resume)
+    if args.config:
+        raise ConfigError(f"--config cannot be used with --resume: a resumed run keeps "
+                          f"{run_dir / 'config.yaml'}; give changes as key=value")
+    if args.overwrite:
+        raise ConfigError("--overwrite cannot be used with --resume: resuming keeps the run, "
+                          "--overwrite deletes it; choose one")
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"--resume {run_dir}: no config.yaml there, so it is not a run "
+                          "directory")
+    where = [f"run.output_dir={run_dir.parent}", f"run.name={run_dir.name}"]  # it may have moved
+    saved = load_config(run_dir / "config.yaml", where)
+    config = load_config(run_dir / "config.yaml", [*where, *overrides])
+    changes = changed_keys(saved, config)
+    refused = [key for key in changes if key not in RESUME_SAFE_KEYS]
+    if refused:
+        listed = ", ".join(f"{key} ({_show(changes[key][0])} -> {_show(changes[key][1])})"
+                           for key in refused)
+        raise ConfigError(f"--resume {run_dir} refuses {listed}: they change what the run "
+                          "means; start a new run (another run.name=...) to change them. "
+                          f"Resume accepts only {', '.join(RESUME_SAFE_KEYS)}")
+    for key, (old, new) in changes.items():
+        print(f"resume: accepted {key}={_show(new)} (was {_show(old)})")
+    return config
+
+
+def _show(value) -> str:
+    """A config value as the user would type it after ``key=``."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    return json.dumps(value)
+
+
 def _eval(args) -> int:
     from agentcredit.train.config import load_config
-    from agentcredit.train.evaluate import evaluate_model
-    from agentcredit.train.run_dir import RunDirectory
+    from agentcredit.train.evaluate import evaluate_model, locate_model, write_eval_result
 
-    path = Path(args.checkpoint)
-    if not path.exists():
-        raise FileNotFoundError(f"--checkpoint {path} does not exist")
-    run_config = None
-    if (path / "config.yaml").is_file():  # a run directory: its latest checkpoint
-        run_config = path / "config.yaml"
-        latest = RunDirectory(path).latest_checkpoint()
-        if latest is None:
-            raise FileNotFoundError(f"run directory {path} has no complete checkpoint")
-        path = latest
-    if (path / "policy").is_dir():
-        model_dir = path / "policy"
-        candidate = path.parent.parent / "config.yaml"
-        run_config = run_config or (candidate if candidate.is_file() else None)
-    else:
-        model_dir = path
-    config = load_config(args.config or run_config, [*args.overrides])
-    metrics = evaluate_model(config, model_dir)
+    source = locate_model(args.checkpoint)
+    config_path = args.config or source.run_config
+    config = load_config(config_path, [*args.overrides])
+    print(f"evaluating {source.describe()}")
+    print(f"config: {config_path or 'the embedded default'}"
+          + (f" with {' '.join(args.overrides)}" if args.overrides else ""))
+    metrics = evaluate_model(config, source.model_dir, update=source.update or 0)
+    written = write_eval_result(source, metrics, config=str(config_path) if config_path else None,
+                                overrides=list(args.overrides))
     print(json.dumps(metrics, indent=1))
-    print(f"success: {metrics['eval/success']:.3f}")
+    print(f"success: {metrics['eval/success']:.3f} ({source.describe()})")
+    print(f"wrote {written}")
     return 0
 
 
 def _audit(args) -> int:
     from agentcredit.train.audit import run_audit
     from agentcredit.train.config import load_config
+    from agentcredit.train.evaluate import locate_model
 
     if args.copies < 1:
         raise ConfigError(f"--copies {args.copies}: need at least 1 rollout per task")
-    checkpoint = Path(args.checkpoint) if args.checkpoint else None
-    if checkpoint is not None and not checkpoint.exists():
-        raise FileNotFoundError(f"--checkpoint {checkpoint} does not exist")
-    config = load_config(args.config, [f"env.name={args.env}", *args.overrides])
-    run_audit(config, args.split, args.copies, checkpoint)
+    # the model is found (or refused) before the expert and random audits run
+    source = locate_model(args.checkpoint) if args.checkpoint else None
+    config_path = args.config or (source.run_config if source else None)
+    env = [f"env.name={args.env}"] if args.env else []
+    config = load_config(config_path, [*env, *args.overrides])
+    if source is not None:
+        print(f"policy: {source.describe()}")
+    run_audit(config, args.split, args.copies, source.model_dir if source else None)
     return 0
+
+
+def _config(args) -> int:
+    import yaml
+
+    from agentcredit.train.config import config_to_dict, load_config
+
+    if args.show:
+        config = load_config(args.config, args.overrides)
+        print(yaml.safe_dump(config_to_dict(config), sort_keys=False), end="")
+        return 0
+    if args.overrides or args.config:
+        raise ConfigError("config --list lists every key and takes no --config or key=value; "
+                          "use config --show for a resolved config")
+    print("\n".join(_key_lines()))
+    return 0
+
+
+def _key_lines() -> list[str]:
+    """One line per config key, ``key  type  doc``, then each estimator's options."""
+    from agentcredit.credit import estimator_names, get_estimator
+    from agentcredit.train.config import TrainConfig
+
+    lines = _columns(_key_rows(TrainConfig, ""))
+    for name in estimator_names():
+        options = _key_rows(get_estimator(name).config_cls, "credit.options.")
+        lines += ["", f"credit.options with credit.estimator={name} (or method={name}):"]
+        lines += _columns(options) or ["  (no options)"]
+    return lines
+
+
+def _key_rows(cls: type, prefix: str) -> list[tuple[str, str, str]]:
+    """``(key, type, doc)`` of every key of the config dataclass ``cls``, a selectable field's
+    members' keys after it (``credit.options.backbone.mode``)."""
+    import dataclasses
+
+    from agentcredit.config_schema import leaf_keys, selectable
+
+    attributes = _attribute_docs(cls)  # some configs document fields in their docstrings
+    rows = []
+    for key, hint, doc in leaf_keys(cls, prefix):
+        if "." in key[len(prefix):]:
+            continue  # a nested section's keys: from its own class, below
+        rows.append((key, _type_name(hint), doc or attributes.get(key[len(prefix):], "")))
+        if dataclasses.is_dataclass(hint):
+            rows += _key_rows(hint, key + ".")
+        for name, member in (selectable(hint) or {}).items():
+            rows += [(sub, kind, f"(with {key}={name}) {text}")
+                     for sub, kind, text in _key_rows(member, key + ".")]
+    return rows
+
+
+def _attribute_docs(cls: type) -> dict[str, str]:
+    """Field docs from a Google-style class docstring (``    name: text`` under a section
+    header such as ``Attributes:``), field name → its text on one line."""
+    import dataclasses
+    import inspect
+    import re
+
+    fields = {f.name for f in dataclasses.fields(cls)}
+    docs, name = {}, None
+    for line in inspect.cleandoc(cls.__doc__ or "").splitlines():
+        entry = re.match(r" {4}(\w+): (.*)", line)
+        if entry and entry[1] in fields:
+            name = entry[1]
+            docs[name] = entry[2]
+        elif name and line.startswith(" " * 5):
+            docs[name] += " " + line.strip()
+        else:
+            name = None
+    return docs
+
+
+def _columns(rows: list[tuple[str, str, str]]) -> list[str]:
+    if not rows:
+        return []
+    width = max(len(key) for key, _, _ in rows)
+    kind = max(len(name) for _, name, _ in rows)
+    return [f"{key:<{width}}  {name:<{kind}}  {doc.replace('``', '')}".rstrip()
+            for key, name, doc in rows]
+
+
+def _type_name(hint) -> str:
+    """A type hint in words: ``int``, ``bare|tagged``, ``section``, ``grpo|rloo|gigpo``."""
+    import dataclasses
+
+    from agentcredit.config_schema import selectable
+
+    if dataclasses.is_dataclass(hint):
+        return "section"
+    choices = selectable(hint)
+    if choices is not None:
+        return "name: " + "|".join(choices)
+    if typing.get_origin(hint) is typing.Literal:
+        return "|".join(map(str, typing.get_args(hint)))
+    if isinstance(hint, type):
+        return hint.__name__
+    return str(hint).replace("typing.", "")
 
 
 def _fmt(value: float | None) -> str:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -70,7 +71,7 @@ def step_sums(values: torch.Tensor, batch: CreditBatch) -> torch.Tensor:
 
 
 @FAST
-@given(adrs_batches(), st.sampled_from(["global", "per_seq"]))
+@given(adrs_batches(), st.sampled_from(["global", "per_step", "per_rollout"]))
 def test_each_steps_calibrated_scores_sum_to_zero(batch, scope):
     q_hat = adrs(batch, ADRSConfig(scope=scope)).extras["q_hat"]
     assert torch.allclose(step_sums(q_hat, batch),
@@ -89,13 +90,34 @@ def test_global_scope_scales_by_one_std_over_every_token_of_the_batch():
     assert q_hat.std(correction=0).item() == pytest.approx(1.0, abs=1e-6)
 
 
-def test_per_seq_scope_gives_each_rollout_unit_spread():
+def test_per_rollout_scope_gives_each_rollout_unit_spread():
     batch = with_tokens(CreditBatch.from_lists([[0.0, 10.0], [0.0], [1.0]], [0, 0, 1]),
                         [3, 2, 4, 5])
-    q_hat = adrs(batch, ADRSConfig(scope="per_seq")).extras["q_hat"]
+    q_hat = adrs(batch, ADRSConfig(scope="per_rollout")).extras["q_hat"]
     rollout = batch.step_rollout[batch.tokens.token_step]
     for i in range(3):
         assert q_hat[rollout == i].double().std(correction=0).item() == pytest.approx(1, abs=1e-5)
+
+
+def test_per_step_scope_gives_each_step_unit_spread_and_per_rollout_shares_one_scale():
+    # one rollout of two steps; q = ℓ^T − b_s is (1, −1) in step 0 and (2, −2) in step 1
+    batch = CreditBatch.from_lists([[0.0, 1.0], [0.0, 0.0]], [0, 0])
+    batch = dataclasses.replace(batch, tokens=TokenScores(
+        token_step=torch.tensor([0, 0, 1, 1, 2, 3]),
+        teacher_logprobs=torch.tensor([-1.0, -3.0, -2.0, -6.0, -1.0, -1.0])))
+    per_step = adrs(batch, ADRSConfig(scope="per_step")).extras["q_hat"].double()
+    per_rollout = adrs(batch, ADRSConfig(scope="per_rollout")).extras["q_hat"].double()
+    # per step: each step divided by its own std, 1 and 2; single-token steps stay 0
+    assert per_step.tolist() == pytest.approx([1, -1, 1, -1, 0, 0], abs=1e-7)
+    # per rollout: one std over (1, −1, 2, −2), sqrt(10 / 4)
+    sigma = (10 / 4) ** 0.5
+    assert per_rollout.tolist() == pytest.approx([1 / sigma, -1 / sigma, 2 / sigma, -2 / sigma,
+                                                  0, 0], abs=1e-7)
+
+
+def test_the_old_per_seq_scope_name_is_refused_with_both_meanings():
+    with pytest.raises(ValueError, match="per_step .* per_rollout"):
+        ADRSConfig(scope="per_seq")
 
 
 # MODULE 2: THE TVA GATE
@@ -218,7 +240,7 @@ def test_whitening_is_per_group_and_matches_the_formula():
 
 @FAST
 @given(adrs_batches(), st.sampled_from(["off", "L1", "L2", "L3"]),
-       st.sampled_from(["global", "per_seq"]))
+       st.sampled_from(["global", "per_step", "per_rollout"]))
 def test_eta_zero_reproduces_grpo_advantages_exactly(batch, gate, scope):
     result = adrs(batch, ADRSConfig(backbone="grpo", gate=gate, scope=scope, eta=0.0))
     native = grpo(batch, GRPOConfig()).step_advantages
@@ -238,7 +260,7 @@ def test_eta_zero_reproduces_gigpo_advantages_exactly(batch, gate):
 @FAST
 @given(adrs_batches(), st.sampled_from(["off", "L2", "L3"]), st.sampled_from(["grpo", "gigpo"]))
 def test_step_shared_gates_keep_the_trajectory_path_and_add_only_eta_z(batch, gate, backbone):
-    config = ADRSConfig(backbone=backbone, gate=gate, eta=0.1)
+    config = ADRSConfig(backbone=backbone, gate=gate, eta=0.1, token_path_zero_signal="apply")
     result = adrs(batch, config)
     native = (grpo(batch, GRPOConfig()) if backbone == "grpo"
               else gigpo(batch, GiGPOConfig())).step_advantages
@@ -292,10 +314,54 @@ def test_a_token_path_window_without_an_update_index_fails_clearly():
         adrs(batch, ADRSConfig(token_path_warmup=20, token_path_updates=50))
 
 
-def test_z_clip_bounds_the_token_path():
+def test_z_clip_bounds_eta_times_z_not_z():
     batch = with_tokens(CreditBatch.from_lists([[10.0, 0.0], [0.0]], [0, 0]), [1, 9, 1], seed=3)
-    z = adrs(batch, ADRSConfig(z_clip=0.5)).extras["z_teacher"]
-    assert z.abs().max() <= 0.5 and (z.abs() == 0.5).any()
+    result = adrs(batch, ADRSConfig(eta=0.1, z_clip=0.1))
+    eta_z = 0.1 * result.extras["z_teacher"].double()
+    assert eta_z.abs().max() > 0.1  # the bound binds on η·Z^T (clipping Z^T would give 0.01)
+    expected = eta_z.clamp(-0.1, 0.1)
+    assert torch.allclose(result.extras["token_path"].double(), expected, atol=1e-7)
+    plain = result.step_advantages[batch.tokens.token_step].double()
+    assert torch.allclose(result.token_advantages.double(), plain + expected, atol=1e-6)
+
+
+def test_adaptive_clip_scales_each_groups_bound_by_its_strength_over_the_median():
+    # group strengths max|A^traj| under Dr.GRPO: 5, 1 and 0.5; median 1 (lower middle)
+    batch = CreditBatch.from_lists([[10.0], [0.0], [2.0], [0.0], [1.0], [0.0]],
+                                   [0, 0, 1, 1, 2, 2])
+    batch = with_tokens(batch, [1, 9, 1, 9, 1, 9], seed=3)
+    config = ADRSConfig(backbone={"name": "grpo", "norm_by_std": False}, eta=1.0, z_clip=0.3,
+                        z_clip_adaptive=True)
+    path = adrs(batch, config).extras["token_path"].double()
+    token_group = batch.group_index[batch.step_rollout[batch.tokens.token_step]]
+    bounds = [0.3, 0.3, 0.3 * 0.5 / (1 + 1e-6)]
+    for g, bound in enumerate(bounds):
+        assert path[token_group == g].abs().max().item() == pytest.approx(bound, rel=1e-6)
+
+
+def test_adaptive_clip_without_a_bound_fails_clearly():
+    with pytest.raises(ValueError, match="z_clip_adaptive = True .* z_clip"):
+        ADRSConfig(z_clip_adaptive=True)
+
+
+# ZERO-SIGNAL GROUPS (docs/adrs.md §5.4)
+
+
+@pytest.mark.parametrize("backbone", ["grpo", "gigpo"])
+def test_groups_without_return_signal_get_exactly_the_backbone_advantage_under_skip(backbone):
+    # group 0 all fail, group 1 one rollout, group 2 informative
+    batch = CreditBatch.from_lists([[0.0, 0.0], [0.0], [10.0], [10.0], [0.0]], [0, 0, 1, 2, 2])
+    batch = with_tokens(batch, [3, 2, 4, 3, 2, 5], seed=1)
+    native = (grpo(batch, GRPOConfig()) if backbone == "grpo"
+              else gigpo(batch, GiGPOConfig())).step_advantages[batch.tokens.token_step]
+    token_group = batch.group_index[batch.step_rollout[batch.tokens.token_step]]
+    skipped = adrs(batch, ADRSConfig(backbone=backbone, eta=0.1))
+    applied = adrs(batch, ADRSConfig(backbone=backbone, eta=0.1, token_path_zero_signal="apply"))
+    silent = token_group < 2
+    assert torch.equal(skipped.token_advantages[silent], native[silent])
+    assert (applied.token_advantages[silent] - native[silent]).abs().max() > 0.05
+    assert torch.equal(skipped.token_advantages[~silent], applied.token_advantages[~silent])
+    assert skipped.diagnostics["zero_signal_group_share"] == pytest.approx(2 / 3)
 
 
 def test_adrs_without_teacher_scores_says_how_to_provide_them():
@@ -316,6 +382,7 @@ def test_adrs_is_registered_and_built_from_flat_options_like_the_trainer_does():
     ("backbone", "rloo", "ADRSConfig.backbone.name = 'rloo' is not allowed"),
     ("eta", -0.1, "ADRSConfig.eta = -0.1"),
     ("scope", "batch", "ADRSConfig.scope = 'batch'"),
+    ("token_path_zero_signal", "drop", "ADRSConfig.token_path_zero_signal = 'drop'"),
     ("token_path_updates", 0, "ADRSConfig.token_path_updates = 0"),
 ])
 def test_config_errors_name_the_field_and_the_bad_value(field, value, message):
@@ -412,3 +479,66 @@ def test_distillation_losses_accumulate_over_micro_batches_with_a_shared_normali
     parts = sum(opsd_loss(logprobs[rows], teacher[rows], mask[rows], normalizer=mask.sum())[0]
                 for rows in (slice(0, 1), slice(1, 4)))
     assert torch.allclose(whole, parts)
+
+
+# HAND-COMPUTED EXAMPLES (docs/adrs.md §5.2–5.4): every expected number comes from the formulas
+
+
+def sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+def test_l2_worked_example_teacher_reward_and_final_advantage():
+    # one task, two one-step rollouts: the winner's tokens are the teacher-confident ones
+    batch = CreditBatch.from_lists([[1.0], [0.0]], [0, 0])
+    batch = dataclasses.replace(batch, tokens=TokenScores(
+        token_step=torch.tensor([0, 0, 1, 1]),
+        teacher_logprobs=torch.tensor([-1.0, -3.0, -3.0, -5.0]),
+        # ℓ^b ranks the rollouts the other way round: a gate read from ℓ^b would close
+        behaviour_logprobs=torch.tensor([-4.0, -4.0, -1.0, -1.0])))
+    result = adrs(batch, ADRSConfig(gate="L2", eta=0.1, scope="global"))
+    # b_s = −2, −4; q = (1, −1, 1, −1); σ_q = 1 over the batch
+    q_hat = [v / (1 + 1e-8) for v in (1, -1, 1, -1)]
+    # ℓ̄^T = −2, −4, batch mean −3: α = sigmoid(±1), α_0 + α_1 = 1
+    a0, a1 = sigmoid(1.0), sigmoid(-1.0)
+    mu_plus = (a0 * 1.0 + a1 * 0.0) / (a0 + a1 + 1e-8)
+    mu_minus = ((1 - a0) * 1.0 + (1 - a1) * 0.0) / ((1 - a0) + (1 - a1) + 1e-8)
+    m = sigmoid(2.0 * (mu_plus - mu_minus))  # ≈ 0.716: confidence went with the win
+    assert m == pytest.approx(sigmoid(2 * math.tanh(0.5)), rel=1e-7)
+    reward = [0.1 * m * q for q in q_hat]
+    assert result.extras["token_gate"].tolist() == pytest.approx([m] * 4, rel=1e-6)
+    assert result.extras["teacher_reward"].tolist() == pytest.approx(reward, rel=1e-6)
+    # A^traj = ±0.5 / (0.5 + 1e-6); Z^T = r^T / sqrt(Var r^T + ε), Var r^T = (0.1 m q̂)²
+    a_traj = 0.5 / (0.5 + 1e-6)
+    z = [r / math.sqrt((0.1 * m * q_hat[0]) ** 2 + 1e-8) for r in reward]
+    expected = [a_traj + 0.1 * z[0], a_traj + 0.1 * z[1], -a_traj + 0.1 * z[2],
+                -a_traj + 0.1 * z[3]]
+    assert result.token_advantages.tolist() == pytest.approx(expected, rel=1e-6)
+
+
+def test_l3_worked_example_gates_anchor_groups_on_the_discounted_return_to_go():
+    # one task, two rollouts of two steps; both start in state s, then part (a vs b)
+    batch = CreditBatch.from_lists([[0.0, 1.0], [0.0, 0.0]], [0, 0], [["s", "a"], ["s", "b"]])
+    batch = dataclasses.replace(batch, tokens=TokenScores(
+        token_step=torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]),
+        teacher_logprobs=torch.tensor([-1.0, -3.0, -1.0, -3.0, -3.0, -5.0, -3.0, -5.0])))
+    result = adrs(batch, ADRSConfig(gate="L3", eta=0.1, gamma=0.95, scope="global"))
+    # q = ±1 in every step, σ_q = 1
+    q_hat = [v / (1 + 1e-8) for v in (1, -1) * 4]
+    # units = steps; ℓ̄^T = −2, −2, −4, −4, batch mean −3: α = sigmoid(1) for rollout 0's steps
+    a0, a1 = sigmoid(1.0), sigmoid(-1.0)
+    # state s holds steps (0, 0) and (1, 0) with G = 0 + 0.95·1 and 0; a and b hold one step each
+    g0, g1 = 0.95 * 1.0, 0.0
+    mu_plus = (a0 * g0 + a1 * g1) / (a0 + a1 + 1e-8)
+    mu_minus = ((1 - a0) * g0 + (1 - a1) * g1) / ((1 - a0) + (1 - a1) + 1e-8)
+    m_s = sigmoid(2.0 * (mu_plus - mu_minus))
+    gate = [m_s, m_s, 0.5, 0.5, m_s, m_s, 0.5, 0.5]
+    reward = [0.1 * m * q for m, q in zip(gate, q_hat, strict=True)]
+    assert result.extras["token_gate"].tolist() == pytest.approx(gate, rel=1e-6)
+    assert result.extras["teacher_reward"].tolist() == pytest.approx(reward, rel=1e-6)
+    # Z^T whitens r^T (not q̂) over the task's 8 tokens: mean 0, Var = (0.1)²(m_s² + 0.25)/2
+    var = 0.1 ** 2 * (m_s ** 2 + 0.25) / 2 / (1 + 1e-8) ** 2
+    z = [r / math.sqrt(var + 1e-8) for r in reward]
+    a_traj = 0.5 / (0.5 + 1e-6)  # GRPO on the returns 1 and 0
+    expected = [(a_traj if i < 4 else -a_traj) + 0.1 * z[i] for i in range(8)]
+    assert result.token_advantages.tolist() == pytest.approx(expected, rel=1e-6)

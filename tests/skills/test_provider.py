@@ -169,6 +169,23 @@ def test_without_a_chat_template_the_skill_goes_before_the_whole_prompt(tokenize
     assert plain.decode(spliced) == skill_prefix("Do X.") + "Your task is to: look"
 
 
+def test_the_skill_shares_the_prompt_budget_and_the_prompt_is_left_truncated(
+        tokenizer, provider):
+    skill = provider.text_for("alfworld", "pick_and_place")
+    _, ids = _prompt(tokenizer, 2, "You arrive at countertop 1.")
+    full = SkillSplicer(tokenizer).privileged_prompt_ids(ids, skill)
+    roomy = SkillSplicer(tokenizer, max_prompt_tokens=len(full))
+    assert roomy.privileged_prompt_ids(ids, skill) == full  # fits: unchanged
+    budget = len(full) - 7
+    shared, rest = SkillSplicer(tokenizer, max_prompt_tokens=budget).splice(ids, skill)
+    assert list(shared) + rest == full[7:]  # the first 7 tokens go, the ordinary text stays
+    assert rest == ids[len(ids) - len(rest):]
+    ordinary = ids[SkillSplicer(tokenizer).insertion_offset(ids):]
+    tight = SkillSplicer(tokenizer, max_prompt_tokens=len(ordinary) - 3)  # the user text is over
+    shared, rest = tight.splice(ids, skill)
+    assert len(shared) == 1 and list(shared) + rest == ordinary[3:]
+
+
 def test_splicing_a_prompt_without_the_user_header_fails_with_a_clear_error(tokenizer):
     ids = tokenizer.encode("go to countertop 1", add_special_tokens=False)
     with pytest.raises(ValueError, match="could not find the first user message"):

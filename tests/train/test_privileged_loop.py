@@ -138,7 +138,7 @@ def _without(records: list[dict], *prefixes: str) -> list[dict]:
 def test_adrs_with_eta_zero_trains_exactly_like_grpo_and_default_eta_does_not(
         run, tmp_path):
     two = ("run.updates=2", "run.eval_at_start=false")
-    _, grpo = run(tmp_path, "grpo", "method=grpo", *two)
+    _, grpo = run(tmp_path, "grpo", "method=grpo", "optim.clip_high=0.28", *two)
     _, adrs0 = run(tmp_path, "adrs0", "method=adrs", "credit.options.eta=0", *two)
     _, adrs = run(tmp_path, "adrs", "method=adrs", *two)
     noise = ("time/", "tokens/", "credit/", "eval/probe_gap/", "sft/seconds")
@@ -212,3 +212,52 @@ def test_a_method_without_skill_texts_for_its_environment_stops_with_one_line(
     err = capsys.readouterr().err.strip()
     assert status == 2 and "\n" not in err
     assert err.startswith("error: no skill texts for environment 'fake'")
+
+
+def test_the_teacher_scores_with_the_pre_update_policy_of_the_same_update_not_the_reference(
+        run, tmp_path, monkeypatch):
+    from agentcredit.train import loop
+
+    def snapshot(model) -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+    scored, updated = [], []
+    teacher, update = credit_inputs.teacher_logprobs, loop.ppo_update
+
+    def scoring(model, *args, **kwargs):
+        scored.append(snapshot(model))
+        return teacher(model, *args, **kwargs)
+
+    def updating(model, *args, **kwargs):
+        updated.append(snapshot(model))  # the weights the update starts from
+        return update(model, *args, **kwargs)
+
+    monkeypatch.setattr(credit_inputs, "teacher_logprobs", scoring)
+    monkeypatch.setattr(loop, "ppo_update", updating)
+    run(tmp_path, "adrs", "method=adrs", "run.updates=2", "run.eval_at_start=false")
+    assert len(scored) == len(updated) == 2
+    assert not all(torch.equal(scored[0][k], scored[1][k]) for k in scored[0])  # it moved
+    for teacher_weights, policy_weights in zip(scored, updated, strict=True):
+        assert all(torch.equal(teacher_weights[k], policy_weights[k]) for k in policy_weights)
+
+
+def test_adrs_presets_carry_the_papers_settings_per_environment():
+    alfworld = load_config(None, ["method=adrs"])
+    webshop = load_config(None, ["method=adrs_webshop"])
+    assert alfworld.optim.clip_high == webshop.optim.clip_high == 0.28
+    assert {k: alfworld.credit.options[k] for k in ("eta", "scope", "gate", "gate_norm")} == \
+        {"eta": 0.1, "scope": "global", "gate": "L2", "gate_norm": True}
+    assert {k: webshop.credit.options[k] for k in ("eta", "scope", "gate", "gate_norm")} == \
+        {"eta": 0.02, "scope": "per_step", "gate": "L2", "gate_norm": False}
+    assert not alfworld.eval.skills and not alfworld.rollout.skills
+
+
+@pytest.mark.parametrize("method", ["adrs", "adrs_webshop", "opsd", "sdar"])
+def test_evaluation_skills_are_refused_for_every_method_with_a_privileged_teacher(method):
+    with pytest.raises(ValueError, match="eval.skills = true .* set eval.skills=false"):
+        load_config(None, [f"method={method}", "eval.skills=true"])
+
+
+@pytest.mark.parametrize("method", ["skill_prompt", "skill_grpo*"])
+def test_evaluation_skills_stay_allowed_for_the_skill_prompt_baselines(method):
+    assert load_config(None, [f"method={method}"]).eval.skills

@@ -12,12 +12,13 @@ def _has(var):
 def _kitchen(original=None, extra_atoms=()):
     """A hand-made heat task: see the egg, hold it, heat it, place it; placing it cold violates.
 
-    As in the ALFWorld verifier, ``held`` means "held at some point" (evidence), so
-    it stays SAT after the egg is put down and placing keeps a valid proof record.
+    As in the ALFWorld verifier, ``held`` means "held at some point" and reads that lasting
+    evidence, so it stays SAT after the egg is put down, placing keeps a valid proof record,
+    and the put-down writes nothing to it.
     """
     atoms = (
         Atom("seen", _has("seen:egg"), "on_evidence", (), ("seen:egg",), "prerequisite"),
-        Atom("held", _has("held:egg"), "online", ("seen",), ("holds(egg)",), "prerequisite"),
+        Atom("held", _has("held:egg"), "online", ("seen",), ("held:egg",), "prerequisite"),
         Atom("hot", _has("ishot(egg)"), "online", ("held",), ("ishot(egg)",), "hard"),
         Atom("cold_placed",
              lambda s, e: Status.VIOL if s.get("in(egg, table)") and not s.get("ishot(egg)")
@@ -74,8 +75,8 @@ def test_trace_records_statuses_after_every_step_from_the_reset_on():
 def test_each_step_is_linked_to_the_atoms_it_wrote_committed_violated_or_revealed():
     trace = trace_rollout(_kitchen(), *_play(SOLVED))
     assert _edges(trace) == {
-        (0, "seen", "reveal"), (1, "held", "write"), (2, "hot", "write"),
-        (3, "held", "write"), (3, "placed", "write"), (3, "placed", "commit"),
+        (0, "seen", "reveal"), (1, "held", "reveal"), (2, "hot", "write"),
+        (3, "placed", "write"), (3, "placed", "commit"),
         (3, "cold_placed", "write"), (3, "cold_placed", "commit")}
     assert trace.revealed[1] == {"seen:egg"} and trace.revealed[2] == {"held:egg"}
     assert trace.evidence[-1] == {"seen:egg": True, "held:egg": True}

@@ -7,8 +7,8 @@ this module turns those scores into token-level credit inside the backbone's
 own advantage, in three modules:
 
 1. **Within-step calibration** (docs/adrs.md §5.2): ``q̂ = (ℓ^T − b_s) / (σ_q + ε)``,
-   centred on the step's mean and scaled by a std over the ``global`` or
-   ``per_seq`` scope. Each step's ``q̂`` sums to zero.
+   centred on the step's mean and scaled by a std over the ``global``, ``per_step`` or
+   ``per_rollout`` scope. Each step's ``q̂`` sums to zero.
 2. **TVA gate** (docs/adrs.md §5.3): a detached gate ``m`` in (0, 1) from the
    within-group association between unit confidence and pre-ADRS return:
    L2 units are rollouts of a prompt group (return ``R_i``), L3 units are steps
@@ -17,7 +17,9 @@ own advantage, in three modules:
 3. **Credit integration** (docs/adrs.md §5.4): ``r^T = η·m·q̂``; the trajectory path
    runs the backbone's native advantage on the shaped reward ``r̃ = r^base + r^T``;
    the token path whitens ``r^T`` over each prompt group's valid tokens into
-   ``Z^T``; ``A^ADRS = A^traj + η·Z^T`` per token. With GiGPO, the shaped
+   ``Z^T``; ``A^ADRS = A^traj + η·Z^T`` per token, where ``η·Z^T`` is left out in
+   groups without return signal (``token_path_zero_signal=skip``) and optionally
+   clipped (``z_clip``, fixed or adaptive). With GiGPO, the shaped
    reward enters the episode level only and the native step level is kept, so
    ``η·Z^T`` joins the episode-level advantage.
 
@@ -68,6 +70,9 @@ from agentcredit.credit.result import CreditResult
 TOKEN_CLASSES = ("action", "object", "other")
 # GateNorm divides by the contrast scale only above this (docs/adrs.md §5.3).
 GATE_NORM_MIN_SCALE = 1e-8
+# A group whose return std (GRPO) or every advantage (GiGPO) is below this carries no return
+# signal, and the token path skips it under token_path_zero_signal=skip (docs/adrs.md §5.4).
+ZERO_SIGNAL_THRESHOLD = 1e-6
 
 
 @dataclass(frozen=True)
@@ -84,8 +89,10 @@ class ADRSConfig:
             fallback, needs reference log-probs) or ``off`` (``m = 1``).
         eta: ``η`` ≥ 0, the teacher scale (papers: 0.1 ALFWorld, 0.02 WebShop,
             0.05 Search). ``0`` reproduces the backbone exactly.
-        scope: ``global`` (σ_q over every valid token of the batch) or
-            ``per_seq`` (over the rollout's tokens), docs/adrs.md §5.2.
+        scope: the tokens ``σ_q`` is taken over (docs/adrs.md §5.2): ``global`` (every
+            valid token of the batch; the paper's ALFWorld and Search runs), ``per_step``
+            (the step's own tokens; the authors' ``per_seq``, their WebShop run) or
+            ``per_rollout`` (every token of the step's rollout).
         gate_norm: GateNorm, divide the contrasts by their (uncentred-sign)
             std over the batch's units when that std exceeds 1e-8 (docs/adrs.md §5.3).
         temperature: ``T`` > 0 of the soft confidence weight α (papers: 1.0).
@@ -93,8 +100,15 @@ class ADRSConfig:
         eps: ``ε`` > 0 of the calibration, the TVA contrast and the whitening (papers: 1e-8).
         gamma: ``γ`` of the L3 gate's return-to-go (papers: 0.95; a GiGPO backbone's
             step level uses its own ``backbone.gamma``).
-        z_clip: clip ``Z^T`` to ``±z_clip`` (the authors' code); ``None`` = no clip
-            (the paper's equations, the default).
+        z_clip: clip the token path ``η·Z^T`` to ``±z_clip`` (the authors' ``wn_clip``,
+            0.2 in their scripts); ``None`` = no clip (the paper's equations, the default).
+        z_clip_adaptive: shrink each group's bound to ``z_clip · min(s_g / median s, 1)``,
+            ``s_g`` = the group's largest ``|A^traj|`` (the authors' ``wn_adaptive_clip``);
+            needs ``z_clip``.
+        token_path_zero_signal: ``skip`` leaves ``η·Z^T`` out of groups without return
+            signal (return std, or under GiGPO every advantage, below 1e-6; or one rollout),
+            as the authors' code does (the default); ``apply`` adds it everywhere, the
+            literal reading of the paper's Eq. 10 (docs/adrs.md §5.4).
         token_path_warmup: the token path ``η·Z^T`` stays off for the first
             ``token_path_warmup`` updates (authors' code: 20; default 0).
         token_path_updates: then stays on for this many updates and switches
@@ -109,18 +123,28 @@ class ADRSConfig:
     backbone: GRPOConfig | GiGPOConfig = field(default_factory=GRPOConfig)
     gate: Literal["off", "L1", "L2", "L3"] = "L2"
     eta: float = 0.1
-    scope: Literal["global", "per_seq"] = "global"
+    scope: Literal["global", "per_step", "per_rollout"] = "global"
     gate_norm: bool = False
     temperature: float = 1.0
     tau: float = 2.0
     eps: float = 1e-8
     gamma: float = 0.95
     z_clip: float | None = None
+    z_clip_adaptive: bool = False
+    token_path_zero_signal: Literal["skip", "apply"] = "skip"
     token_path_warmup: int = 0
     token_path_updates: int | None = None
 
     def __post_init__(self) -> None:
+        if self.scope == "per_seq":
+            raise ValueError("ADRSConfig.scope = 'per_seq' is ambiguous and no longer accepted: "
+                             "choose per_step (σ_q over the step's tokens, the ADRS authors' "
+                             "per_seq) or per_rollout (over the rollout's tokens, the old "
+                             "per_seq here)")
         validate(self)
+        if self.z_clip_adaptive and self.z_clip is None:
+            raise ValueError("ADRSConfig.z_clip_adaptive = True scales the bound z_clip, which "
+                             "is None; set z_clip (the authors use 0.2) or z_clip_adaptive=false")
 
     @property
     def extra_inputs(self) -> tuple[str, ...]:
@@ -154,20 +178,21 @@ def calibrate(teacher: Tensor, token_step: Tensor, num_steps: int, *, scope: str
     """Within-step calibrated teacher scores ``q̂ [N]`` (docs/adrs.md §5.2).
 
     ``b_s = mean_{j∈V_s} ℓ^T_{s,j}``; ``q = ℓ^T − b_s``; ``σ_q`` = population
-    std of ``q`` over the scope (``global``: all ``N`` tokens; ``per_seq``: the
-    tokens of the token's rollout); ``q̂ = q / (σ_q + ε)``.
+    std of ``q`` over the scope (``global``: all ``N`` tokens; ``per_step``: the
+    tokens of the token's step; ``per_rollout``: the tokens of the token's
+    rollout); ``q̂ = q / (σ_q + ε)``.
 
     Args:
         teacher: ``[N]`` ``ℓ^T``.
         token_step: ``[N]`` flat step of each token; every step has ≥ 1 token.
         num_steps: ``S``.
-        scope: ``global`` or ``per_seq``.
-        token_rollout: ``[N]`` rollout of each token (read by ``per_seq``).
+        scope: ``global``, ``per_step`` or ``per_rollout``.
+        token_rollout: ``[N]`` rollout of each token (read by ``per_rollout``).
         num_rollouts: ``B``.
         eps: ``ε``.
 
     Returns ``q̂ [N]`` in float64. Tested property: it sums to zero over each
-    step's tokens (the denominator is shared within a step under both scopes).
+    step's tokens (the denominator is shared within a step under every scope).
     """
     lt = teacher.to(torch.float64)
     counts = torch.bincount(token_step, minlength=num_steps).to(torch.float64)  # [S]
@@ -176,10 +201,13 @@ def calibrate(teacher: Tensor, token_step: Tensor, num_steps: int, *, scope: str
     q = lt - step_mean[token_step]  # [N]
     if scope == "global":
         sigma = q.std(correction=0).expand_as(q)
-    elif scope == "per_seq":
+    elif scope == "per_step":
+        sigma = _group_std(q, token_step, num_steps)[token_step]
+    elif scope == "per_rollout":
         sigma = _group_std(q, token_rollout, num_rollouts)[token_rollout]
     else:
-        raise ValueError(f"calibrate scope = {scope!r}; choose one of global, per_seq.")
+        raise ValueError(f"calibrate scope = {scope!r}; choose one of global, per_step, "
+                         "per_rollout.")
     return q / (sigma + eps)
 
 
@@ -323,6 +351,48 @@ def whiten_in_groups(values: Tensor, group: Tensor, num_groups: int, eps: float)
     return centred / (var + eps).sqrt()[group]
 
 
+def group_strength(step_adv: Tensor, batch: CreditBatch) -> Tensor:
+    """``s_g = max |A^traj|`` over the steps of each task group, float64 ``[G]``
+    (docs/adrs.md §5.4)."""
+    step_group = batch.group_index[batch.step_rollout]  # [S]
+    return torch.zeros(batch.num_groups, dtype=torch.float64, device=step_adv.device) \
+        .scatter_reduce_(0, step_group, step_adv.abs().to(torch.float64), reduce="amax")
+
+
+def zero_signal_groups(batch: CreditBatch, strength: Tensor,
+                       backbone: GRPOConfig | GiGPOConfig) -> Tensor:
+    """The task groups whose returns carry no signal, ``[G]`` bool (docs/adrs.md §5.4).
+
+    A group of one rollout; under GRPO a group whose pre-ADRS returns have a
+    population std below ``1e-6``; under GiGPO a group whose every backbone
+    advantage (``strength`` = ``s_g``) is below ``1e-6`` in magnitude.
+    """
+    rollouts = torch.bincount(batch.group_index, minlength=batch.num_groups)
+    if isinstance(backbone, GRPOConfig):
+        flat = _group_std(batch.returns, batch.group_index, batch.num_groups) \
+            < ZERO_SIGNAL_THRESHOLD
+    else:
+        flat = strength < ZERO_SIGNAL_THRESHOLD
+    return (rollouts <= 1) | flat
+
+
+def token_clip_bounds(strength: Tensor, rollouts: Tensor, clip: float,
+                      adaptive: bool) -> Tensor:
+    """The bound on ``|η·Z^T|`` of each task group, float64 ``[G]`` (docs/adrs.md §5.4).
+
+    Fixed: ``clip`` everywhere. Adaptive: ``clip · min(s_g / (s̃ + 1e-6), 1)``, with
+    ``s̃`` the median of ``s_g`` over the groups of ≥ 2 rollouts whose ``s_g ≥ 1e-6``
+    (the lower middle value for an even count; 1 when there is none), so groups with a
+    weaker return signal than the batch's typical one get a tighter bound.
+    """
+    bound = torch.full_like(strength, clip)
+    if not adaptive:
+        return bound
+    informative = (rollouts >= 2) & (strength >= ZERO_SIGNAL_THRESHOLD)
+    median = strength[informative].median() if informative.any() else 1.0
+    return bound * (strength / (median + ZERO_SIGNAL_THRESHOLD)).clamp(max=1.0)
+
+
 @register_estimator("adrs", ADRSConfig, needs=("teacher",))
 def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
     """ADRS token advantages ``A^ADRS = A^traj + η·Z^T`` (docs/adrs.md §5.2–5.4).
@@ -334,8 +404,9 @@ def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
         native advantage on the shaped reward; for GiGPO ``A^E(r̃) + w_S A^S(r^base)``);
         ``token_advantages [N]``: ``A^traj`` of the token's step plus ``η Z^T``
         (the trainer must use these, not the step values);
-        ``extras``: ``q_hat``, ``token_gate``, ``teacher_reward`` (``r^T``) and
-        ``z_teacher`` (``Z^T``), all ``[N]``, and for GiGPO ``anchor_group_ids``
+        ``extras``: ``q_hat``, ``token_gate``, ``teacher_reward`` (``r^T``),
+        ``z_teacher`` (``Z^T``, unclipped) and ``token_path`` (``η·Z^T`` after the
+        zero-signal skip and the clip), all ``[N]``, and for GiGPO ``anchor_group_ids``
         and ``return_to_go`` ``[S]``;
         ``diagnostics``: gate mean / std / gated-up share per level (L2, L3
         always, L1 when reference log-probs are present), share of ``|q̂| > 1``,
@@ -345,7 +416,8 @@ def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
     Tested properties: each step's ``q̂`` sums to 0; ``η = 0`` gives the
     backbone's advantages exactly, for GRPO and GiGPO; ``Z^T`` has zero mean
     and unit variance per prompt group; undersized TVA groups gate at 0.5 and
-    ``gate = off`` at 1.
+    ``gate = off`` at 1; with ``skip`` a group without return signal gets exactly
+    the backbone's advantage; ``|η·Z^T| ≤ z_clip``.
     """
     tokens = batch.tokens
     if tokens is None:
@@ -405,12 +477,20 @@ def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
                                 levels.step_adv.abs().double().mean().item()}
         extras.update(anchor_group_ids=levels.step_group, return_to_go=levels.return_to_go)
     z = whiten_in_groups(teacher_reward, token_group, batch.num_groups, config.eps)  # Z^T [N]
+    token_path = config.eta * z  # η·Z^T [N]
+    strength = group_strength(step_adv, batch)  # s_g [G]
+    silent = zero_signal_groups(batch, strength, config.backbone)  # [G]
+    if config.token_path_zero_signal == "skip":
+        token_path = torch.where(silent[token_group], 0.0, token_path)
     if config.z_clip is not None:
-        z = z.clamp(-config.z_clip, config.z_clip)
+        rollouts = torch.bincount(batch.group_index, minlength=batch.num_groups)
+        bound = token_clip_bounds(strength, rollouts, config.z_clip,
+                                  config.z_clip_adaptive)[token_group]  # [N]
+        token_path = torch.maximum(torch.minimum(token_path, bound), -bound)
     active = config.token_path_active(tokens.update)
     token_adv = step_adv[token_step]  # [N]
     if active:
-        token_adv = token_adv + (config.eta * z).to(dtype)
+        token_adv = token_adv + token_path.to(dtype)
 
     # DIAGNOSTICS
     diagnostics.update({
@@ -420,6 +500,8 @@ def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
         "q_hat_abs_gt1_share": (q_hat.abs() > 1).double().mean().item(),
         "teacher_reward_abs_mean": teacher_reward.abs().mean().item(),
         "z_abs_mean": z.abs().mean().item(),
+        "zero_signal_group_share": silent.double().mean().item(),
+        "token_path_abs_mean": token_path.abs().mean().item(),
         "teacher_logprob_mean": tokens.teacher_logprobs.double().mean().item(),
         "token_advantage_abs_mean": token_adv.abs().double().mean().item(),
         **{f"backbone/{key}": value for key, value in backbone_diagnostics.items()},
@@ -428,7 +510,8 @@ def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
         diagnostics["teacher_minus_behaviour_mean"] = (
             tokens.teacher_logprobs.double() - tokens.behaviour_logprobs.double()).mean().item()
     extras.update(q_hat=q_hat.to(dtype), token_gate=token_gate.to(dtype),
-                  teacher_reward=teacher_reward.to(dtype), z_teacher=z.to(dtype))
+                  teacher_reward=teacher_reward.to(dtype), z_teacher=z.to(dtype),
+                  token_path=token_path.to(dtype))
     return CreditResult(step_advantages=step_adv, token_advantages=token_adv,
                         diagnostics=diagnostics, extras=extras)
 

@@ -25,6 +25,13 @@ Two levels, one placement:
   prompt gives exactly the text ``insert_skill`` + the chat template gives
   (tested); only the token boundary at the end of the skill may differ from
   tokenising that text in one go.
+
+**Budget: the skill shares the prompt budget** (docs/adrs.md §5.1). With
+``max_prompt_tokens`` set, a privileged prompt longer than the budget is
+left-truncated, its first tokens dropped until it fits, as the ADRS authors
+truncate the prepended teacher prompt. Since the skill sits after the system turn
+and the user header, the system turn goes first, then the user header, then the
+start of the skill.
 """
 
 from __future__ import annotations
@@ -90,16 +97,22 @@ class SkillSplicer:
         tokenizer: the policy's tokenizer. With a chat template, the insertion
             point is the end of the first user-role header (found by rendering
             the template on probe messages); without one, position 0.
+        max_prompt_tokens: the prompt budget the skill shares (``rollout.max_prompt_tokens``):
+            a longer privileged prompt loses its first tokens; ``None`` = no budget.
 
     ``splice(prompt_ids, skill)`` returns ``(shared_prefix, rest)`` with
     ``shared_prefix + rest`` the privileged prompt: ``shared_prefix`` is the
     prompt up to the insertion point followed by the skill-prefix tokens (the
-    same for every step of a task), ``rest`` the remainder of the prompt.
-    Skill-prefix token ids are cached per skill text.
+    same for every step of a task unless the budget cuts it), ``rest`` the remainder of
+    the prompt. Skill-prefix token ids are cached per skill text.
     """
 
-    def __init__(self, tokenizer) -> None:
+    def __init__(self, tokenizer, max_prompt_tokens: int | None = None) -> None:
+        if max_prompt_tokens is not None and max_prompt_tokens < 1:
+            raise ValueError(f"SkillSplicer max_prompt_tokens = {max_prompt_tokens} must be >= 1 "
+                             "(or None for no budget)")
         self.tokenizer = tokenizer
+        self.max_prompt_tokens = max_prompt_tokens
         self._skill_ids: dict[str, tuple[int, ...]] = {}
         self._after_system: list[int] | None = None
         self._leading: list[int] | None = None
@@ -150,9 +163,18 @@ class SkillSplicer:
         )
 
     def splice(self, prompt_ids: Sequence[int], skill: str) -> tuple[tuple[int, ...], list[int]]:
-        """``(shared_prefix, rest)``: the privileged prompt is ``shared_prefix + rest``."""
+        """``(shared_prefix, rest)``: the privileged prompt is ``shared_prefix + rest``, at most
+        ``max_prompt_tokens`` long (left-truncated); ``shared_prefix`` keeps at least one token."""
         offset = self.insertion_offset(prompt_ids)
-        return tuple(prompt_ids[:offset]) + self.skill_ids(skill), list(prompt_ids[offset:])
+        shared, rest = tuple(prompt_ids[:offset]) + self.skill_ids(skill), list(prompt_ids[offset:])
+        excess = 0 if self.max_prompt_tokens is None else \
+            len(shared) + len(rest) - self.max_prompt_tokens
+        if excess <= 0:
+            return shared, rest
+        if excess < len(shared):
+            return shared[excess:], rest
+        rest = rest[excess - len(shared):]  # the ordinary prompt alone is over budget
+        return (rest[0],), rest[1:]
 
     def privileged_prompt_ids(self, prompt_ids: Sequence[int], skill: str) -> list[int]:
         """The prompt ids with the skill prefix inserted."""

@@ -361,6 +361,16 @@ METHODS: dict[str, dict[str, Any]] = {
     # GRPO plus the auxiliary self-distillation loss toward the privileged teacher
     "opsd": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "opsd"},
     "sdar": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "sdar"},
+    # ADRS with the ADRS paper's primary settings (docs/adrs.md §5.4, docs/settings.md §6); the
+    # shared ones (group size 8, γ 0.95, KL 0.01, lr 1e-6) are the dataclass defaults.
+    # ALFWorld: GRPO backbone, L2 gate with GateNorm, global scope, η 0.1, ε_hi 0.28
+    "adrs": {"credit.estimator": "adrs", **_NO_SKILLS, "optim.clip_high": 0.28,
+             "credit.options.eta": 0.1, "credit.options.scope": "global",
+             "credit.options.gate": "L2", "credit.options.gate_norm": True},
+    # WebShop: GRPO backbone, L2 gate, per-step scope (the authors' per_seq), η 0.02, ε_hi 0.28
+    "adrs_webshop": {"credit.estimator": "adrs", **_NO_SKILLS, "optim.clip_high": 0.28,
+                     "credit.options.eta": 0.02, "credit.options.scope": "per_step",
+                     "credit.options.gate": "L2", "credit.options.gate_norm": False},
 }
 #: Spellings from the papers that are awkward on a command line.
 METHOD_ALIASES = {"skill_grpo*": "skill_grpo_star"}
@@ -541,7 +551,18 @@ def _check_inputs(config: TrainConfig) -> None:
 
 
 def _check_skill_settings(config: TrainConfig) -> None:
-    """The skill and teacher settings fit together (docs/adrs.md §5.1, 5.6)."""
+    """The skill and teacher settings fit together (docs/adrs.md §5.1, 5.6).
+
+    Evaluation skills belong to the skill-prompt baselines (``skill_prompt``,
+    ``skill_grpo*``); a run with the privileged teacher (ADRS, OPSD, SDAR) learns from the
+    skill so that inference never needs it, and is evaluated without it.
+    """
+    if config.eval.skills and config.uses_teacher:
+        raise ConfigError("eval.skills = true shows the skill at evaluation, but "
+                          f"credit.estimator = {config.credit.estimator!r} with optim.aux_loss = "
+                          f"{config.optim.aux_loss!r} trains with a privileged teacher and is "
+                          "evaluated without skills: set eval.skills=false (skills at evaluation "
+                          "are the skill_prompt and skill_grpo* baselines)")
     if config.uses_teacher and config.rollout.skills:
         raise ConfigError("rollout.skills = true shows the skill to the acting policy, but "
                           f"credit.estimator = {config.credit.estimator!r} with optim.aux_loss = "
@@ -555,3 +576,21 @@ def estimator_config(credit: CreditConfig) -> Any:
     from agentcredit.credit import get_estimator
 
     return build(get_estimator(credit.estimator).config_cls, credit.options, "credit.options.")
+
+
+def changed_keys(old: TrainConfig, new: TrainConfig) -> dict[str, tuple[Any, Any]]:
+    """Every dotted leaf key whose value differs between two configs, as ``key → (old, new)``.
+
+    Compares the plain data (``config_to_dict``), so method shorthands and an estimator's
+    options are compared as the settings they stand for; a key present on one side only (an
+    option of one estimator) has ``None`` on the other.
+    """
+    def flat(data: Any, prefix: str = "") -> dict[str, Any]:
+        if not isinstance(data, dict):
+            return {prefix.rstrip("."): data}
+        return {k: v for key, value in data.items() for k, v in flat(value, f"{prefix}{key}.")
+                .items()}
+
+    before, after = flat(config_to_dict(old)), flat(config_to_dict(new))
+    return {key: (before.get(key), after.get(key)) for key in [*before, *after]
+            if before.get(key) != after.get(key)}

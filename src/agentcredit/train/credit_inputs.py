@@ -55,7 +55,9 @@ class CreditInputs:
                  provider: SkillProvider):
         needs = config.inputs
         self.tracer = VerifierTracer(suite.make_env) if "traces" in needs else None
-        self.splicer = SkillSplicer(tokenizer) if "teacher" in needs else None
+        # the skill shares the prompt budget: the privileged prompt is left-truncated to it
+        self.splicer = (SkillSplicer(tokenizer, config.rollout.max_prompt_tokens)
+                        if "teacher" in needs else None)
         self.provider = provider
         self.micro_batch_size = config.optim.score_micro_batch_size
         self.reuse_prefix = config.skills.reuse_prefix

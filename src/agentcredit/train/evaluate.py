@@ -4,24 +4,36 @@ docs/settings.md §6).
 One rollout per task at the evaluation temperature (docs/settings.md §6: 0.4), every split
 batched into one ``collect`` call. The sampling generator is seeded from the
 run seed and the update number only, so an evaluation never consumes the
-training random streams and a resumed run evaluates exactly as an
-uninterrupted one.
+training random streams, a resumed run evaluates exactly as an
+uninterrupted one, and ``agentcredit eval`` of a checkpoint reproduces the
+``eval`` line its run logged for that update.
+
+``locate_model`` turns what a user passes to ``eval`` or ``audit`` (a run
+directory, a checkpoint folder, ``RUN/reference`` or a model folder) into the
+model folder, its update and its run; ``write_eval_result`` writes the result
+beside it.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import pickle
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from agentcredit.envs.base import Task
+from agentcredit.jsonl_log import finite_or_null
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.provider import SkillProvider
 from agentcredit.train.build import load_model, make_collector, validation_tasks
 from agentcredit.train.config import TrainConfig
+from agentcredit.train.run_dir import CHECKPOINT_STATE, RunDirectory, RunDirectoryError
 
 
 def evaluation_generator(seed: int, update: int) -> torch.Generator:
@@ -104,3 +116,105 @@ def evaluate_model(config: TrainConfig, model_dir: Path, update: int = 0) -> dic
         check_skill_texts(skills, [task for split in tasks.values() for task in split])
     return evaluate(collector, tasks, temperature=config.eval.temperature,
                     generator=evaluation_generator(config.run.seed, update), skills=skills)
+
+
+# WHICH MODEL
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """The model ``eval`` or ``audit`` runs, found from the path the user gave.
+
+    Attributes:
+        model_dir: the folder with ``config.json`` and the weights.
+        update: the RL updates the policy has had (``reference/`` = 0); ``None`` for a
+            model folder outside a run (it is evaluated with the generator of update 0).
+        run_dir: the run the model belongs to (its ``config.yaml`` applies), or ``None``.
+        result: where ``eval`` writes its JSON: ``eval.json`` in a checkpoint folder, else
+            ``eval_<name>.json`` beside the model folder.
+    """
+
+    model_dir: Path
+    update: int | None
+    run_dir: Path | None
+    result: Path
+
+    @property
+    def run_config(self) -> Path | None:
+        """The run's ``config.yaml``, or ``None`` outside a run."""
+        return self.run_dir / "config.yaml" if self.run_dir is not None else None
+
+    def describe(self) -> str:
+        """``model folder X, update N`` (what the user should know was evaluated)."""
+        if self.update is None:
+            return f"model folder {self.model_dir} (outside a run; seeded as update 0)"
+        start = " (the RL start)" if self.model_dir.name == "reference" else ""
+        return f"model folder {self.model_dir}, update {self.update}{start}"
+
+
+def locate_model(path: str | Path) -> ModelSource:
+    """The model at ``path``: a run directory (its newest checkpoint, else its ``reference/``),
+    a checkpoint folder ``RUN/checkpoints/update_NNNNN`` (or its ``policy/``),
+    ``RUN/reference`` or a model folder holding ``config.json``.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist or holds no model (one line, what to pass).
+        RunDirectoryError: a checkpoint whose trainer state cannot be read.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist; pass a run directory, a checkpoint "
+                                "folder or a model folder")
+    if path.name == "policy" and (path.parent / CHECKPOINT_STATE).is_file():
+        path = path.parent  # a checkpoint's policy/: the checkpoint
+    if (path / CHECKPOINT_STATE).is_file():
+        return _checkpoint_source(path, _run_of(path.parent.parent))
+    if (path / "config.yaml").is_file():  # a run directory
+        run = RunDirectory(path)
+        latest = run.latest_checkpoint()
+        if latest is not None:
+            return _checkpoint_source(latest, path)
+        if (run.reference / "config.json").is_file():
+            return ModelSource(run.reference, 0, path, path / "eval_reference.json")
+        raise FileNotFoundError(f"run directory {path} has no checkpoint and no reference/ "
+                                "yet, so there is no model to use; train it first")
+    if (path / "config.json").is_file():
+        run_dir = _run_of(path.parent) if path.name == "reference" else None
+        return ModelSource(path, None if run_dir is None else 0, run_dir,
+                           path.parent / f"eval_{path.name}.json")
+    raise FileNotFoundError(f"{path} is not a model: pass a run directory, a checkpoint folder "
+                            "(RUN/checkpoints/update_NNNNN), RUN/reference or a model folder "
+                            "with config.json")
+
+
+def _run_of(folder: Path) -> Path | None:
+    return folder if (folder / "config.yaml").is_file() else None
+
+
+def _checkpoint_source(checkpoint: Path, run_dir: Path | None) -> ModelSource:
+    """A checkpoint folder's policy and update (read from its trainer state)."""
+    if not (checkpoint / "policy" / "config.json").is_file():
+        raise FileNotFoundError(f"checkpoint {checkpoint} has no policy/ model; pass another "
+                                "checkpoint folder")
+    try:  # mmap: only the update is read, not the optimiser state
+        state = torch.load(checkpoint / CHECKPOINT_STATE, map_location="cpu", mmap=True,
+                           weights_only=False)
+        update = int(state["update"])
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, KeyError, TypeError,
+            ValueError) as err:
+        raise RunDirectoryError(f"checkpoint {checkpoint}: cannot read {CHECKPOINT_STATE} "
+                                f"({type(err).__name__}); pass an earlier checkpoint folder"
+                                ) from None
+    return ModelSource(checkpoint / "policy", update, run_dir, checkpoint / "eval.json")
+
+
+def write_eval_result(source: ModelSource, metrics: Mapping[str, float],
+                      **fields: object) -> Path:
+    """Write ``metrics`` (with the model folder, the update and ``fields``) as strict JSON to
+    ``source.result``, atomically; non-finite numbers become ``null``. Returns the path."""
+    record = finite_or_null({"model": str(source.model_dir), "update": source.update,
+                             **fields, **metrics})
+    tmp = source.result.with_name(source.result.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
+    os.replace(tmp, source.result)
+    return source.result

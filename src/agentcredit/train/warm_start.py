@@ -55,7 +55,9 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
         samples = demonstration_steps(demos, tokenizer, collector_config(config).prompt,
                                       recovery=config.sft.recovery, seed=config.run.seed)
         samples = with_skill_demonstrations(samples, config.sft.skill_share, provider,
-                                            SkillSplicer(tokenizer), config.run.seed + 2)
+                                            SkillSplicer(tokenizer,
+                                                         config.rollout.max_prompt_tokens),
+                                            config.run.seed + 2)
         stats = run_sft(model, samples, tokenizer.pad_token_id, config.sft,
                         torch.Generator().manual_seed(config.run.seed + 1))
         log({"kind": "sft", "update": 0, **stats})

@@ -75,6 +75,10 @@ class Atom:
         weight: ``w_j``, the atom's weight in the signed atom value δ (docs/vict.md §4.5).
         audit_source: where the check comes from, for people reading the ledger.
         value: graded atoms only: ``(state, evidence) -> float in [0, 1]``.
+        binds: ``(terminal state, terminal evidence) -> the state_vars this rollout's
+            status actually rests on`` (the object finally placed, the product bought), or
+            ``None`` for all of ``state_vars``; only these keys make witness edges
+            (docs/vict.md §4.3).
     """
 
     atom_id: str
@@ -86,6 +90,7 @@ class Atom:
     weight: float = 1.0
     audit_source: str = ""
     value: Callable[[State, Evidence], float] | None = None
+    binds: Callable[[State, Evidence], tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         if self.evaluable_when not in EVALUABLE_WHEN:
@@ -97,6 +102,11 @@ class Atom:
         if (self.score_role == "graded") != (self.value is not None):
             raise ValueError(f"atom {self.atom_id!r}: graded atoms need a value function "
                              "and only graded atoms may have one")
+
+    def witness_vars(self, state: State, evidence: Evidence) -> tuple[str, ...]:
+        """The variables whose changes witness this atom in a rollout ending in
+        ``(state, evidence)``: ``binds`` of it, else every state variable."""
+        return self.state_vars if self.binds is None else self.binds(state, evidence)
 
     @cached_property
     def spec(self) -> AtomSpec:
@@ -112,7 +122,7 @@ class Verifier:
 
     Attributes:
         task_id: the task this verifier was built for.
-        atoms: the atoms, in a fixed order (ties in the greedy core break by it).
+        atoms: the atoms, in a fixed order (no credit depends on it, docs/vict.md §4.4).
         aggregate: ``F``: terminal atom statuses (``atom_id -> Status``) -> score. Give a
             frozen dataclass of plain fields (``aggregators.ConjunctiveAggregator``): traces
             carry it, and a lambda or closure keeps them from being pickled.

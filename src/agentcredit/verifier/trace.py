@@ -14,6 +14,8 @@ only data that pickles in proportion to the rollout:
 - the raw signed atom values ``δ_j`` read at the end (docs/vict.md §4.5);
 - conformance: ``F`` and ``V`` on the terminal state and on its mutants (docs/vict.md §4.2);
 - the proof edges ``(t, j, r)`` with their proof-record dependency check (docs/vict.md §4.3);
+  write and reveal edges watch ``Atom.witness_vars`` of the terminal state and evidence,
+  the variables that rollout's status rests on (an atom's ``binds``, else its ``state_vars``);
 - which atoms each step "mentions" (for the ``temporal_nearest`` control, docs/vict.md §4.8).
 
 Indexing: action ``a_t`` (``t = 0..T-1``) is taken in state ``Φ_t`` and leads
@@ -207,11 +209,12 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
             verifier.original(state)))
 
     # PROOF EDGES
+    bound = [a.witness_vars(final_state, final_evidence) for a in atoms]
     var_atoms: dict[str, list[int]] = {}
-    for j, atom in enumerate(atoms):
-        for v in atom.state_vars:
+    for j, keys in enumerate(bound):
+        for v in keys:
             var_atoms.setdefault(v, []).append(j)
-    terms = [_entity_pattern(a.state_vars) for a in atoms]
+    terms = [_entity_pattern(keys) for keys in bound]
     raw: list[tuple[int, int, str, str]] = []  # (t, j, relation, source)
     mentions = []
     for t in range(num_steps):

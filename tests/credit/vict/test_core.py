@@ -1,3 +1,7 @@
+import random
+
+import pytest
+
 from agentcredit.credit.vict.core import (
     base_direction,
     greedy_core,
@@ -38,18 +42,37 @@ def test_magnitude_is_half_the_score_gap_to_the_group_mean():
         0.375, 0.125, 0.125, 0.125, 0.0, 0.0]
 
 
-def test_success_core_takes_the_lowest_index_atom_whose_removal_fails_the_task_with_its_closure():
+def test_success_core_takes_every_atom_whose_removal_alone_fails_the_task():
     success = (S, S, S, S, U, S, U)
     search, core = _core(success, +1, 0.375)
-    # every SAT atom's removal drops F to 0 (a tie); target_seen wins and its SAT descendants fall
-    assert core == {"target_seen", "object_held", "transformation", "final_placement"}
+    # removing any SAT atom drops F from 1 to 0: all five tie at Δ = 1 and enter together
+    assert core == {"target_seen", "receptacle_found", "object_held", "transformation",
+                    "final_placement"}
     assert search.reached and search.gain == 1.0 and search.additions == 1
+
+
+@pytest.mark.parametrize("statuses,direction", [((S, S, S, S, U, S, U), +1),
+                                                ((S, S, S, U, V, S, U), -1),
+                                                ((S, U, S, U, U, U, U), -1),
+                                                ((S, S, U, U, U, U, V), -1)])
+def test_the_core_does_not_depend_on_the_order_the_atoms_are_declared_in(statuses, direction):
+    reference = _core(statuses, direction, 0.25)[1]
+    for seed in range(6):
+        order = list(range(len(SPECS)))
+        random.Random(seed).shuffle(order)
+        atoms = [ATOMS[k] for k in order]
+        graph = DependencyGraph.from_atoms(atoms)
+        search = greedy_core([statuses[k] for k in order], direction, 0.25, graph,
+                             [ROLES[k] for k in order], F, 8)
+        assert {graph.atom_ids[j] for j in indices_of(search.core)} == reference
 
 
 def test_a_failed_rollouts_core_includes_the_sat_prerequisite_its_fix_relies_on():
     premature = (S, S, S, U, V, S, U)
     search, core = _core(premature, -1, 0.0625)
-    assert search.reached and search.additions == 2
+    # fixing the flag alone or clearing the violation alone leaves F = 0: both tie at Δ = 0,
+    # enter together, and their closure pulls in the held egg
+    assert search.reached and search.additions == 1
     assert core == {"transformation", "premature_placement", "object_held", "target_seen"}
 
 
@@ -63,7 +86,7 @@ def test_penalty_atoms_are_candidates_only_when_violated_and_the_rollout_failed(
 
 def test_an_unreachable_magnitude_abstains_on_the_budget():
     premature = (S, S, S, U, V, S, U)
-    search, _ = _core(premature, -1, 0.0625, budget=1)
+    search, _ = _core(premature, -1, 2.0, budget=1)
     assert not search.reached and search.additions == 1
     search, _ = _core(premature, -1, 2.0)  # Δ ≤ 1 < ρ: every candidate is tried, in vain
     assert not search.reached

@@ -12,6 +12,7 @@ from agentcredit.credit.vict.correction import (
     check_eligibility,
     correction_scale,
     final_advantage,
+    signal_steps,
 )
 from agentcredit.credit.vict.method import CreditRule
 
@@ -21,24 +22,49 @@ from .synthetic import synthetic_group
 def test_lambda_and_clip_follow_spec_4_6_over_the_steps_of_the_batch():
     base = torch.tensor([1.0, 1.0, 2.0, 0.0])
     vict = torch.tensor([0.0, 2.0, 0.0, -4.0], dtype=torch.float64)
+    signal = torch.ones(4, dtype=torch.bool)
     lam, clip = correction_scale(base, vict, gamma_lambda=0.5, eps=1e-6, clip_quantile=0.95,
-                                 base_steps="all")
+                                 base_steps="signal", signal=signal)
+    # median|A^base| over {0, 1, 1, 2} = 1; median over the non-zero |A^VICT| {2, 4} = 3;
+    # c = the 0.95 quantile of {0, 1, 1, 2} = 1 + 0.85·1 = 1.85
     assert lam == pytest.approx(0.5 * 1.0 / (3.0 + 1e-6)) and clip == pytest.approx(1.85)
     final, correction = final_advantage(base, vict, lam, clip)
     assert correction.tolist() == pytest.approx([0.0, lam * 1.85, 0.0, -lam * 1.85])
     assert torch.equal(final, base + correction)
 
 
-def test_lambda_is_zero_without_corrections_and_can_skip_zero_base_steps():
+def test_lambda_is_zero_only_without_corrections():
     base = torch.tensor([0.0, 0.0, 0.0, 2.0])
+    signal = torch.tensor([False, False, True, True])
     assert correction_scale(base, torch.zeros(4, dtype=torch.float64), gamma_lambda=0.5,
-                            eps=1e-6, clip_quantile=0.95, base_steps="all")[0] == 0.0
+                            eps=1e-6, clip_quantile=0.95, base_steps="signal",
+                            signal=signal)[0] == 0.0
     vict = torch.tensor([0.0, 0.0, 0.0, 1.0], dtype=torch.float64)
-    spec, _ = correction_scale(base, vict, gamma_lambda=0.5, eps=1e-6, clip_quantile=0.95,
+    lam, clip = correction_scale(base, vict, gamma_lambda=0.5, eps=1e-6, clip_quantile=0.95,
+                                 base_steps="signal", signal=signal)
+    # pool = steps 2, 3 ({0, 2}): median 1, c = 0 + 0.95·2 = 1.9; median|A^VICT| = 1
+    assert lam == pytest.approx(0.5, rel=1e-5) and clip == pytest.approx(1.9)
+
+
+def test_groups_without_signal_never_switch_vict_off():
+    # one informative group (1 success in 4) and three all-fail groups: under the papers'
+    # all-steps median, 12 of 16 steps have A^base = 0 and λ = c = 0
+    base = torch.tensor([1.5, -0.5, -0.5, -0.5] + [0.0] * 12)
+    group = torch.tensor([0] * 4 + [1] * 4 + [2] * 4 + [3] * 4)
+    vict = torch.zeros(16, dtype=torch.float64)
+    vict[0], vict[1] = 0.8, -0.4
+    signal = signal_steps(base, group, 4)
+    assert signal.tolist() == [True] * 4 + [False] * 12
+    lam, clip = correction_scale(base, vict, gamma_lambda=0.5, eps=1e-6, clip_quantile=0.95,
+                                 base_steps="signal", signal=signal)
+    # median|A^base| over {1.5, .5, .5, .5} = 0.5; median{0.8, 0.4} = 0.6
+    assert lam == pytest.approx(0.5 * 0.5 / 0.600001) and clip == pytest.approx(1.35)
+    alone = correction_scale(base[:4], vict[:4], gamma_lambda=0.5, eps=1e-6,
+                             clip_quantile=0.95, base_steps="signal", signal=signal[:4])
+    assert alone == pytest.approx((lam, clip))
+    literal = correction_scale(base, vict, gamma_lambda=0.5, eps=1e-6, clip_quantile=0.95,
                                base_steps="all")
-    nonzero, _ = correction_scale(base, vict, gamma_lambda=0.5, eps=1e-6, clip_quantile=0.95,
-                                  base_steps="nonzero")
-    assert spec == 0.0 and nonzero == pytest.approx(1.0, rel=1e-5)
+    assert literal == (0.0, pytest.approx(0.75))  # the collapse the signal pool prevents
 
 
 def test_atom_shares_add_up_per_step():

@@ -109,7 +109,8 @@ def test_atoms_name_the_facts_they_read_and_their_dependencies(env, games_by_typ
     verifier = env.verifier(task)
     ids = [a.atom_id for a in verifier.atoms]
     assert ids == ["target_seen", "receptacle_found", "object_held", "transformation",
-                   "premature_placement", "final_placement", "wrong_object_placed"]
+                   "premature_placement", "final_placement", "wrong_object_placed",
+                   "target_misplaced"]
     assert verifier.atom("final_placement").dependencies == (
         "object_held", "receptacle_found", "transformation")
     assert all(v.startswith("iscool(") for v in verifier.atom("transformation").state_vars)

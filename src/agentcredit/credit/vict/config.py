@@ -37,10 +37,12 @@ class VICTConfig:
         gamma_lambda: ``γ_λ`` ≥ 0, scale of the correction against the base advantage (0.5).
         eps: ``ε`` > 0 in the normalisation and in ``λ``'s denominator (1e-6).
         clip_quantile: the quantile of ``|A^base|`` used as the clip ``c`` (0.95).
-        lambda_base_steps: the steps over which ``median|A^base|`` in ``λ`` is
-            taken: ``all`` (papers: every step of the batch) or ``nonzero`` (steps
-            with a non-zero base advantage; keeps ``λ > 0`` when most groups have
-            equal rewards, which makes the all-steps median 0).
+        lambda_base_steps: the steps over which ``median|A^base|`` in ``λ`` and the clip
+            quantile ``c`` are taken: ``signal`` (default: steps of groups with some
+            non-zero ``A^base``, so equal-reward groups cannot switch VICT off), ``all``
+            (the papers' literal reading: every step of the batch; ``λ = 0`` once half the
+            batch's steps have ``A^base = 0``) or ``nonzero`` (steps whose own
+            ``A^base ≠ 0``).
 
     Controls (docs/vict.md §4.8):
         seed: seed of the ``random_edges`` placebo's permutations.
@@ -57,7 +59,7 @@ class VICTConfig:
     gamma_lambda: float = 0.5
     eps: float = 1e-6
     clip_quantile: float = 0.95
-    lambda_base_steps: Literal["all", "nonzero"] = "all"
+    lambda_base_steps: Literal["signal", "all", "nonzero"] = "signal"
     seed: int = 0
 
     def __post_init__(self) -> None:

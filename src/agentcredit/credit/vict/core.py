@@ -65,15 +65,18 @@ def greedy_core(statuses: Sequence[Status], direction: int, magnitude: float,
                 aggregate: Callable[[Mapping[str, Status]], float], budget: int) -> CoreSearch:
     """The budgeted greedy core ``C*_i`` of docs/vict.md §4.4 for one rollout with ``q_i ≠ 0``.
 
-    ``C ← ∅``; up to ``budget`` times add the candidate ``j ∉ C`` maximising
-    ``Δ(cl(C ∪ {j}))`` (ties: lowest atom index) and set ``C ← cl(C ∪ {j})``,
-    stopping as soon as ``Δ(C) ≥ ρ``. Candidates: ``q = +1``: SAT atoms;
-    ``q = −1``: non-SAT atoms, a penalty atom only when VIOL. Atoms with a
-    non-deterministic closure (``graph.excluded``) are never candidates.
+    ``C ← ∅``; up to ``budget`` times find the maximum of ``Δ(cl(C ∪ {j}))`` over the
+    candidates ``j ∉ C`` and set ``C ← cl(C ∪ T)``, ``T`` every candidate tied at that
+    maximum (within 1e-12), stopping as soon as ``Δ(C) ≥ ρ``. [choice] (docs/vict.md §4.4)
+    taking all tied atoms makes the core independent of the atoms' declaration order: under
+    a 0/1 aggregator every SAT hard atom of a success is decisive on its own, and all enter.
+    Candidates: ``q = +1``: SAT atoms; ``q = −1``: non-SAT atoms, a penalty atom only when VIOL.
+    Atoms with a non-deterministic closure (``graph.excluded``) are never candidates.
     ``ρ ≤ 0`` (nothing to explain) returns the empty core, reached.
 
     Tested properties: the core is closed under ``cl``; ``Δ(core) ≥ ρ`` when
-    reached; a SAT prerequisite of a failed rollout's fix enters its core.
+    reached; a SAT prerequisite of a failed rollout's fix enters its core; permuting the
+    verifier's atoms permutes the core and changes no credit.
     """
     if direction not in (1, -1):
         raise ValueError(f"greedy_core needs a direction of +1 or -1; got {direction!r} "
@@ -115,17 +118,22 @@ def greedy_core(statuses: Sequence[Status], direction: int, magnitude: float,
     if gain >= magnitude - _TOL:
         return CoreSearch(core=0, reached=True, additions=0, gain=0.0)
     cache: dict[int, float] = {}
+
+    def gain_of(mask: int) -> float:
+        if mask not in cache:
+            cache[mask] = counterfactual(mask)
+        return cache[mask]
+
     for addition in range(1, budget + 1):
-        best_mask, best_gain = None, 0.0
-        for j in indices_of(candidates & ~core):
-            mask = close(core | 1 << j)
-            if mask not in cache:
-                cache[mask] = counterfactual(mask)
-            if best_mask is None or cache[mask] > best_gain:
-                best_mask, best_gain = mask, cache[mask]
-        if best_mask is None:
+        options = {j: close(core | 1 << j) for j in indices_of(candidates & ~core)}
+        if not options:
             return CoreSearch(core=core, reached=False, additions=addition - 1, gain=gain)
-        core, gain = best_mask, best_gain
+        best = max(gain_of(mask) for mask in options.values())
+        tied = [j for j, mask in options.items() if gain_of(mask) >= best - _TOL]
+        # every atom tied at the maximum enters with its closure: the core never depends on
+        # the order in which the verifier declares its atoms
+        core = close(core | sum(1 << j for j in tied))
+        gain = gain_of(core)
         if gain >= magnitude - _TOL:
             return CoreSearch(core=core, reached=True, additions=addition, gain=gain)
     return CoreSearch(core=core, reached=False, additions=budget, gain=gain)

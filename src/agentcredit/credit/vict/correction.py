@@ -5,7 +5,8 @@ Symbols → variables (``S`` = steps of the batch):
     ``λ = γ_λ · median|A^base| / (median_{nonzero}|A^VICT| + ε)``,
     ``c = quantile_0.95(|A^base|)`` → ``correction_scale``;
     ``A^final = A^base + λ · clip(A^VICT, −c, c)`` → ``final_advantage``.
-Medians and the quantile run over the steps of the whole batch.
+``median|A^base|`` and the quantile run over the steps of groups with signal (by default),
+``median|A^VICT|`` over the batch's steps where it is non-zero.
 """
 
 from __future__ import annotations
@@ -67,21 +68,45 @@ def assemble(contributions: Sequence[Contribution], num_steps: int,
     return out.to(device) if device is not None else out
 
 
+def signal_steps(base: Tensor, step_group: Tensor, num_groups: int) -> Tensor:
+    """``[S]`` bool: the steps of groups in which some ``A^base`` is non-zero (docs/vict.md §4.6).
+
+    ``step_group [S]`` is each step's dense group index.
+    """
+    nonzero = torch.zeros(num_groups, dtype=torch.long, device=base.device)
+    nonzero.index_add_(0, step_group.to(base.device), (base != 0).long())  # [G]
+    return nonzero[step_group.to(base.device)] > 0
+
+
 def correction_scale(base: Tensor, vict: Tensor, *, gamma_lambda: float, eps: float,
-                     clip_quantile: float, base_steps: str) -> tuple[float, float]:
+                     clip_quantile: float, base_steps: str,
+                     signal: Tensor | None = None) -> tuple[float, float]:
     """``(λ, c)`` for ``base [S]`` = ``A^base`` and ``vict [S]`` = ``A^VICT``.
 
-    ``λ = 0`` when ``A^VICT`` is zero everywhere (there is nothing to scale).
-    ``base_steps = "nonzero"`` takes ``median|A^base|`` over the steps with a
-    non-zero base advantage instead of all steps (``VICTConfig.lambda_base_steps``).
+    ``median|A^base|`` and the quantile ``c`` run over a pool of steps chosen by
+    ``base_steps`` (``VICTConfig.lambda_base_steps``): ``signal`` (default, docs/vict.md §4.6
+    [choice]) the steps where ``signal [S]`` is True, i.e. the steps of groups carrying some
+    non-zero ``A^base``, so all-fail and all-success groups cannot drive ``λ`` or ``c`` to 0;
+    ``all`` every step of the batch (the papers' literal reading); ``nonzero`` the steps whose
+    own ``A^base ≠ 0``. ``median|A^VICT|`` runs over the steps where ``A^VICT ≠ 0``.
+    ``λ = 0`` only when ``A^VICT`` is zero everywhere or the pool has no non-zero ``A^base``.
+
+    Tested properties: adding all-fail groups to a batch changes neither ``λ`` nor ``c``.
     """
     base_abs = base.to(torch.float64).abs()
     vict_abs = vict.to(torch.float64).abs()
     nonzero = vict_abs[vict_abs > 0]
-    clip = float(torch.quantile(base_abs, clip_quantile)) if base_abs.numel() else 0.0
+    if base_steps == "signal":
+        if signal is None:
+            raise ValueError("correction_scale(base_steps='signal') needs the signal mask [S]")
+        pool = base_abs[signal.to(base_abs.device)]
+    elif base_steps == "nonzero":
+        pool = base_abs[base_abs > 0]
+    else:
+        pool = base_abs
+    clip = float(torch.quantile(pool, clip_quantile)) if pool.numel() else 0.0
     if nonzero.numel() == 0:
         return 0.0, clip
-    pool = base_abs[base_abs > 0] if base_steps == "nonzero" else base_abs
     base_median = float(torch.quantile(pool, 0.5)) if pool.numel() else 0.0
     lam = gamma_lambda * base_median / (float(torch.quantile(nonzero, 0.5)) + eps)
     return lam, clip

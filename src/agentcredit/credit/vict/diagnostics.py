@@ -97,6 +97,11 @@ def credit_diagnostics(batch: CreditBatch, computation: VictComputation) -> dict
         "vict/core_size_std": _std(cores),
         "vict/budget_hit_pct": 100.0 * outcomes["budget"] / searched if searched else 0.0,
         "vict/lambda": computation.lam,
+        # 1 per update whose λ is 0; summed over a run's updates it counts those batches
+        "vict/lambda_zero_batches": float(computation.lam == 0.0),
+        # λ = 0 although some A^VICT ≠ 0: VICT silently switched off (should stay 0)
+        "vict/lambda_collapsed_batches": float(computation.lam == 0.0
+                                               and bool(computation.vict.any())),
         "vict/clip_c": computation.clip,
         "vict/mean_abs_correction": float(computation.correction.double().abs().mean()),
         "vict/credit_ms": computation.wall_ms,

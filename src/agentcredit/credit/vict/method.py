@@ -45,6 +45,7 @@ from agentcredit.credit.vict.correction import (
     check_eligibility,
     correction_scale,
     final_advantage,
+    signal_steps,
 )
 from agentcredit.credit.vict.edges import Witness, proof_witnesses
 from agentcredit.credit.vict.normalise import robust_normalise
@@ -245,9 +246,10 @@ def compute_credit(batch: CreditBatch, config: VICTConfig,
     if rule.eligibility:
         checked = check_eligibility(vict, batch.step_rollout.tolist(), batch.step_index.tolist(),
                                     traces, conforming, [r.core for r in rollouts], delta_hat)
+    signal = signal_steps(base, batch.group_index[batch.step_rollout], batch.num_groups)  # [S]
     lam, clip = correction_scale(base, vict, gamma_lambda=config.gamma_lambda, eps=config.eps,
                                  clip_quantile=config.clip_quantile,
-                                 base_steps=config.lambda_base_steps)
+                                 base_steps=config.lambda_base_steps, signal=signal)
     final, correction = final_advantage(base, vict, lam, clip)
     return VictComputation(
         config=config, rule=rule, backbone=backbone, base=base, rollout_base=rollout_base,

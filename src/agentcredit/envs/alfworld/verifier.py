@@ -10,19 +10,28 @@ Atoms (ids are stable across tasks; each task uses the ones it needs), as
 ``atom`` (role): status:
 
 - ``target_seen`` (prerequisite): SAT once an instance of the target type was named.
-- ``receptacle_found`` (prerequisite): SAT once the agent stood at a goal-type receptacle.
+- ``receptacle_found`` (prerequisite): SAT once the agent stood at a goal-type receptacle
+  (reads ``visited:``: walking away later changes nothing it reads).
 - ``lamp_found`` (prerequisite): look: SAT once a lamp of the goal type was named.
-- ``object_held`` (prerequisite; hard for look): a target was held at some point (look: is
-  held now).
+- ``object_held`` (prerequisite; hard for look): a target was held at some point, read from
+  ``held:`` so a put-down is no write (look: is held now, read from ``holds``).
 - ``transformation`` (hard): clean/heat/cool: the placed target has the flag (or, with none
-  placed, any target).
+  placed, any target); bound to the placed target, so heating another one is no witness.
 - ``light_toggled`` (hard): look: a toggled goal lamp stands where the agent is.
 - ``final_placement`` (hard): a target is in a goal-type receptacle.
 - ``second_object`` (hard): pick two: one goal-type receptacle holds two targets.
 - ``premature_placement`` (penalty): VIOL: the agent placed a target without the flag and
-  none placed has it.
+  none placed has it; reads the placements and the flags of the placed targets only.
 - ``wrong_object_placed`` (penalty): VIOL: the agent put a non-target in a goal receptacle
   and no target is placed.
+- ``target_misplaced`` (penalty): VIOL: the agent put a target in a non-goal receptacle, it
+  lies there at the end and no target is placed (VICT paper Table 14, row 3); bound to
+  those placements.
+
+Witness variables (``Atom.state_vars``, narrowed by ``Atom.binds`` on the terminal state)
+are exactly what can change an atom's status (docs/vict.md §4.3). Evidence variables
+(``visited:``, ``held:``) are witnessed by reveal edges; ``moved:`` evidence always comes
+with the placement fact it names, so the placement fact stands for it.
 
 ``F`` = 1 when every hard atom is SAT and no penalty atom is VIOL, else 0
 (``verifier.aggregators.ConjunctiveAggregator``, plain data a trace carries).
@@ -174,12 +183,10 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
         seen,
         Atom("receptacle_found",
              lambda s, e: _status(any(f"visited:{r}" in e for r in g.goal_receptacles)),
-             "online", (),
-             tuple(sorted({f"atlocation({AGENT}, {g.location_of[r]})"
-                           for r in g.goal_receptacles})),
+             "online", (), tuple(f"visited:{r}" for r in g.goal_receptacles),
              "prerequisite", audit_source="agent stood at a goal-type receptacle"),
         Atom("object_held", lambda s, e: _status(any(f"held:{o}" in e for o in g.targets)),
-             "online", ("target_seen",), held_vars, "prerequisite",
+             "online", ("target_seen",), tuple(f"held:{o}" for o in g.targets), "prerequisite",
              audit_source="inventory held a target instance"),
     ]
     placement_parents = ("object_held", "receptacle_found")
@@ -187,10 +194,18 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
         flag = TRANSFORMS[g.task_type][1]
         flag_vars = tuple(f"{flag}({o})" for o in g.targets)
 
-        def transformed(s: State, e: Any) -> Status:
+        def pool(s: State) -> list[str]:
             placed = _placed(g, s)
-            pool = [o for o, _ in placed] if placed else g.targets
-            return _status(any(f"{flag}({o})" in s for o in pool))
+            return [o for o, _ in placed] if placed else list(g.targets)
+
+        def transformed(s: State, e: Any) -> Status:
+            return _status(any(f"{flag}({o})" in s for o in pool(s)))
+
+        def flags_of_bound(s: State, e: Any) -> tuple[str, ...]:
+            return tuple(f"{flag}({o})" for o in pool(s))
+
+        def premature_reads(s: State, e: Any) -> tuple[str, ...]:
+            return placement_vars + tuple(f"{flag}({o})" for o, _ in _placed(g, s))
 
         def premature(s: State, e: Any) -> Status:
             # Only the agent's own move counts: a target that starts in a goal-type
@@ -202,10 +217,12 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
 
         atoms += [
             Atom("transformation", transformed, "online", ("object_held",), flag_vars, "hard",
-                 audit_source=f"goal: ({flag} ?o) on the placed target"),
+                 audit_source=f"goal: ({flag} ?o) on the placed target",
+                 binds=flags_of_bound),
             Atom("premature_placement", premature, "online", ("object_held",),
                  placement_vars + flag_vars, "penalty",
-                 audit_source=f"target placed in the goal receptacle without {flag}"),
+                 audit_source=f"target placed in the goal receptacle without {flag}",
+                 binds=premature_reads),
         ]
         placement_parents += ("transformation",)
     atoms.append(Atom("final_placement", lambda s, e: _status(bool(_placed(g, s))), "online",
@@ -222,8 +239,23 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
         return Status.VIOL if wrong and not _placed(g, s) else Status.UNSAT
 
     atoms.append(Atom("wrong_object_placed", wrong_object, "online", (),
-                      tuple(_inr(o, r) for o in g.other_objects for r in g.goal_receptacles),
+                      tuple(_inr(o, r) for o in g.other_objects for r in g.goal_receptacles)
+                      + placement_vars,
                       "penalty", audit_source="a non-target put in a goal receptacle"))
+
+    def misplaced_facts(s: State, e: Any) -> tuple[str, ...]:
+        return tuple(_inr(o, r) for o in g.targets for r in g.other_receptacles
+                     if f"moved:{o}:{r}" in e and _inr(o, r) in s)
+
+    def misplaced(s: State, e: Any) -> Status:
+        return Status.VIOL if misplaced_facts(s, e) and not _placed(g, s) else Status.UNSAT
+
+    atoms.append(Atom("target_misplaced", misplaced, "online", ("object_held",),
+                      tuple(_inr(o, r) for o in g.targets for r in g.other_receptacles)
+                      + placement_vars, "penalty",
+                      audit_source="the agent put a target in a non-goal receptacle and none is "
+                                   "in a goal receptacle",
+                      binds=lambda s, e: misplaced_facts(s, e) + placement_vars))
     return tuple(atoms)
 
 

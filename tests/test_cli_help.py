@@ -1,0 +1,66 @@
+"""First contact: ``agentcredit --help`` and every command's help are plain text with examples,
+explain key=value settings, list every method name, and load no torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from agentcredit.cli import ESTIMATOR_METHODS, PRESET_METHODS, main
+
+COMMANDS = ([], ["train"], ["eval"], ["audit"], ["config"])
+
+
+def _help(command: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--help"])
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "agentcredit")
+def test_every_help_is_plain_text_with_examples_settings_and_methods(command, capsys):
+    text = _help(command, capsys)
+    assert "`" not in text  # no reStructuredText or Markdown markup
+    assert f"examples:\n  agentcredit {command[0] if command else ''}".rstrip() in text
+    assert "settings (key=value):" in text and "rollout.group_size=4" in text
+    assert "agentcredit config --list" in text
+    for name in (*ESTIMATOR_METHODS, *PRESET_METHODS):
+        assert name in text, name
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_the_help_lists_exactly_the_registered_estimators_and_method_presets():
+    from agentcredit.credit import estimator_names
+    from agentcredit.train.config import METHODS
+
+    assert sorted(ESTIMATOR_METHODS) == sorted(estimator_names())
+    assert sorted(PRESET_METHODS) == sorted(set(METHODS) - set(estimator_names()))
+
+
+def test_train_help_names_what_resume_accepts(capsys):
+    text = " ".join(_help(["train"], capsys).split())
+    assert ("It accepts only settings that keep the run's meaning: run.updates, run.eval_every, "
+            "run.checkpoint_every, run.keep_checkpoints, run.progress, run.threads, run.device, "
+            "eval.probes.") in text
+
+
+def test_no_help_imports_torch(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        from agentcredit.cli import main
+        for command in {list(COMMANDS)!r}:
+            try:
+                main([*command, "--help"])
+            except SystemExit as done:
+                assert done.code == 0, (command, done.code)
+        print("torch loaded:", "torch" in sys.modules)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("usage: agentcredit") == len(COMMANDS)
+    assert done.stdout.strip().endswith("torch loaded: False")
