@@ -280,6 +280,32 @@ def test_l1_gate_shapes_the_returns_through_the_backbones_own_normalisation():
     assert step_shaping.abs().max() > 1e-3  # the token gate really breaks the step zero sum
 
 
+def test_token_path_alone_keeps_the_base_backbone_and_adds_eta_z_even_under_l1():
+    batch = with_tokens(CreditBatch.from_lists([[0.0, 10.0], [0.0], [0.0, 0.0]], [0, 0, 0]),
+                        [2, 3, 4, 1, 3])
+    both = adrs(batch, ADRSConfig(gate="L1", eta=0.5))
+    token = adrs(batch, ADRSConfig(gate="L1", eta=0.5, paths="token"))
+    base = grpo(batch, GRPOConfig()).step_advantages
+    assert torch.equal(token.step_advantages, base)
+    assert not torch.allclose(both.step_advantages, base, atol=1e-4)  # L1 shapes the returns
+    torch.testing.assert_close(token.token_advantages,
+                               base[batch.tokens.token_step] + token.extras["token_path"])
+    assert token.extras["token_path"].abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("gate", ["L1", "L2"])
+def test_reward_path_alone_drops_eta_z_and_keeps_the_shaped_trajectory_path(gate):
+    batch = with_tokens(CreditBatch.from_lists([[0.0, 10.0], [0.0], [0.0, 0.0]], [0, 0, 0]),
+                        [2, 3, 4, 1, 3])
+    both = adrs(batch, ADRSConfig(gate=gate, eta=0.5))
+    reward = adrs(batch, ADRSConfig(gate=gate, eta=0.5, paths="reward"))
+    assert torch.equal(reward.step_advantages, both.step_advantages)
+    assert torch.equal(reward.token_advantages, both.step_advantages[batch.tokens.token_step])
+    assert reward.diagnostics["token_path_active"] == 0.0
+    if gate == "L2":  # each step's r^T sums to 0: the reward path alone is the backbone
+        assert torch.equal(reward.step_advantages, grpo(batch, GRPOConfig()).step_advantages)
+
+
 def test_gigpo_adds_the_shaping_to_the_episode_level_and_keeps_the_native_step_level():
     batch = with_tokens(CreditBatch.from_lists([[0.0, 10.0], [0.0, 0.0], [-0.1, 10.0]], [0, 0, 0],
                                                [["s", "a"], ["s", "b"], ["s", "a"]]),

@@ -128,3 +128,30 @@ def test_kl_coef_without_reference_is_refused():
     old, adv, mask = _batch()
     with pytest.raises(ValueError, match="ref_logprobs"):
         ppo_loss(old, old, None, adv, mask, kl_coef=0.01)
+
+
+def test_policy_gradient_weight_scales_the_surrogate_and_zero_removes_it():
+    old, adv, mask = _batch()
+    logprobs = old + 0.05 * torch.randn(old.shape, generator=torch.Generator().manual_seed(3))
+    full, _ = _grad(lambda lp: ppo_loss(lp, old, None, adv, mask, kl_coef=0.0), logprobs)
+    half, _ = _grad(lambda lp: ppo_loss(lp, old, None, adv, mask, kl_coef=0.0, pg_coef=0.5),
+                    logprobs)
+    torch.testing.assert_close(half, 0.5 * full)
+    off = logprobs.clone().requires_grad_(True)
+    loss, stats = ppo_loss(off, old, None, adv, mask, kl_coef=0.0, pg_coef=0.0)
+    loss.backward()
+    assert loss.item() == 0.0 and stats["pg_loss"] != 0.0  # the surrogate is still reported
+    torch.testing.assert_close(off.grad, torch.zeros_like(off))
+
+
+def test_entropy_bonus_subtracts_its_weight_times_the_token_mean_entropy():
+    old = torch.tensor([[-1.0, -2.0, -3.0]])
+    mask = torch.tensor([[1, 1, 0]])
+    entropy = torch.tensor([[0.5, 1.5, 9.0]], requires_grad=True)  # third token is padding
+    loss, _ = ppo_loss(old, old, None, torch.zeros(1, 3), mask, kl_coef=0.0, entropy=entropy,
+                       entropy_coef=0.1)
+    assert loss.item() == pytest.approx(-0.1 * (0.5 + 1.5) / 2)
+    loss.backward()
+    torch.testing.assert_close(entropy.grad, torch.tensor([[-0.05, -0.05, 0.0]]))
+    with pytest.raises(ValueError, match="entropy_coef=0.1 needs the token entropies"):
+        ppo_loss(old, old, None, torch.zeros(1, 3), mask, kl_coef=0.0, entropy_coef=0.1)

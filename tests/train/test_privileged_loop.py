@@ -93,6 +93,11 @@ METHOD_CASES = {
     "opsd": (False, False, ("time/teacher", "ppo/aux_loss", "ppo/opsd_gap")),
     "sdar": (False, False, ("time/teacher", "ppo/aux_loss", "ppo/sdar_gap",
                             "ppo/sdar_gate_mean")),
+    "skill_sd": (False, False, ("time/teacher", "ppo/aux_loss", "ppo/skill_sd_gap",
+                                "ppo/skill_sd_k3")),
+    "opsd_only": (False, False, ("time/teacher", "ppo/aux_loss", "ppo/opsd_gap")),
+    "rlsd": (False, False, ("time/teacher", "credit/token_advantage_abs_mean")),
+    "vanilla": (None, False, ()),
     "skill_prompt": (None, True, ()),
     "skill_grpo": (True, False, ()),
     "skill_grpo*": (True, True, ()),
@@ -119,14 +124,15 @@ def test_each_method_name_trains_and_shows_the_skill_only_in_its_own_prompts(
     else:
         (update,) = updates
         assert all(key in update for key in update_keys), set(update_keys) - set(update)
-        assert ("time/teacher" in update) == (case.startswith(("adrs", "opsd", "sdar")))
+        assert ("time/teacher" in update) == (
+            case.startswith(("adrs", "opsd", "sdar", "skill_sd", "rlsd")))
         assert prompts_seen[TRAIN_T]
         assert [SKILL_HEADER in p for p in prompts_seen[TRAIN_T]] == \
             [in_rollouts] * len(prompts_seen[TRAIN_T])
         assert len(evals) == 2
     assert [SKILL_HEADER in p for p in prompts_seen[EVAL_T]] == \
         [in_eval] * len(prompts_seen[EVAL_T])
-    if case != "grpo":  # every run that uses skills logs the probe gap at every evaluation
+    if case not in ("grpo", "vanilla"):  # every run that uses skills logs the probe gap
         assert all({"eval/probe_gap/action", "eval/probe_gap/object", "eval/probe_gap/other"}
                    <= set(r) for r in evals)
 
@@ -252,7 +258,8 @@ def test_adrs_presets_carry_the_papers_settings_per_environment():
     assert not alfworld.eval.skills and not alfworld.rollout.skills
 
 
-@pytest.mark.parametrize("method", ["adrs", "adrs_webshop", "opsd", "sdar"])
+@pytest.mark.parametrize("method", ["adrs", "adrs_webshop", "opsd", "sdar", "skill_sd",
+                                    "opsd_only", "rlsd"])
 def test_evaluation_skills_are_refused_for_every_method_with_a_privileged_teacher(method):
     with pytest.raises(ValueError, match="eval.skills = true .* set eval.skills=false"):
         load_config(None, [f"method={method}", "eval.skills=true"])
@@ -261,3 +268,17 @@ def test_evaluation_skills_are_refused_for_every_method_with_a_privileged_teache
 @pytest.mark.parametrize("method", ["skill_prompt", "skill_grpo*"])
 def test_evaluation_skills_stay_allowed_for_the_skill_prompt_baselines(method):
     assert load_config(None, [f"method={method}"]).eval.skills
+
+
+def test_without_policy_gradient_only_the_distillation_and_the_entropy_bonus_move_the_weights(
+        run, tmp_path):
+    quiet = ("method=opsd_only", "optim.kl_coef=0", "optim.aux_coef=0")
+    _, records = run(tmp_path, "silent", *quiet)
+    (update,) = [r for r in records if r["kind"] == "update"]
+    assert update["ppo/grad_norm"] == 0.0
+    _, records = run(tmp_path, "entropy", *quiet, "optim.entropy_coef=0.1")
+    (update,) = [r for r in records if r["kind"] == "update"]
+    assert update["ppo/grad_norm"] > 0.0
+    _, records = run(tmp_path, "distil", "method=opsd_only", "optim.kl_coef=0")
+    (update,) = [r for r in records if r["kind"] == "update"]
+    assert update["ppo/grad_norm"] > 0.0

@@ -56,6 +56,7 @@ import torch
 from torch import Tensor
 
 from agentcredit.config_schema import validate
+from agentcredit.credit import self_distillation  # noqa: F401  (registers ADRS's baseline rlsd)
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.gigpo import (
     GiGPOConfig,
@@ -113,6 +114,11 @@ class ADRSConfig:
             ``token_path_warmup`` updates (authors' code: 20; default 0).
         token_path_updates: then stays on for this many updates and switches
             off again (authors' code: 50); ``None`` = on for good (default).
+        paths: which of ADRS's two ways into the advantage run (docs/adrs.md §5.4, the
+            paper's path ablation): ``both`` (default); ``token``, the token path ``η·Z^T`` on
+            the backbone's advantage of the base rewards; ``reward``, the backbone on the
+            shaped rewards with no token path (with a step-shared gate this is the backbone
+            itself, since each step's ``r^T`` sums to 0).
     """
 
     _limits: ClassVar[dict[str, tuple]] = {
@@ -134,6 +140,7 @@ class ADRSConfig:
     token_path_zero_signal: Literal["skip", "apply"] = "skip"
     token_path_warmup: int = 0
     token_path_updates: int | None = None
+    paths: Literal["both", "token", "reward"] = "both"
 
     def __post_init__(self) -> None:
         if self.scope == "per_seq":
@@ -455,7 +462,8 @@ def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
 
     # MODULE 3: SHAPED REWARD, TRAJECTORY PATH, TOKEN PATH
     teacher_reward = config.eta * token_gate * q_hat  # r^T [N]
-    if config.gate == "L1":  # a token gate breaks the step zero sum: add the step sums
+    # A token gate breaks the step zero sum: the reward path adds the step sums.
+    if config.gate == "L1" and config.paths != "token":
         step_shaping = torch.zeros(batch.num_steps, dtype=torch.float64, device=q_hat.device) \
             .index_add_(0, token_step, teacher_reward)
         shaped = dataclasses.replace(batch, step_rewards=batch.step_rewards
@@ -487,7 +495,7 @@ def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
         bound = token_clip_bounds(strength, rollouts, config.z_clip,
                                   config.z_clip_adaptive)[token_group]  # [N]
         token_path = torch.maximum(torch.minimum(token_path, bound), -bound)
-    active = config.token_path_active(tokens.update)
+    active = config.token_path_active(tokens.update) and config.paths != "reward"
     token_adv = step_adv[token_step]  # [N]
     if active:
         token_adv = token_adv + token_path.to(dtype)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from agentcredit.credit.registry import INPUTS
-from agentcredit.credit.self_distillation import opsd_loss, sdar_loss
+from agentcredit.credit.self_distillation import opsd_loss, sdar_loss, skill_sd_loss
 
 AuxLossFn = Callable[[Tensor, Tensor, Tensor, Tensor, float, Tensor],
                      tuple[Tensor, dict[str, float]]]
@@ -76,3 +76,11 @@ def sdar(logprobs: Tensor, teacher: Tensor, behaviour: Tensor, mask: Tensor, coe
     """The confidence-gated variant, gate ``sigmoid(τ(ℓ^T − ℓ^b))``
     (``self_distillation.sdar_loss``)."""
     return sdar_loss(logprobs, teacher, behaviour, mask, coef, normalizer=normalizer)
+
+
+@register_aux_loss("skill_sd", needs=("teacher",))
+def skill_sd(logprobs: Tensor, teacher: Tensor, behaviour: Tensor, mask: Tensor, coef: float,
+             normalizer: Tensor) -> tuple[Tensor, dict[str, float]]:
+    """Skill-SD's importance-weighted k3 distillation toward ``ℓ^T``
+    (``self_distillation.skill_sd_loss``)."""
+    return skill_sd_loss(logprobs, teacher, behaviour, mask, coef, normalizer=normalizer)

@@ -1,5 +1,5 @@
-"""Auxiliary losses of the privileged self-distillation baselines ``opsd`` and ``sdar``
-(docs/adrs.md §5.6).
+"""The privileged self-distillation baselines of docs/adrs.md §5.6: the auxiliary losses
+``opsd``, ``sdar`` and ``skill_sd`` and the advantage estimator ``rlsd``.
 
 Both run GRPO unchanged and add a token-level term that pulls the student
 (the current policy on the ordinary, skill-free context) toward the privileged
@@ -29,15 +29,36 @@ i.e. a detached per-token coefficient ``a_t = −β·g_t·(ℓ_θ − ℓ^T)`` o
 paper's Prop. 4.3. Tokens the teacher finds likelier than the student are
 pushed up, the others down (tested). SDAR's gate keeps the term mostly on
 tokens where the teacher is more confident than the behaviour policy.
+
+Skill-SD (the ADRS authors' ``SkillSD`` trainer) keeps GRPO and adds the k3 estimate of
+``KL(π_θ ‖ π_T)`` on sampled tokens, importance-weighted back to the behaviour policy:
+
+    skill_sd:  L_aux = β · (1/|V|) Σ_{t∈V} ρ_t · k3_t,
+               ρ_t = exp(min(ℓ_θ,t − ℓ^b_t, 10)),  k3_t = exp(ℓ^T_t − ℓ_θ,t) − 1 + (ℓ_θ,t − ℓ^T_t)
+
+differentiated as written (``ρ`` and ``k3`` both carry gradient). RLSD (the authors'
+``RLSD`` trainer) changes the advantage instead of the loss, see ``rlsd_token_advantages``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import ClassVar
+
 import torch
 from torch import Tensor
 
-OPSD_BETA = 0.1  # docs/adrs.md §5.6 [choice]
-SDAR_TAU = 2.0  # [choice] SDAR's gate slope, ADRS's τ
+from agentcredit.config_schema import validate
+from agentcredit.credit.batch import CreditBatch
+from agentcredit.credit.grpo import GRPOConfig, grpo
+from agentcredit.credit.registry import register_estimator
+from agentcredit.credit.result import CreditResult
+
+OPSD_BETA = 0.01  # the ADRS authors' distillation weight (docs/adrs.md §5.6)
+SDAR_TAU = 5.0  # the ADRS authors' SDAR gate slope
+SKILL_SD_BETA = 0.1  # the ADRS authors' sdl_lambda
+_MAX_LOG_RHO = 10.0  # the authors' clamp on log ρ of Skill-SD
+_MAX_LOG_GAP = 20.0  # keeps exp(ℓ^T − ℓ_θ) finite on garbage log-probs
 
 
 def _validated(logprobs: Tensor, mask: Tensor, normalizer: Tensor | float | None,
@@ -95,6 +116,99 @@ def sdar_loss(logprobs: Tensor, teacher_logprobs: Tensor, behaviour_logprobs: Te
     gate = torch.sigmoid(tau * (teacher_logprobs.detach() - behaviour_logprobs.detach()))
     return _distill(logprobs, teacher_logprobs, valid, weight, denom, beta, gate=gate,
                     prefix="sdar")
+
+
+def skill_sd_loss(logprobs: Tensor, teacher_logprobs: Tensor, behaviour_logprobs: Tensor,
+                  mask: Tensor, beta: float = SKILL_SD_BETA, *,
+                  normalizer: Tensor | float | None = None) -> tuple[Tensor, dict[str, float]]:
+    """Skill-SD's self-distillation loss ``β · mean_V ρ·k3`` (docs/adrs.md §5.6), see the module
+    docstring; ``ℓ^T`` and ``ℓ^b`` are detached, ``ℓ_θ`` keeps its gradient.
+
+    Tested on hand-computed tokens: the loss value, and that it is 0 with zero gradient where
+    ``ℓ_θ = ℓ^T = ℓ^b`` (the k3 estimate's minimum).
+
+    Returns ``(loss, stats)`` with ``skill_sd_gap`` (mean ``ℓ_θ − ℓ^T``) and ``skill_sd_k3``.
+    """
+    valid, weight, denom = _validated(logprobs, mask, normalizer,
+                                      teacher_logprobs=teacher_logprobs,
+                                      behaviour_logprobs=behaviour_logprobs)
+    gap = torch.where(valid, logprobs - teacher_logprobs.detach(), 0.0)  # ℓ_θ − ℓ^T, with grad
+    k3 = torch.exp((-gap).clamp(max=_MAX_LOG_GAP)) - 1.0 + gap
+    log_rho = torch.where(valid, logprobs - behaviour_logprobs.detach(), 0.0)
+    rho = torch.exp(log_rho.clamp(max=_MAX_LOG_RHO))
+    loss = beta * (rho * k3 * weight).sum() / denom
+    stats = {"skill_sd_gap": ((gap.detach() * weight).sum() / denom).item(),
+             "skill_sd_k3": ((k3.detach() * weight).sum() / denom).item()}
+    return loss, stats
+
+
+# RLSD: TEACHER-WEIGHTED TOKEN ADVANTAGES
+
+
+@dataclass(frozen=True)
+class RLSDConfig:
+    """Options of RLSD (the ADRS authors' ``RLSD`` trainer, docs/adrs.md §5.6).
+
+    Attributes:
+        backbone: the GRPO advantage ``A_i`` RLSD reweights per token.
+        lam: ``λ`` in [0, 1], the share of the advantage the teacher reweights (authors: 0.5);
+            0 gives GRPO exactly.
+        clip_eps: ``ε_w`` ≥ 0, the token weight is clipped to ``[1 − ε_w, 1 + ε_w]``
+            (authors: 0.2).
+        neg_reset: leave rollouts with ``A_i ≤ 0`` at ``A_i`` (the authors' option, off).
+    """
+
+    _limits: ClassVar[dict[str, tuple]] = {"lam": (0.0, 1.0), "clip_eps": (0.0, 1.0)}
+
+    backbone: GRPOConfig = field(default_factory=GRPOConfig)
+    lam: float = 0.5
+    clip_eps: float = 0.2
+    neg_reset: bool = False
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+def rlsd_token_advantages(step_adv: Tensor, token_step: Tensor, teacher: Tensor,
+                          behaviour: Tensor, config: RLSDConfig) -> Tensor:
+    """``Â_t = A · ((1 − λ) + λ · clip(exp(sign(A)·(ℓ^T_t − ℓ^b_t)), 1 ± ε_w))``, ``[N]``.
+
+    ``step_adv [S]`` is the backbone's advantage of each step, ``token_step [N]`` the step of
+    each token, ``teacher`` / ``behaviour`` ``[N]`` ``ℓ^T`` / ``ℓ^b``. A token the teacher
+    prefers gets more of a positive advantage and less of a negative one (tested on hand
+    numbers); ``λ = 0`` returns ``A`` unchanged.
+    """
+    adv = step_adv[token_step]  # A of each token's rollout [N]
+    weight = torch.exp(torch.sign(adv) * (teacher - behaviour).to(adv.dtype))
+    weight = weight.clamp(1.0 - config.clip_eps, 1.0 + config.clip_eps)  # w_t [N]
+    shaped = adv * ((1.0 - config.lam) + config.lam * weight)
+    if config.neg_reset:
+        shaped = torch.where(adv <= 0, adv, shaped)
+    return shaped
+
+
+@register_estimator("rlsd", RLSDConfig, needs=("teacher",))
+def rlsd(batch: CreditBatch, config: RLSDConfig) -> CreditResult:
+    """RLSD: GRPO's advantage reweighted per token by the teacher (``rlsd_token_advantages``).
+
+    Reads ``batch.tokens`` (``ℓ^T`` and ``ℓ^b``). Returns GRPO's ``step_advantages [S]`` and
+    the reweighted ``token_advantages [N]``.
+    """
+    tokens = batch.tokens
+    if tokens is None or tokens.behaviour_logprobs is None:
+        raise ValueError("the rlsd estimator needs ℓ^T and ℓ^b per token: build the CreditBatch "
+                         "with tokens=TokenScores.from_step_rows(loss_mask, teacher_logprobs, "
+                         "behaviour_logprobs)")
+    native = grpo(batch, config.backbone)
+    token_adv = rlsd_token_advantages(native.step_advantages, tokens.token_step,
+                                      tokens.teacher_logprobs, tokens.behaviour_logprobs, config)
+    diagnostics = {**{f"backbone/{key}": value for key, value in native.diagnostics.items()},
+                   "token_advantage_abs_mean": token_adv.abs().double().mean().item(),
+                   "teacher_minus_behaviour_mean": (tokens.teacher_logprobs.double()
+                                                    - tokens.behaviour_logprobs.double())
+                   .mean().item()}
+    return CreditResult(step_advantages=native.step_advantages, token_advantages=token_adv,
+                        diagnostics=diagnostics)
 
 
 def _distill(logprobs: Tensor, teacher: Tensor, valid: Tensor, weight: Tensor, denom: Tensor,

@@ -201,14 +201,23 @@ class OptimConfig:
     aux_loss: str = "none"
     """Auxiliary loss added to the PPO loss, by name in ``credit.aux_losses`` (docs/adrs.md §5.6):
     ``opsd`` pulls the policy toward the privileged teacher ``ℓ^T`` on sampled tokens;
-    ``sdar`` gates each token by ``sigmoid(τ(ℓ^T − ℓ^b))``; ``none`` adds nothing."""
-    aux_coef: float = 0.1
-    """``β``, the weight of ``aux_loss`` (docs/adrs.md §5.6 [choice]: 0.1)."""
+    ``sdar`` gates each token by ``sigmoid(τ(ℓ^T − ℓ^b))``; ``skill_sd`` adds Skill-SD's
+    importance-weighted k3 estimate of ``KL(π_θ ‖ π_T)``; ``none`` adds nothing."""
+    aux_coef: float = 0.01
+    """``β``, the weight of ``aux_loss`` (docs/adrs.md §5.6: the ADRS authors' 0.01 for OPSD and
+    SDAR; ``method=skill_sd`` sets their 0.1)."""
+    pg_coef: float = 1.0
+    """Weight of the clipped policy-gradient term; 0 trains on the auxiliary loss alone
+    (``method=opsd_only``, docs/adrs.md §5.6)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus ``−c_H · mean_V H`` added to the loss (the ADRS paper's entropy ablation,
+    docs/adrs.md §5.4); 0 = off."""
 
     _limits: ClassVar[dict[str, tuple]] = {"lr": (0.0, None), "weight_decay": (0.0, None),
                "grad_clip": (0.0, None), "clip_low": (0.0, 0.999), "clip_high": (0.0, None),
                "kl_coef": (0.0, None), "mini_batches": (1, None), "micro_batch_size": (1, None),
-               "score_micro_batch_size": (1, None), "aux_coef": (0.0, None)}
+               "score_micro_batch_size": (1, None), "aux_coef": (0.0, None),
+               "pg_coef": (0.0, None), "entropy_coef": (0.0, None)}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -358,9 +367,21 @@ METHODS: dict[str, dict[str, Any]] = {
     "skill_grpo": {"credit.estimator": "grpo", **_NO_SKILLS, "rollout.skills": True},
     "skill_grpo_star": {"credit.estimator": "grpo", **_NO_SKILLS, "rollout.skills": True,
                         "eval.skills": True},
-    # GRPO plus the auxiliary self-distillation loss toward the privileged teacher
-    "opsd": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "opsd"},
-    "sdar": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "sdar"},
+    # the untrained (SFT) policy evaluated without skills: the paper's Vanilla row
+    "vanilla": {"credit.estimator": "grpo", **_NO_SKILLS, "run.updates": 0},
+    # GRPO plus an auxiliary self-distillation loss toward the privileged teacher (docs/adrs.md
+    # §5.6); the weights are the ADRS authors' (OPSD and SDAR 0.01, Skill-SD 0.1)
+    "opsd": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "opsd",
+             "optim.aux_coef": 0.01},
+    "sdar": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "sdar",
+             "optim.aux_coef": 0.01},
+    "skill_sd": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "skill_sd",
+                 "optim.aux_coef": 0.1},
+    # OPSD alone: the distillation loss with the policy-gradient term off
+    "opsd_only": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "opsd",
+                  "optim.aux_coef": 0.01, "optim.pg_coef": 0.0},
+    # RLSD: GRPO's advantage reweighted per token by the teacher (λ 0.5, ε_w 0.2)
+    "rlsd": {"credit.estimator": "rlsd", **_NO_SKILLS},
     # ADRS with the ADRS paper's primary settings (docs/adrs.md §5.4, docs/settings.md §6); the
     # shared ones (group size 8, γ 0.95, KL 0.01, lr 1e-6) are the dataclass defaults.
     # ALFWorld: GRPO backbone, L2 gate with GateNorm, global scope, η 0.1, ε_hi 0.28

@@ -2,15 +2,19 @@
 
 ```
 ω_t   = exp(log π_θ(y_t|c_t) − ℓ^b_t)
-L     = −(1/|V|) Σ_{t∈V} min(ω_t A_t, clip(ω_t, 1−ε_lo, 1+ε_hi) A_t)
+L     = −c_pg · (1/|V|) Σ_{t∈V} min(ω_t A_t, clip(ω_t, 1−ε_lo, 1+ε_hi) A_t)
         + β_KL · (1/|V|) Σ_{t∈V} KL_k3(π_θ ‖ π_ref)_t
+        − c_H · (1/|V|) Σ_{t∈V} H_t
 KL_k3 = exp(ℓ_ref − ℓ_θ) − (ℓ_ref − ℓ_θ) − 1
 ```
 
 Variables: ``logprobs`` = log π_θ, ``old_logprobs`` = ℓ^b, ``ref_logprobs`` =
 ℓ_ref, ``advantages`` = A (detached here), ``mask`` = V, ``clip_low`` /
-``clip_high`` = ε_lo / ε_hi, ``kl_coef`` = β_KL. All tensors are [B, L] and
-aligned with the token ids (``scoring.token_logprobs``).
+``clip_high`` = ε_lo / ε_hi, ``kl_coef`` = β_KL, ``pg_coef`` = c_pg (1; 0 turns the
+policy-gradient term off, the distillation-only baseline of docs/adrs.md §5.6),
+``entropy`` = H_t the entropy of each token's predictive distribution, with gradient,
+``entropy_coef`` = c_H (0; the entropy bonus of docs/adrs.md §5.4's ablations). All tensors
+are [B, L] and aligned with the token ids (``scoring.token_logprobs``).
 
 Properties the tests check: at ω = 1 and β_KL = 0 the gradient with respect to
 ``logprobs`` is ``−A·mask/|V|``; a token's gradient is zero exactly when its
@@ -50,6 +54,9 @@ def ppo_loss(
     kl_coef: float = 0.01,
     *,
     normalizer: Tensor | float | None = None,
+    pg_coef: float = 1.0,
+    entropy: Tensor | None = None,
+    entropy_coef: float = 0.0,
 ) -> tuple[Tensor, dict[str, float]]:
     """Clipped-ratio PPO loss with a k3 KL penalty to the reference policy, token-mean over V.
 
@@ -68,6 +75,9 @@ def ppo_loss(
             mini-batch); under gradient accumulation pass the mini-batch's
             valid-token count (see the module docstring). Clamped to >= 1, so
             an all-masked input gives a zero loss.
+        pg_coef: c_pg ≥ 0, the weight of the clipped surrogate (0: no policy gradient).
+        entropy: [B, L] H_t, with gradient; needed when ``entropy_coef`` is not 0.
+        entropy_coef: c_H ≥ 0, the entropy bonus ``−c_H · mean_V H``.
 
     Returns:
         ``(loss, stats)``: the scalar loss, and floats ``pg_loss`` (the clipped
@@ -83,11 +93,15 @@ def ppo_loss(
         ("advantages", advantages),
         ("mask", mask),
         ("ref_logprobs", ref_logprobs),
+        ("entropy", entropy),
     ):
         if tensor is not None and tensor.shape != shape:
             raise ValueError(f"{name} has shape {tuple(tensor.shape)}, logprobs has {tuple(shape)}")
     if ref_logprobs is None and kl_coef != 0:
         raise ValueError(f"kl_coef={kl_coef} needs ref_logprobs; pass them or set kl_coef=0")
+    if entropy is None and entropy_coef != 0:
+        raise ValueError(f"entropy_coef={entropy_coef} needs the token entropies; pass entropy "
+                         "or set entropy_coef=0")
     if not (0 <= clip_low < 1 and clip_high >= 0):
         raise ValueError(
             f"clip_low={clip_low} must be in [0, 1) and clip_high={clip_high} must be >= 0"
@@ -118,7 +132,11 @@ def ppo_loss(
         kl = (kl_per_token * weight).sum() / denom
     else:
         kl = logprobs.new_zeros(())
-    loss = pg_loss + kl_coef * kl
+    loss = pg_coef * pg_loss + kl_coef * kl
+
+    # ENTROPY BONUS: maximising H keeps the policy exploring.
+    if entropy_coef != 0:
+        loss = loss - entropy_coef * (torch.where(valid, entropy, 0.0) * weight).sum() / denom
 
     # DIAGNOSTICS
     with torch.no_grad():

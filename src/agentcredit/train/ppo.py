@@ -39,8 +39,10 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
     losses use the mini-batch's valid-token count as ``|V|``, so gradient
     accumulation gives exactly the mini-batch's token-mean loss.
 
-    With ``config.aux_loss`` (``opsd`` / ``sdar``, docs/adrs.md §5.6) each micro-batch adds
-    ``β ·`` the auxiliary loss toward ``teacher_logprobs`` (``ℓ^T [S, L]``) to its PPO loss.
+    With ``config.aux_loss`` (``opsd`` / ``sdar`` / ``skill_sd``, docs/adrs.md §5.6) each
+    micro-batch adds ``β ·`` the auxiliary loss toward ``teacher_logprobs`` (``ℓ^T [S, L]``) to
+    its PPO loss; ``config.pg_coef`` weights the policy-gradient term (0 = distillation alone)
+    and ``config.entropy_coef`` subtracts that multiple of the token-mean entropy.
 
     Returns ``ppo/pg_loss``, ``ppo/kl`` (k3 to the reference), ``ppo/clip_frac``,
     ``ppo/approx_kl``, ``ppo/ratio_mean``, ``ppo/entropy`` (token means) and the
@@ -69,7 +71,8 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
                                                            requires_grad=True)
             loss, stats = ppo_loss(logprobs, old, ref, adv, mask, config.clip_low,
                                    config.clip_high, config.kl_coef,
-                                   normalizer=normalizer.to(device))
+                                   normalizer=normalizer.to(device), pg_coef=config.pg_coef,
+                                   entropy=entropy, entropy_coef=config.entropy_coef)
             if aux is not None:
                 aux_term, aux_stats = aux.fn(logprobs, teacher, old, mask, config.aux_coef,
                                              normalizer.to(device))

@@ -16,6 +16,8 @@ only data that pickles in proportion to the rollout:
 - the proof edges ``(t, j, r)`` with their proof-record dependency check (docs/vict.md §4.3);
   write and reveal edges watch ``Atom.witness_vars`` of the terminal state and evidence,
   the variables that rollout's status rests on (an atom's ``binds``, else its ``state_vars``);
+  a bound key may carry a guard (``guarded``): the change counts only while another
+  variable holds a given value after the step (WebShop: while the bought product is open);
 - which atoms each step "mentions" (for the ``temporal_nearest`` control, docs/vict.md §4.8).
 
 Indexing: action ``a_t`` (``t = 0..T-1``) is taken in state ``Φ_t`` and leads
@@ -210,23 +212,27 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
 
     # PROOF EDGES
     bound = [a.witness_vars(final_state, final_evidence) for a in atoms]
-    var_atoms: dict[str, list[int]] = {}
+    var_atoms: dict[str, list[tuple[int, tuple[str, str] | None]]] = {}
     for j, keys in enumerate(bound):
-        for v in keys:
-            var_atoms.setdefault(v, []).append(j)
-    terms = [_entity_pattern(keys) for keys in bound]
+        for key in keys:
+            var, guard = split_guard(key)
+            var_atoms.setdefault(var, []).append((j, guard))
+    terms = [_entity_pattern([split_guard(k)[0] for k in keys]) for keys in bound]
     raw: list[tuple[int, int, str, str]] = []  # (t, j, relation, source)
     mentions = []
     for t in range(num_steps):
         changed = _changed_vars(snapshots[t], snapshots[t + 1])
+        after = {**snapshots[t + 1], **timeline[t + 1]}  # what a guard is checked against
         written: dict[int, list[str]] = {}
         for v in changed:
-            for j in var_atoms.get(v, ()):
-                written.setdefault(j, []).append(v)
+            for j, guard in var_atoms.get(v, ()):
+                if _guard_holds(guard, after):
+                    written.setdefault(j, []).append(v)
         shown: dict[int, list[str]] = {}
         for v in revealed[t + 1]:
-            for j in var_atoms.get(v, ()):
-                shown.setdefault(j, []).append(v)
+            for j, guard in var_atoms.get(v, ()):
+                if _guard_holds(guard, after):
+                    shown.setdefault(j, []).append(v)
         named = {j for j, pat in enumerate(terms) if pat is not None and pat.search(texts[t])}
         mentions.append(frozenset(atoms[j].atom_id for j in set(written) | named))
         for j, atom in enumerate(atoms):
@@ -268,6 +274,30 @@ def _signed_value(atom, status: Status, state: State, evidence: Evidence) -> flo
         value = float(atom.value(state, evidence)) if atom.value is not None else 1.0
         return atom.weight * value
     return -atom.weight if status is Status.VIOL else 0.0
+
+
+#: separates a witness key's variable from its guard: ``"selected:size|product:asin=B01"``.
+GUARD = "|"
+
+
+def guarded(var: str, guard_var: str, value: Any) -> str:
+    """The witness key "``var`` changed (or was revealed) while ``guard_var`` equals ``value``
+    after the step": how ``Atom.binds`` ties a generic variable (the selected size, the open
+    page's title) to one entity (the product bought), docs/vict.md §4.3."""
+    return f"{var}{GUARD}{guard_var}={value}"
+
+
+def split_guard(key: str) -> tuple[str, tuple[str, str] | None]:
+    """``(var, (guard_var, value))`` of a witness key; ``(key, None)`` without a guard."""
+    var, sep, guard = key.partition(GUARD)
+    if not sep:
+        return key, None
+    guard_var, _, value = guard.partition("=")
+    return var, (guard_var, value)
+
+
+def _guard_holds(guard: tuple[str, str] | None, after: Mapping[str, Any]) -> bool:
+    return guard is None or (guard[0] in after and str(after[guard[0]]) == guard[1])
 
 
 def _changed_vars(before: State, after: State) -> list[str]:

@@ -12,6 +12,7 @@ from agentcredit.envs.webshop.shop import register_catalog
 from agentcredit.envs.webshop.tasks import goal_tasks
 from agentcredit.verifier.atoms import Status
 from agentcredit.verifier.conformance import evidence_timeline, mutation_outcomes
+from agentcredit.verifier.trace import trace_rollout
 
 MUTATIONS = {"change_price", "remove_required_attribute", "change_selected_option",
              "swap_purchased_product"}
@@ -240,3 +241,47 @@ def test_only_buy_now_writes_what_purchase_committed_reads(env, test_tasks, play
         for t, (before, after) in enumerate(itertools.pairwise(states)):
             wrote = any(before.get(v) != after.get(v) for v in watched)
             assert wrote == (actions[t] == "click[buy now]" and after["purchased"])
+
+
+def _abandoned_then_bought(env, task, play):
+    """The expert's plan with a detour: open another product from the same results page,
+    click its options, go back, then buy as the expert does. Returns actions, played."""
+    plan = env.expert(task)
+    bought = next(a for a in plan if a.startswith("click[b0"))
+    at = plan.index(bought)
+    obs = env.reset(task)
+    for action in plan[:at]:
+        obs, *_ = env.step(action)
+    other = next(a for a in obs.admissible_actions if a.startswith("click[b0") and a != bought)
+    obs, *_ = env.step(other)
+    shown = [a for a in obs.admissible_actions if a.startswith("click[")
+             and a not in ("click[buy now]", "click[< prev]", "click[back to search]",
+                           "click[description]", "click[features]", "click[reviews]")]
+    detour = [other, *shown[:2], "click[< prev]"]
+    actions = plan[:at] + detour + plan[at:]
+    return actions, detour, play(env, task, actions)
+
+
+def test_only_the_bought_product_gets_product_edges_not_one_opened_and_abandoned(env, test_tasks,
+                                                                                 play):
+    """docs/vict.md §4.3: product atoms are bound to the product bought, so opening another
+    product and clicking its options writes and reveals nothing they read."""
+    task = next(t for t in test_tasks if task_goal(t).goal_options and task_goal(t).attributes)
+    goal, verifier = task_goal(task), env.verifier(task)
+    actions, detour, (texts, states, results) = _abandoned_then_bought(env, task, play)
+    start = actions.index(detour[0])
+    option_key = f"selected:{goal.option_names[0]}"
+    assert any(states[t + 1].get(option_key) != states[t].get(option_key)
+               for t in range(start + 1, start + 3)), "the detour chose none of its options"
+    assert results[-1][0] == 1.0  # the expert's purchase still wins
+    trace = trace_rollout(verifier, texts, states, actions)
+    detour_steps = set(range(start, start + len(detour)))
+    assert not [e for e in trace.edges if e.step in detour_steps]
+    bought = start + len(detour)  # the click that opens the product bought
+    option = f"option:{goal.goal_options[0]}"
+    opened = {(e.atom_id, e.relation) for e in trace.edges if e.step == bought}
+    assert {(option, "write"), (option, "reveal"),
+            (f"attribute:{goal.attributes[0]}", "write")} <= opened
+    chosen = {e.relation for e in trace.edges if e.atom_id == option and e.step > bought
+              and actions[e.step] != "click[buy now]"}
+    assert chosen == {"write"}  # the option click on the product bought

@@ -2,14 +2,17 @@
 
 Estimators and their rules:
 
-- ``dense_atom_reward``: no core/edges: ``+w_j`` at the step where atom ``j`` turns
-  SAT, ``−w_j`` where it turns VIOL, added to the step rewards, then the backbone.
+- ``dense_atom_reward``: no core/edges: ``+w_j`` at the first step where atom ``j`` turns
+  SAT, ``−w_j`` at the first where it turns VIOL, added to the step rewards; a step's
+  advantage is its return-to-go normalised over the group's steps.
 - ``commit_only``: each core atom's ``δ̂`` goes only to its commit steps.
-- ``temporal_nearest``: each core atom's ``δ̂`` goes to the nearest step before the end
-  whose action text or state diff mentions one of its variables.
-- ``random_edges``: VICT's credited steps moved by a seeded random permutation of each
-  rollout's steps (same number of credited steps, same totals).
-- ``no_core``: every atom with ``δ̂ ≠ 0`` is credited over its proof edges, no greedy core.
+- ``temporal_nearest``: each core atom's ``δ̂`` goes to one step: the nearest one at or
+  before the step that last changed the atom's status whose action text or state diff
+  mentions one of its variables.
+- ``random_edges``: VICT's credited steps shuffled among the steps of the whole group,
+  each rollout keeping its number of credited steps; a fresh draw every update.
+- ``no_core``: every atom with ``δ̂ ≠ 0`` is credited over its proof edges, no greedy core;
+  tied rollouts (``q_i = 0``) still abstain.
 - ``no_proof_edges``: each core atom's ``δ̂`` spread equally over all steps of the rollout.
 
 All but ``dense_atom_reward`` run ``method.compute_credit`` with their
@@ -29,6 +32,8 @@ from dataclasses import replace
 import torch
 
 from agentcredit.credit.batch import CreditBatch
+from agentcredit.credit.gigpo import discounted_return_to_go
+from agentcredit.credit.grpo import group_relative
 from agentcredit.credit.registry import register_estimator
 from agentcredit.credit.result import CreditResult
 from agentcredit.credit.vict.config import VICTConfig
@@ -60,10 +65,20 @@ def commit_witnesses(trace: RolloutTrace) -> dict[str, list[Witness]]:
 
 
 def nearest_witnesses(trace: RolloutTrace) -> dict[str, list[Witness]]:
-    """``temporal_nearest``: the last step whose action or state diff mentions the atom."""
+    """``temporal_nearest``: the nearest step at or before the atom's settling step that
+    mentions it.
+
+    The settling step is the last step that changed the atom's status (where the verifier
+    last "fired" on it); an atom whose status never changed settles at the end. The
+    credited step is the closest one at or before it whose action text or state diff
+    mentions one of the atom's variables (``trace.mentions``), with no proof-record check.
+    """
     out: dict[str, list[Witness]] = {}
-    for atom_id in trace.atom_ids:
-        for t in range(trace.num_steps - 1, -1, -1):
+    for j, atom_id in enumerate(trace.atom_ids):
+        changed = [t for t in range(trace.num_steps)
+                   if trace.statuses[t + 1][j] is not trace.statuses[t][j]]
+        settle = changed[-1] if changed else trace.num_steps - 1
+        for t in range(settle, -1, -1):
             if atom_id in trace.mentions[t]:
                 out[atom_id] = [Witness(t, 1.0, ("nearest",), (f"mention:{trace.actions[t]}",))]
                 break
@@ -106,8 +121,9 @@ for _name in RULES:
 def atom_rewards(batch: CreditBatch, config: VICTConfig) -> tuple[torch.Tensor, list[dict]]:
     """Per-step atom rewards ``[S]`` of ``dense_atom_reward`` and one event per non-zero term.
 
-    ``+w_j`` at the step where atom ``j`` turns SAT, ``−w_j`` where it turns
-    VIOL; zero on non-conforming tasks.
+    ``+w_j`` at the first step where atom ``j`` turns SAT in the rollout, ``−w_j`` at
+    the first step where it turns VIOL; each atom is paid at most once per kind, so an
+    atom that flips back and forth earns nothing more. Zero on non-conforming tasks.
     """
     traces = require_traces(batch, "dense_atom_reward")
     groups = batch.group_index.tolist()
@@ -118,21 +134,22 @@ def atom_rewards(batch: CreditBatch, config: VICTConfig) -> tuple[torch.Tensor, 
     for i, trace in enumerate(traces):
         conforming = worst[groups[i]] <= config.conformance_tolerance
         weights = [a.weight for a in trace.atoms]
+        paid: set[tuple[int, Status]] = set()  # (atom, SAT or VIOL) already rewarded
         for t in range(trace.num_steps):
             before, after = trace.statuses[t], trace.statuses[t + 1]
             total = 0.0
             for j, atom_id in enumerate(trace.atom_ids):
                 if not conforming:
                     break
-                if after[j] is Status.SAT and before[j] is not Status.SAT:
-                    term, turned = weights[j], "sat"
-                elif after[j] is Status.VIOL and before[j] is not Status.VIOL:
-                    term, turned = -weights[j], "viol"
-                else:
+                turned = after[j] if after[j] is not before[j] else None
+                if turned not in (Status.SAT, Status.VIOL) or (j, turned) in paid:
                     continue
+                paid.add((j, turned))
+                term = weights[j] if turned is Status.SAT else -weights[j]
                 total += term
                 events.append({"rollout": i, "step": t, "flat_step": offset + t,
-                               "atom_id": atom_id, "reward": term, "turned": turned})
+                               "atom_id": atom_id, "reward": term,
+                               "turned": "sat" if turned is Status.SAT else "viol"})
             rewards.append(total)
         offset += trace.num_steps
     return torch.tensor(rewards, dtype=batch.step_rewards.dtype,
@@ -141,20 +158,29 @@ def atom_rewards(batch: CreditBatch, config: VICTConfig) -> tuple[torch.Tensor, 
 
 @register_estimator("dense_atom_reward", VICTConfig, needs=("traces",))
 def dense_atom_reward(batch: CreditBatch, config: VICTConfig) -> CreditResult:
-    """VICT control ``dense_atom_reward`` (docs/vict.md §4.8): atom rewards added to the step
-    rewards, then the backbone; no core, no edges.
+    """VICT control ``dense_atom_reward`` (docs/vict.md §4.8): shaped per-step rewards, no core,
+    no edges.
 
-    Returns the backbone's advantages on the shaped rewards; ``extras``:
-    ``base_advantage`` (backbone on the original rewards), ``atom_reward`` and
-    ``correction`` (shaped − original), all ``[S]``; one ledger row per atom event.
+    ``r'_{i,t} = r_{i,t} + Σ_j ±w_j`` (``atom_rewards``); a step's advantage is its
+    undiscounted return-to-go ``G'_{i,t} = Σ_{k≥t} r'_{i,k}`` normalised over every step
+    of its group, ``(G' − μ_g) / (σ_g + ε)`` with ``μ_g``, ``σ_g`` the mean and
+    population std of the group's ``[S_g]`` return-to-go values. So the advantage
+    varies inside a rollout under any backbone (the property its tests check).
+
+    Returns ``[S]`` advantages; ``extras``: ``base_advantage`` (the configured backbone
+    on the original rewards), ``atom_reward``, ``return_to_go`` and ``correction``
+    (advantage − base), all ``[S]``; one ledger row per atom event.
     """
     started = time.perf_counter()
     extra, events = atom_rewards(batch, config)  # [S]
     shaped = replace(batch, step_rewards=batch.step_rewards + extra)
+    return_to_go = discounted_return_to_go(shaped, 1.0)  # [S]
+    step_group = batch.group_index[batch.step_rollout]  # [S]
+    advantages = group_relative(return_to_go, step_group, batch.num_groups, norm_by_std=True,
+                                eps=config.eps)  # [S]
     elapsed = time.perf_counter() - started
-    result, _ = backbone_advantages(shaped, config)
     original, _ = backbone_advantages(batch, config)
-    correction = result.step_advantages - original.step_advantages  # [S]
+    correction = advantages - original.step_advantages  # [S]
     traces, group_ids = batch.traces, batch.group_ids.tolist()
     corr = correction.tolist()
     rows = [{"method": "dense_atom_reward", "task_id": traces[e["rollout"]].task_id,
@@ -173,9 +199,8 @@ def dense_atom_reward(batch: CreditBatch, config: VICTConfig) -> CreditResult:
         "vict/mean_atom_reward": float(extra.double().mean()),
         "vict/credit_ms": 1000.0 * elapsed,
     }
-    diagnostics.update({f"base/{k}": v for k, v in result.diagnostics.items()})
-    extras = dict(result.extras)
-    extras.update({"base_advantage": original.step_advantages, "atom_reward": extra,
-                   "correction": correction})
-    return CreditResult(step_advantages=result.step_advantages, diagnostics=diagnostics,
-                        extras=extras, ledger_rows=rows)
+    diagnostics.update({f"base/{k}": v for k, v in original.diagnostics.items()})
+    extras = {"base_advantage": original.step_advantages, "atom_reward": extra,
+              "return_to_go": return_to_go, "correction": correction}
+    return CreditResult(step_advantages=advantages, diagnostics=diagnostics, extras=extras,
+                        ledger_rows=rows)

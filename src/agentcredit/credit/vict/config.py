@@ -45,7 +45,7 @@ class VICTConfig:
             ``A^base ≠ 0``).
 
     Controls (docs/vict.md §4.8):
-        seed: seed of the ``random_edges`` placebo's permutations.
+        seed: seed of the ``random_edges`` placebo's draws (mixed with each group's id).
     """
 
     _limits: ClassVar[dict[str, tuple]] = {

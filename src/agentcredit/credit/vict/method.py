@@ -27,7 +27,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -70,7 +70,7 @@ class CreditRule:
         name: the estimator's name (``vict``, ``commit_only`` …), written to the ledger.
         witnesses: per trace, the witness steps of each atom.
         use_core: credit only the greedy core ``C*_i`` (False: every atom with ``δ̂ ≠ 0``).
-        permute: the ``random_edges`` placebo: permute each rollout's credited steps.
+        permute: the ``random_edges`` placebo: deal the credited steps across the group.
         eligibility: check docs/vict.md §4.7's invariant (VICT only; the controls break it on
             purpose).
     """
@@ -232,13 +232,16 @@ def compute_credit(batch: CreditBatch, config: VICTConfig,
     for i, trace in enumerate(traces):
         credit, shares = _credit_rollout(i, groups[i], trace, conforming[i], directions[i],
                                          magnitudes[i], delta_hat[i], config, rule)
-        if rule.permute and shares:
-            shares = _permute_steps(shares, lengths[i], random.Random(f"{config.seed}/{i}"))
         contributions += [Contribution(i, w.step, offsets[i] + w.step, atom_id,
                                        delta_hat[i][atom_id], w.weight, share, w.relations,
                                        w.sources)
                           for atom_id, w, share in shares]
         rollouts.append(credit)
+    if rule.permute:
+        group_ids = batch.group_ids.tolist()
+        contributions = _shuffle_across_group(
+            contributions, {group_ids[rows[0]]: rows for rows in members.values()}, lengths,
+            offsets, config.seed)
 
     # CORRECTION
     vict = assemble(contributions, batch.num_steps, base.device)  # [S]
@@ -269,10 +272,10 @@ def _credit_rollout(i: int, group: int, trace: RolloutTrace, conforming: bool, d
 
     if not conforming:
         return decided("non_conforming"), []
+    if direction == 0:  # no_core too: without a direction there is no sign to give
+        return decided("tie"), []
     ids, graph = trace.atom_ids, trace.graph
     if rule.use_core:
-        if direction == 0:
-            return decided("tie"), []
         roles = [a.score_role for a in trace.atoms]
         search = greedy_core(trace.statuses[-1], direction, magnitude, graph, roles,
                              trace.aggregate, config.budget)
@@ -306,12 +309,36 @@ def _credit_rollout(i: int, group: int, trace: RolloutTrace, conforming: bool, d
     return decided(outcome, core, additions, tuple(unproven)), []
 
 
-def _permute_steps(shares: list[tuple[str, Witness, float]], num_steps: int,
-                   rng: random.Random) -> list[tuple[str, Witness, float]]:
-    """The ``random_edges`` placebo: move every credited step through one random permutation
-    of the rollout's steps, so the number of credited steps and each atom's total are kept."""
-    order = list(range(num_steps))
-    rng.shuffle(order)
-    return [(atom_id, Witness(order[w.step], w.weight, ("random",),
-                              (f"placebo: edge of step {w.step}",)), share)
-            for atom_id, w, share in shares]
+def _shuffle_across_group(contributions: list[Contribution], members: dict[int, list[int]],
+                          lengths: list[int], offsets: list[int],
+                          seed: int) -> list[Contribution]:
+    """The ``random_edges`` placebo: VICT's credited steps dealt at random across the group.
+
+    Per group, each credited step's bundle (the contributions on that step, with the
+    ``δ̂`` of the rollout that earned them) is shuffled among the group's credited
+    bundles, then rollout ``i`` receives as many bundles as it had credited steps,
+    placed on that many distinct steps drawn from its own ``T_i``. So credit crosses
+    rollouts while each rollout's count of credited steps and the group's total stay.
+    ``members`` maps the batch's group id to its rollouts; the draw is seeded by
+    ``seed`` and that id, which the collector makes new every update
+    (``first_group_id``), so the placebo is fresh each update and reproducible.
+    """
+    bundles: dict[tuple[int, int], list[Contribution]] = {}
+    for c in contributions:
+        bundles.setdefault((c.rollout, c.step), []).append(c)
+    out = []
+    for group_id, rows in members.items():
+        rng = random.Random(f"{seed}/{group_id}")
+        owned = {i: sorted(key for key in bundles if key[0] == i) for i in rows}
+        pool = [bundles[key] for i in rows for key in owned[i]]
+        rng.shuffle(pool)
+        for i in rows:
+            count = len(owned[i])
+            steps = rng.sample(range(lengths[i]), count)
+            for bundle, t in zip(pool[:count], steps, strict=True):
+                out += [replace(c, rollout=i, step=t, flat_step=offsets[i] + t,
+                                relations=("random",),
+                                sources=(f"placebo: edge of rollout {c.rollout} step {c.step}",))
+                        for c in bundle]
+            pool = pool[count:]
+    return out

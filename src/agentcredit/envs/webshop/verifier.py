@@ -84,6 +84,7 @@ from agentcredit.envs.webshop.snapshot import (
     purchase_of,
 )
 from agentcredit.verifier.atoms import Atom, State, Status, Verifier
+from agentcredit.verifier.trace import guarded
 
 EV = "evidence:"
 #: ``r_type`` once each rung is SAT, climbed in order (``reward.type_match``'s grades).
@@ -98,6 +99,31 @@ def _on_product(check):
             return Status.UNK
         return Status.SAT if check(purchase) else Status.UNSAT
     return predicate
+
+
+def _bound_to_product(state_vars: tuple[str, ...]):
+    """``Atom.binds`` of a product atom: its variables, each guarded by the product whose
+    status the rollout ends on (the one bought, else the one open at the end).
+
+    A product field or option changing, or a product page's evidence showing, counts as a
+    witness only while that product is the open one; clicking a product that is later
+    abandoned, or choosing its options, writes nothing these atoms read. The results
+    list names no single product and stays unguarded.
+    """
+    def binds(state: State, evidence: Any) -> tuple[str, ...]:
+        asin = state.get(ASIN)
+        keys = []
+        for var in state_vars:
+            if var == EV + "results":
+                keys.append(var)
+            elif asin is None:
+                continue  # no product selected at the end: no product fact was written
+            elif var.startswith(EV):
+                keys.append(guarded(var, var, asin))  # that section showed this product
+            else:
+                keys.append(guarded(var, ASIN, asin))
+        return tuple(keys)
+    return binds
 
 
 def _unique_ids(prefix: str, items: tuple[str, ...]) -> list[str]:
@@ -127,14 +153,17 @@ def build_atoms(goal: Goal) -> tuple[Atom, ...]:
     atoms = [
         Atom("product_type", _on_product(lambda p: types(p).title_score > 0), "on_evidence", (),
              title_vars + (EV + "results",), "graded", value=r_type,
-             audit_source="get_type_reward: title nouns shared with the target (r_type > 0)"),
+             audit_source="get_type_reward: title nouns shared with the target (r_type > 0)",
+             binds=_bound_to_product(title_vars + (EV + "results",))),
         Atom("title_overlap", _on_product(lambda p: types(p).title_score >= 0.1), "on_evidence",
              ("product_type",), title_vars, "prerequisite",
-             audit_source="get_type_reward: title_score >= 0.1 (r_type >= 0.5)"),
+             audit_source="get_type_reward: title_score >= 0.1 (r_type >= 0.5)",
+             binds=_bound_to_product(title_vars)),
         Atom("category_match", _on_product(lambda p: types(p).matched),
              "on_evidence", ("title_overlap",), title_vars + (PRODUCT_QUERY, CATEGORY_PATH),
              "prerequisite",
-             audit_source="get_type_reward: query match, category match or title_score > 0.2"),
+             audit_source="get_type_reward: query match, category match or title_score > 0.2",
+             binds=_bound_to_product(title_vars + (PRODUCT_QUERY, CATEGORY_PATH))),
     ]
     attr_vars = (ASIN, ATTRIBUTES, TITLE, BULLETS, DESCRIPTION,
                  EV + "title", EV + "features", EV + "description")
@@ -142,25 +171,29 @@ def build_atoms(goal: Goal) -> tuple[Atom, ...]:
                                   strict=True):
         atoms.append(Atom(atom_id, _on_product(lambda p, a=attribute: attribute_matched(a, p)),
                           "on_evidence", ("product_type",), attr_vars, "hard",
-                          audit_source="get_attribute_reward: fuzzy attribute or text match"))
+                          audit_source="get_attribute_reward: fuzzy attribute or text match",
+                          binds=_bound_to_product(attr_vars)))
     names = goal.option_names or ("",) * len(spec.options)
     for atom_id, option, name in zip(_unique_ids("option", spec.options), spec.options, names,
                                      strict=True):
-        selected_var = (SELECTED + name,) if name else ()
+        option_vars = (ASIN, *((SELECTED + name,) if name else ()), EV + "options")
         atoms.append(Atom(atom_id, _on_product(lambda p, o=option: option_matched(o, p.selected)),
-                          "online", ("product_type",), (ASIN, *selected_var, EV + "options"),
-                          "hard", audit_source="get_option_reward: selected value matches"))
+                          "online", ("product_type",), option_vars,
+                          "hard", audit_source="get_option_reward: selected value matches",
+                          binds=_bound_to_product(option_vars)))
+    price_vars = (ASIN, PRICE, EV + "price", EV + "results")
     atoms += [
         Atom("price_under_budget",
              _on_product(lambda p: price_ok(p.price, spec.price_upper)), "on_evidence",
-             ("product_type",), (ASIN, PRICE, EV + "price", EV + "results"), "hard",
-             audit_source="get_reward: price <= price_upper"),
+             ("product_type",), price_vars, "hard",
+             audit_source="get_reward: price <= price_upper", binds=_bound_to_product(price_vars)),
         Atom("purchase_committed",
              lambda s, e: Status.SAT if s.get(PURCHASED) else Status.UNSAT, "on_commit", (),
              (PURCHASED,), "hard", audit_source="click[buy now] ends the episode"),
         Atom("wrong_purchase", lambda s, e: _wrong_purchase(spec, s), "on_commit", (),
              (PURCHASED, ASIN, TITLE), "penalty",
-             audit_source="bought a product whose title shares no noun with the target's"),
+             audit_source="bought a product whose title shares no noun with the target's",
+             binds=_bound_to_product((PURCHASED, ASIN, TITLE))),
     ]
     return tuple(atoms)
 
