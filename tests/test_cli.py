@@ -27,9 +27,32 @@ def test_train_prints_the_run_directory_and_success_before_and_after(config_file
                    "run.name=cli"])
     out = capsys.readouterr().out
     assert status == 0
-    assert f"run directory: {(tmp_path / 'cli').resolve()}" in out
+    assert out.count(f"run directory: {(tmp_path / 'cli').resolve()}") == 1
     assert "success before RL (after SFT): " in out
     assert "success after 1 updates: " in out
+
+
+def test_resuming_a_finished_run_reports_its_last_evaluation(finished_run, tmp_path, capsys):
+    import json
+    import shutil
+
+    run = tmp_path / "done"
+    shutil.copytree(finished_run, run)
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    last_eval = max(i for i, line in enumerate(lines) if '"kind": "eval"' in line)
+    record = json.loads(lines[last_eval])
+    record["eval/success"] = 0.625  # distinct from the start, so the two cannot be confused
+    lines[last_eval] = json.dumps(record)
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run)]) == 0
+    assert "success after 1 updates: 0.625" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["", "a/b", ".."])
+def test_a_run_name_that_is_not_one_folder_is_refused(name, capsys):
+    assert main(["train", f"run.name={name}"]) == 2
+    assert "must name one folder under run.output_dir" in capsys.readouterr().err
 
 
 def test_resume_continues_a_run_and_eval_reads_its_latest_checkpoint(config_file, tmp_path,

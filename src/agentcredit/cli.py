@@ -268,8 +268,8 @@ def _train(args) -> int:
         print("warning: rollout.group_size = 1 gives every group-relative advantage 0; nothing "
               "trains", file=sys.stderr)
     result = train(config, resume=bool(args.resume), overwrite=args.overwrite)
-    print(f"run directory: {result.run_dir.resolve()}")
-    print(f"success before RL (after SFT): {_fmt(result.success_start)}")
+    start = "success before RL (after SFT)" if config.sft.enabled else "success before RL"
+    print(f"{start}: {_fmt(result.success_start)}")
     print(f"success after {result.updates_done} updates: {_fmt(result.success_end)}")
     return 0
 

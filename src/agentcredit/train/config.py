@@ -66,6 +66,9 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         validate(self)
+        if not self.name.strip() or self.name.strip() in (".", "..") or "/" in self.name:
+            raise ConfigError(f"run.name = {self.name!r} must name one folder under "
+                              "run.output_dir (for example run.name=my_run)")
 
 
 @dataclass

@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from agentcredit.credit import get_estimator
 from agentcredit.credit.tokens import to_step_rows
-from agentcredit.jsonl_log import JsonlLog, finite_or_null
+from agentcredit.jsonl_log import JsonlLog, finite_or_null, read_jsonl
 from agentcredit.rollout.collector import broadcast_to_tokens, tensorize_steps
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import check_device, load_model, make_collector, validation_tasks
@@ -160,6 +160,9 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
     if start_update == 0 and config.run.eval_at_start:
         success_start = run_eval(0)
     success_end = success_start
+    if start_update > 0:  # resumed: the newest logged evaluation is the current one
+        evals = [r for r in read_jsonl(run.metrics) if r.get("kind") == "eval"]
+        success_end = evals[-1]["eval/success"] if evals else None
 
     # UPDATES
     bar = tqdm(total=config.run.updates, initial=start_update, desc="updates",
