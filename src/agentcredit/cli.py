@@ -32,9 +32,10 @@ from agentcredit.config_schema import ConfigError
 #: the method names of ``--help``: the registered estimators, and the other ``METHODS`` presets
 #: (tests/test_cli_help.py keeps them equal to the registry and ``train.config.METHODS``)
 ESTIMATOR_METHODS = ("grpo", "rloo", "gigpo", "vict", "dense_atom_reward", "commit_only",
-                     "temporal_nearest", "random_edges", "no_core", "no_proof_edges", "adrs")
-PRESET_METHODS = ("skill_prompt", "skill_grpo", "skill_grpo_star", "opsd", "sdar",
-                  "adrs_webshop")
+                     "temporal_nearest", "random_edges", "no_core", "no_proof_edges", "adrs",
+                     "rlsd")
+PRESET_METHODS = ("skill_prompt", "skill_grpo", "skill_grpo_star", "vanilla", "opsd", "sdar",
+                  "skill_sd", "opsd_only", "adrs_webshop")
 #: settings a resumed run may change: how long it runs, how often it evaluates and saves, where
 #: it runs; everything else would make the resumed updates a different run from the logged ones
 RESUME_SAFE_KEYS = ("run.updates", "run.eval_every", "run.checkpoint_every",

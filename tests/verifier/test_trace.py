@@ -2,7 +2,7 @@ import pytest
 
 from agentcredit.verifier.aggregators import ConjunctiveAggregator
 from agentcredit.verifier.atoms import Atom, AtomSpec, Status, Verifier
-from agentcredit.verifier.trace import trace_rollout
+from agentcredit.verifier.trace import guarded, trace_rollout
 
 
 def _has(var):
@@ -161,3 +161,22 @@ def test_trace_rejects_misaligned_recordings_with_what_to_pass():
         trace_rollout(_kitchen(), observations[1:], snapshots, actions)
     with pytest.raises(ValueError, match="3 validity flags for 4 actions"):
         trace_rollout(_kitchen(), observations, snapshots, actions, valid=[True] * 3)
+
+
+def test_a_guarded_witness_key_counts_only_while_its_guard_holds():
+    """``size`` is bound to item ``b``: choosing a size on item ``a`` writes nothing to it."""
+    atom = Atom("size_ok", lambda s, e: Status.SAT if s.get("size") == "L" else Status.UNSAT,
+                "online", (), ("item", "size"), "hard",
+                binds=lambda s, e: (guarded("size", "item", s.get("item")),
+                                    guarded("item", "item", s.get("item"))))
+    verifier = Verifier(
+        task_id="shop", atoms=(atom,), aggregate=ConjunctiveAggregator.from_atoms((atom,)),
+        original=lambda s: float(s.get("size") == "L" and s.get("item") == "b"),
+        is_commit=lambda a: False, commit_scope=lambda a: (),
+        extract_evidence=lambda text, state: {}, mutations={}, env="synthetic")
+    snapshots = [{}, {"item": "a"}, {"item": "a", "size": "L"}, {"item": "b"},
+                 {"item": "b", "size": "L"}]
+    trace = trace_rollout(verifier, ["o"] * 5, snapshots,
+                          ["open a", "pick L", "open b", "pick L"])
+    # steps 0-1 act on item a; step 2 opens b (item and size change while b is open)
+    assert {(e.step, e.relation) for e in trace.edges} == {(2, "write"), (3, "write")}

@@ -2,7 +2,7 @@
 
 Importing this package registers the backbones ``grpo``, ``rloo`` and ``gigpo``,
 and VICT (``vict``) with its docs/vict.md §4.8 controls (``agentcredit.credit.vict``),
-and ADRS (``adrs``, docs/adrs.md §5).
+ADRS (``adrs``, docs/adrs.md §5) and the self-distillation baseline ``rlsd`` (§5.6).
 """
 
 from agentcredit.credit import (  # noqa: F401  (importing registers the estimators)
@@ -10,6 +10,7 @@ from agentcredit.credit import (  # noqa: F401  (importing registers the estimat
     gigpo,
     grpo,
     rloo,
+    self_distillation,
     vict,
 )
 from agentcredit.credit.batch import CreditBatch

@@ -56,7 +56,6 @@ import torch
 from torch import Tensor
 
 from agentcredit.config_schema import validate
-from agentcredit.credit import self_distillation  # noqa: F401  (registers ADRS's baseline rlsd)
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.gigpo import (
     GiGPOConfig,

@@ -276,8 +276,9 @@ def _signed_value(atom, status: Status, state: State, evidence: Evidence) -> flo
     return -atom.weight if status is Status.VIOL else 0.0
 
 
-#: separates a witness key's variable from its guard: ``"selected:size|product:asin=B01"``.
-GUARD = "|"
+#: separates a witness key's variable from its guard: ``"selected:size @ product:asin=B01"``
+#: (not ``|``, which ALFWorld's object ids contain).
+GUARD = " @ "
 
 
 def guarded(var: str, guard_var: str, value: Any) -> str:

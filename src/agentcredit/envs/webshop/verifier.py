@@ -40,6 +40,10 @@ Dependencies: ``category_match`` -> ``title_overlap`` -> ``product_type``, and
 every attribute, option and price atom -> ``product_type`` (a fact about the
 requested kind of product). The commit is ``click[buy now]``; it finalises
 every atom.
+
+Witnesses (docs/vict.md §4.3): every atom about the product is bound
+(``_bound_to_product``) to the product the rollout ends on, bought or else open,
+so only steps taken while that product is open write or reveal what it reads.
 """
 
 from __future__ import annotations
