@@ -162,6 +162,7 @@ def _credit(batch):
             result.ledger_rows, {k: v for k, v in result.diagnostics.items() if k not in timing})
 
 
+@pytest.mark.slow
 def test_a_traced_webshop_batch_round_trips_through_pickle_with_identical_vict_credit(
         webshop_batches):
     batch = webshop_batches[1000]
@@ -173,6 +174,7 @@ def test_a_traced_webshop_batch_round_trips_through_pickle_with_identical_vict_c
     assert _credit(restored) == credit
 
 
+@pytest.mark.slow
 def test_traces_hold_no_verifier_and_no_function(webshop_batches):
     for batch in webshop_batches.values():
         _plain_pickle(batch.traces)  # raises PicklingError on a function or a Verifier
@@ -186,6 +188,7 @@ def test_traces_hold_no_verifier_and_no_function(webshop_batches):
 MAX_PICKLED_BYTES_PER_STEP = 1280
 
 
+@pytest.mark.slow
 def test_a_pickled_batch_grows_with_its_steps_not_with_the_catalogue(webshop_batches):
     # per step: the two catalogues' search results differ, so the walks differ in length
     per_step = {size: len(pickle.dumps(batch)) / batch.num_steps

@@ -111,6 +111,7 @@ def method_overrides(case: str) -> list[str]:
     return [f"method={method}", *backbone_gate]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(METHOD_CASES))
 def test_each_method_name_trains_and_shows_the_skill_only_in_its_own_prompts(
         case, run, prompts_seen, tmp_path):
@@ -141,6 +142,7 @@ def _without(records: list[dict], *prefixes: str) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith(prefixes)} for r in records]
 
 
+@pytest.mark.slow
 def test_adrs_with_eta_zero_trains_exactly_like_grpo_and_default_eta_does_not(
         run, tmp_path):
     two = ("run.updates=2", "run.eval_at_start=false")
@@ -174,6 +176,7 @@ def test_the_teacher_pass_scores_without_grad_and_leaves_the_snapshot_unchanged(
     assert calls == [True, True]
 
 
+@pytest.mark.slow
 def test_sft_skill_mixing_prefixes_a_share_of_demonstration_copies_and_fits_the_tokenizer(
         run, tmp_path, monkeypatch):
     seen = {}
@@ -270,6 +273,7 @@ def test_evaluation_skills_stay_allowed_for_the_skill_prompt_baselines(method):
     assert load_config(None, [f"method={method}"]).eval.skills
 
 
+@pytest.mark.slow
 def test_without_policy_gradient_only_the_distillation_and_the_entropy_bonus_move_the_weights(
         run, tmp_path):
     quiet = ("method=opsd_only", "optim.kl_coef=0", "optim.aux_coef=0")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from agentcredit.cli import main
+
 from .fake_cli import cli_command
 
 
@@ -54,16 +56,13 @@ def test_one_run_per_folder_ctrl_c_and_a_killed_holder(tmp_path, tiny_fake_run):
     assert "is in use" not in again.stderr
 
 
-@pytest.mark.slow
-def test_overwrite_starts_a_used_folder_again(tmp_path, tiny_fake_run):
+def test_overwrite_starts_a_used_folder_again(tmp_path, tiny_fake_run, capsys):
     args = ["train", *tiny_fake_run, "run.updates=1", "run.eval_every=0",
             "run.eval_at_start=false", f"run.output_dir={tmp_path}", "run.name=again"]
     for extra, code in (((), 0), ((), 2), (("--overwrite",), 0)):
-        done = subprocess.run(cli_command(*args, *extra),
-                              capture_output=True, text=True, timeout=300, check=False)
-        assert done.returncode == code, done.stderr[-2000:]
+        assert main([*args, *extra]) == code
         if code == 2:
-            assert "--overwrite" in done.stderr.strip().splitlines()[-1]
+            assert "--overwrite" in capsys.readouterr().err.strip().splitlines()[-1]
     metrics = (tmp_path / "again" / "metrics.jsonl").read_text().splitlines()
     assert [line.split('"kind": ')[1].split(",")[0] for line in metrics] == [
         '"sft"', '"update"', '"eval"']

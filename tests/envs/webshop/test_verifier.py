@@ -38,6 +38,7 @@ def _near_misses(env, task):
                "click[buy now]"]
 
 
+@pytest.mark.slow
 def test_f_equals_v_on_expert_random_near_miss_and_mutated_trajectories(env, test_tasks, play,
                                                                          random_actions):
     states_checked, mutants, scores = 0, 0, set()
