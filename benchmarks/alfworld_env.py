@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
-import json
 import random
 import statistics
 import sys
@@ -30,15 +29,17 @@ from pathlib import Path
 
 from agentcredit.envs.alfworld import grammar_memo
 from agentcredit.envs.alfworld.engine import AlfWorldEnv
-from agentcredit.envs.alfworld.generator import GeneratorConfig, generate_game
+from agentcredit.envs.alfworld.generator import generate_game
+from agentcredit.envs.alfworld.options import GeneratorConfig
 from agentcredit.envs.alfworld.tasks import TASK_TYPES
-from bench_common import RESULTS, git_commit, write_result
-
-FUZZ_SEED = 0
-FUZZ_NOTE = ("Fuzz: hostile actions (random, edited, 10k-100k-character, non-UTF-8, control "
-             "characters) mixed with valid ones, checked after every step; config.fuzz has "
-             "its own date and commit.")
-FUZZ_TARGETS = {"fuzz_exceptions": {"max": 0}, "fuzz_inconsistencies": {"max": 0}}
+from bench_common import (
+    FUZZ_NOTE,
+    FUZZ_SEED,
+    FUZZ_TARGETS,
+    git_commit,
+    merge_fuzz,
+    write_result,
+)
 
 
 def _time_game(env: AlfWorldEnv, task, resets: int, steps: int, seed: int) -> tuple[list, list]:
@@ -74,22 +75,6 @@ def measure_fuzz(tasks: list, actions: int) -> tuple[dict[str, float], dict]:
                               "date": date, "git_commit": git_commit(), **report.record()}
 
 
-def merge_fuzz(metrics: dict, config: dict, quick: bool) -> Path:
-    """Put the fuzz figures into the existing results file, keeping its other figures."""
-    path = RESULTS / ("alfworld_env.quick.json" if quick else "alfworld_env.json")
-    if not path.is_file():
-        raise SystemExit(f"{path} does not exist: run the whole benchmark (without "
-                         "--only-fuzz) first")
-    payload = json.loads(path.read_text())
-    payload["metrics"].update(metrics)
-    payload["config"]["fuzz"] = config
-    payload["targets"].update(FUZZ_TARGETS)
-    if FUZZ_NOTE not in payload["notes"]:
-        payload["notes"] += " " + FUZZ_NOTE
-    path.write_text(json.dumps(payload, indent=2) + "\n")
-    return path
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
@@ -105,7 +90,8 @@ def main() -> None:
     if args.only_fuzz:
         fuzz_metrics, fuzz_config = measure_fuzz(
             _games(sizes["small"], games_per_type, cache), fuzz_count)
-        print(merge_fuzz(fuzz_metrics, fuzz_config, args.quick).read_text())
+        name = "alfworld_env.quick.json" if args.quick else "alfworld_env.json"
+        print(merge_fuzz(name, fuzz_metrics, fuzz_config).read_text())
         return
     metrics: dict[str, float] = {}
     for size, config in sizes.items():

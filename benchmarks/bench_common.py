@@ -115,3 +115,28 @@ def phase_shares_pct(phases: dict[str, float]) -> dict[str, float]:
     """Each phase's share of the summed phase times, in percent."""
     total = sum(phases.values())
     return {phase: 100.0 * seconds / total for phase, seconds in phases.items()}
+
+
+# THE ENVIRONMENT FUZZ (run safety): shared by alfworld_env.py and webshop_env.py
+
+FUZZ_SEED = 0
+FUZZ_NOTE = ("Fuzz: hostile actions (random, edited, 10k-100k-character, non-UTF-8, control "
+             "characters) mixed with valid ones, checked after every step; config.fuzz has "
+             "its own date and commit.")
+FUZZ_TARGETS = {"fuzz_exceptions": {"max": 0}, "fuzz_inconsistencies": {"max": 0}}
+
+
+def merge_fuzz(name: str, metrics: dict, config: dict) -> Path:
+    """Put the fuzz figures into the existing results file ``name``, keeping its other figures."""
+    path = RESULTS / name
+    if not path.is_file():
+        raise SystemExit(f"{path} does not exist: run the whole benchmark (without "
+                         "--only-fuzz) first")
+    payload = json.loads(path.read_text())
+    payload["metrics"].update(metrics)
+    payload["config"]["fuzz"] = config
+    payload["targets"].update(FUZZ_TARGETS)
+    if FUZZ_NOTE not in payload["notes"]:
+        payload["notes"] += " " + FUZZ_NOTE
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
-import json
 import random
 import statistics
 import sys
@@ -34,13 +33,15 @@ from agentcredit.envs.webshop.expert import key_terms
 from agentcredit.envs.webshop.goals import sample_goals
 from agentcredit.envs.webshop.shop import open_shop, register_catalog
 from agentcredit.envs.webshop.tasks import goal_tasks
-from bench_common import RESULTS, git_commit, write_result
+from bench_common import (
+    FUZZ_NOTE,
+    FUZZ_TARGETS,
+    git_commit,
+    merge_fuzz,
+    write_result,
+)
 
 SEED = 0
-FUZZ_NOTE = ("Fuzz: hostile actions (random, edited, 10k-100k-character, non-UTF-8, control "
-             "characters) mixed with valid ones, checked after every step; config.fuzz has "
-             "its own date and commit.")
-FUZZ_TARGETS = {"fuzz_exceptions": {"max": 0}, "fuzz_inconsistencies": {"max": 0}}
 
 
 def _label(size: int) -> str:
@@ -119,22 +120,6 @@ def measure_fuzz(actions: int) -> tuple[dict[str, float], dict]:
                               "git_commit": git_commit(), **report.record()}
 
 
-def merge_fuzz(metrics: dict, config: dict, quick: bool) -> Path:
-    """Put the fuzz figures into the existing results file, keeping its other figures."""
-    path = RESULTS / ("webshop_env.quick.json" if quick else "webshop_env.json")
-    if not path.is_file():
-        raise SystemExit(f"{path} does not exist: run the whole benchmark (without "
-                         "--only-fuzz) first")
-    payload = json.loads(path.read_text())
-    payload["metrics"].update(metrics)
-    payload["config"]["fuzz"] = config
-    payload["targets"].update(FUZZ_TARGETS)
-    if FUZZ_NOTE not in payload["notes"]:
-        payload["notes"] += " " + FUZZ_NOTE
-    path.write_text(json.dumps(payload, indent=2) + "\n")
-    return path
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
@@ -143,7 +128,8 @@ def main() -> None:
     args = parser.parse_args()
     fuzz_metrics, fuzz_config = measure_fuzz(1_000 if args.quick else 10_000)
     if args.only_fuzz:
-        print(merge_fuzz(fuzz_metrics, fuzz_config, args.quick).read_text())
+        name = "webshop_env.quick.json" if args.quick else "webshop_env.json"
+        print(merge_fuzz(name, fuzz_metrics, fuzz_config).read_text())
         return
     sizes = (1000, 20_000) if args.quick else (1000, 100_000)
     episodes = 40 if args.quick else 200
