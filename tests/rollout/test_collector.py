@@ -28,7 +28,7 @@ class ScriptedPolicy:
         self.calls = 0
         self.batch_sizes = []
 
-    def generate(self, prompts, *, temperature, max_new_tokens, generator):
+    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None):
         self.calls += 1
         self.batch_sizes.append(len(prompts))
         out = []
@@ -172,3 +172,28 @@ def test_the_collector_shows_a_skill_only_when_handed_a_skill_provider(fake_suit
         else:  # the task's own skill, in the user turn, on every recorded training prompt
             assert all(SKILL_HEADER + provider.skill_text(task) + "\n\nYour task is to:" in text
                        for task, text in prompts)
+
+
+def test_admissible_decoding_makes_every_action_valid_and_records_its_sets(
+        fake_suite, fake_model_dir, make_fake_task):
+    from agentcredit.rollout.policy import HFPolicy
+    from agentcredit.train.models import load_policy
+
+    model, tokenizer = load_policy(str(fake_model_dir))
+    tasks = [make_fake_task("train", 0), make_fake_task("train", 1)]
+    trajs = {}
+    for decoding in ("free", "admissible"):
+        collector = RolloutCollector(HFPolicy(model, tokenizer), fake_suite(None).make_env,
+                                     CollectorConfig(max_steps=4, decoding=decoding,
+                                                     prompt=PromptConfig()))
+        trajs[decoding] = collector.collect(tasks, 4, temperature=1.0,
+                                            generator=torch.Generator().manual_seed(0))
+    steps = [s for t in trajs["admissible"] for s in t.steps]
+    assert all(s.valid and s.reward >= 0 for s in steps)
+    assert all(len(s.allowed_ids) == len(s.response_ids) for s in steps)
+    tensors = tensorize_steps(trajs["admissible"], tokenizer.pad_token_id)
+    assert tensors.allowed is not None
+    assert ((tensors.allowed[..., 0] >= 0) == tensors.loss_mask).all()
+    # the untrained model writes free text: the same rollouts unrestricted are mostly invalid
+    assert sum(not s.valid for t in trajs["free"] for s in t.steps) > len(steps) // 2
+    assert tensorize_steps(trajs["free"], tokenizer.pad_token_id).allowed is None

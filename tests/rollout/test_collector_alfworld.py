@@ -19,7 +19,7 @@ class ReplayPolicy:
         self.tokenizer = tokenizer
         self.actions = list(actions)
 
-    def generate(self, prompts, *, temperature, max_new_tokens, generator):
+    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None):
         (_prompt,) = prompts
         action = self.actions.pop(0)
         ids = self.tokenizer.encode(action, add_special_tokens=False) + [

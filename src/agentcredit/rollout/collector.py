@@ -24,6 +24,7 @@ from torch import Tensor
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.envs.base import Environment, Task
 from agentcredit.rollout.actions import parse_action
+from agentcredit.rollout.admissible import ActionTrie, Decoding, allowed_tensor
 from agentcredit.rollout.policy import Policy
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
@@ -45,6 +46,8 @@ class CollectorConfig:
         outcome_signal: ``won`` (the scale times 1[won]) or ``score`` (times the
             environment's reward at the last step, in [0, 1]).
         record_snapshots: store the environment's state snapshot after every step.
+        decoding: ``free`` (any text; the papers' setting) or ``admissible`` (each
+            response is one of the state's admissible commands, ``rollout.admissible``).
         prompt: how prompts are built.
     """
 
@@ -54,6 +57,7 @@ class CollectorConfig:
     outcome_reward: float = 10.0
     outcome_signal: str = "won"
     record_snapshots: bool = True
+    decoding: Decoding = "free"
     prompt: PromptConfig = field(default_factory=PromptConfig)
 
 
@@ -136,9 +140,13 @@ class RolloutCollector:
                 prompts = [self._splicer.privileged_prompt_ids(
                     ids, skills.skill_text(r.trajectory.task))
                     for r, ids in zip(active, prompts, strict=True)]
+            tries = None
+            if cfg.decoding == "admissible":
+                tries = [ActionTrie.from_commands(tokenizer, r.admissible,
+                                                  cfg.prompt.action_format) for r in active]
             generations = self.policy.generate(prompts, temperature=temperature,
                                                max_new_tokens=cfg.max_new_tokens,
-                                               generator=generator)
+                                               generator=generator, tries=tries)
             last_step = t == cfg.max_steps - 1
             for r, prompt_ids, gen in zip(active, prompts, generations, strict=True):
                 action = parse_action(gen.text, cfg.prompt.action_format)
@@ -166,6 +174,7 @@ class RolloutCollector:
                     response_ids=gen.token_ids,
                     sampling_logprobs=gen.logprobs,
                     env_reward=env_reward,
+                    allowed_ids=gen.allowed_ids,
                 ))
                 r.history.append((r.observation, gen.text.strip() if action is None else action))
                 r.observation, r.admissible, r.done = obs.text, obs.admissible_actions, ends
@@ -190,6 +199,10 @@ class StepTensors:
         sampling_logprobs: ``[S, L]`` float32, the sampling log-prob of each
             response token at its position, 0 elsewhere.
         step_rollout: ``[S]`` int64, the trajectory each row belongs to.
+        allowed: ``[S, L, K]`` int64, each response token's allowed ids (−1
+            padded, ``rollout.admissible.allowed_tensor``) when any step was
+            sampled with admissible decoding, else ``None``. Every scoring pass
+            takes it, so it renormalises as the sampler did.
     """
 
     input_ids: Tensor
@@ -197,6 +210,7 @@ class StepTensors:
     loss_mask: Tensor
     sampling_logprobs: Tensor
     step_rollout: Tensor
+    allowed: Tensor | None = None
 
     @property
     def num_response_tokens(self) -> int:
@@ -221,15 +235,19 @@ def tensorize_steps(trajectories: Sequence[Trajectory], pad_id: int) -> StepTens
         attention_mask[row, :p + n] = 1
         loss_mask[row, p:p + n] = True
         logprobs[row, p:p + n] = torch.tensor(step.sampling_logprobs, dtype=torch.float32)
+    allowed = None
+    if any(s.allowed_ids is not None for _, s in steps):
+        allowed = allowed_tensor([s.allowed_ids for _, s in steps],
+                                 [len(s.prompt_ids) for _, s in steps], length)
     return StepTensors(input_ids, attention_mask, loss_mask, logprobs,
-                       torch.tensor([i for i, _ in steps], dtype=torch.long))
+                       torch.tensor([i for i, _ in steps], dtype=torch.long), allowed)
 
 
 def trim_padding(input_ids: Tensor, attention_mask: Tensor, *others: Tensor) -> tuple[Tensor, ...]:
     """Drop the columns that are padding in every row of right-padded ``[b, L]`` rows.
 
-    Applied to a micro-batch of ``StepTensors`` rows (and any aligned ``[b, L]``
-    tensors in ``others``) so a forward pass never runs over all-padding columns.
+    Applied to a micro-batch of ``StepTensors`` rows (and any aligned ``[b, L, ...]``
+    tensors in ``others``, such as ``allowed``) so a forward pass never runs over all-padding columns.
     """
     length = int(attention_mask.sum(1).max())
     return (input_ids[:, :length], attention_mask[:, :length],

@@ -15,6 +15,8 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from agentcredit.rollout.admissible import ActionTrie, allowed_tensor, restrict_logits
+
 
 @dataclass
 class Generation:
@@ -26,11 +28,14 @@ class Generation:
             distribution (logits / temperature; greedy decoding records the
             untempered log-prob).
         text: the decoded response without stop tokens.
+        allowed_ids: with a trie (admissible decoding), per token the ids it was
+            sampled among, ``C(y_<j)`` of ``rollout.admissible``; else ``None``.
     """
 
     token_ids: list[int]
     logprobs: list[float]
     text: str
+    allowed_ids: list[list[int]] | None = None
 
 
 class Policy(Protocol):
@@ -45,11 +50,15 @@ class Policy(Protocol):
         temperature: float,
         max_new_tokens: int,
         generator: torch.Generator,
+        tries: Sequence[ActionTrie | None] | None = None,
     ) -> list[Generation]:
         """One response per prompt; ``temperature = 0`` is greedy decoding.
 
         ``generator`` is a CPU ``torch.Generator``: all sampling randomness comes
         from it, so a run that saves and restores its state resumes exactly.
+        ``tries`` (one per prompt) restricts each response to the commands of its
+        trie (``rollout.admissible``); such a response always ends with the
+        end-of-turn token, however long the command (``max_new_tokens`` does not cut it).
         """
 
 
@@ -89,19 +98,24 @@ class HFPolicy:
         temperature: float,
         max_new_tokens: int,
         generator: torch.Generator,
+        tries: Sequence[ActionTrie | None] | None = None,
     ) -> list[Generation]:
+        if tries is not None and len(tries) != len(prompts):
+            raise ValueError(f"got {len(tries)} tries for {len(prompts)} prompts; pass one per "
+                             "prompt (None for an unrestricted one)")
         was_training = self.model.training
         self.model.eval()
         try:
             out: list[Generation] = []
             for start in range(0, len(prompts), self.micro_batch_size):
-                out += self._generate_batch(prompts[start:start + self.micro_batch_size],
-                                            temperature, max_new_tokens, generator)
+                end = start + self.micro_batch_size
+                out += self._generate_batch(prompts[start:end], temperature, max_new_tokens,
+                                            generator, tries[start:end] if tries else None)
             return out
         finally:
             self.model.train(was_training)
 
-    def _generate_batch(self, prompts, temperature, max_new_tokens, generator):
+    def _generate_batch(self, prompts, temperature, max_new_tokens, generator, tries):
         device = next(self.model.parameters()).device
         batch = len(prompts)
         length = max(len(p) for p in prompts)
@@ -117,6 +131,10 @@ class HFPolicy:
 
         tokens: list[Tensor] = []  # each [B]
         logprobs: list[Tensor] = []  # each [B]
+        nodes = [trie.root if trie else None for trie in tries] if tries else None
+        row_allowed: list[list[list[int]]] = [[] for _ in range(batch)]
+        if nodes is not None:
+            max_new_tokens = max([max_new_tokens] + [t.depth for t in tries if t])
         finished = torch.zeros(batch, dtype=torch.bool, device=device)
         past = None
         step_ids = input_ids
@@ -125,9 +143,18 @@ class HFPolicy:
                                 position_ids=position_ids, past_key_values=past,
                                 use_cache=True, logits_to_keep=1)
             past = output.past_key_values
-            logits = output.logits[:, -1, :].float()  # [B, V]
+            logits = output.logits[:, -1, :].float().cpu()  # [B, V]
             logits[:, self.num_producible:] = -torch.inf
-            token, logprob = _sample(logits.cpu(), temperature, generator)  # [B], [B] on CPU
+            if nodes is not None:
+                sets = [sorted(node) if node else [] for node in nodes]
+                for row, allowed in enumerate(sets):
+                    row_allowed[row].append(allowed)
+                logits = restrict_logits(logits, allowed_tensor([[s] for s in sets],
+                                                                [0] * batch, 1)[:, 0])
+            token, logprob = _sample(logits, temperature, generator)  # [B], [B] on CPU
+            if nodes is not None:
+                nodes = [node.get(int(tok)) if node else None
+                         for node, tok in zip(nodes, token.tolist(), strict=True)]
             token, logprob = token.to(device), logprob.to(device)
             token = torch.where(finished, pad_id, token)
             tokens.append(token)
@@ -156,6 +183,7 @@ class HFPolicy:
                 token_ids=ids,
                 logprobs=sampled_logprobs[row, :keep].tolist(),
                 text=self.tokenizer.decode(text_ids, skip_special_tokens=False),
+                allowed_ids=row_allowed[row][:keep] if tries and tries[row] else None,
             ))
         return out
 

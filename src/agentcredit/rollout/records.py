@@ -39,6 +39,9 @@ class Step:
         sampling_logprobs: per response token, the log-prob under the sampling
             distribution (temperature applied), same length as ``response_ids``.
         env_reward: the environment's own reward for the step, in [0, 1].
+        allowed_ids: with admissible decoding, per response token the ids it was
+            sampled among (``rollout.admissible``); every scoring pass renormalises
+            over them. ``None``: sampled from the whole vocabulary.
     """
 
     observation: str
@@ -52,6 +55,7 @@ class Step:
     response_ids: list[int]
     sampling_logprobs: list[float]
     env_reward: float = 0.0
+    allowed_ids: list[list[int]] | None = None
 
 
 @dataclass

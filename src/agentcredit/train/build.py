@@ -42,7 +42,7 @@ def collector_config(config: TrainConfig) -> CollectorConfig:
         max_steps=r.max_steps, max_new_tokens=r.max_new_tokens,
         invalid_penalty=r.invalid_penalty, outcome_reward=r.outcome_reward,
         outcome_signal=r.outcome_signal,
-        record_snapshots=r.record_snapshots,
+        record_snapshots=r.record_snapshots, decoding=r.decoding,
         prompt=PromptConfig(history_window=r.history_window, action_format=r.action_format,
                             max_prompt_tokens=r.max_prompt_tokens),
     )

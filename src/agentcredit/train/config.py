@@ -162,6 +162,13 @@ class RolloutConfig:
     """Store the environment state snapshot after every step (VICT reads it)."""
     generation_batch_size: int = 64
     """Prompts sampled in one batched forward pass."""
+    decoding: Literal["free", "admissible"] = "free"
+    """``free``: the response is any text and an inadmissible one pays ``invalid_penalty`` (the
+    papers' setting, the default for Hugging Face checkpoints); ``admissible``: each token is
+    sampled among the continuations of the state's admissible commands (a token trie,
+    ``rollout/admissible.py``), so every action is valid, and every pass that scores the tokens
+    renormalises the same way. The embedded default uses ``admissible``, a departure from the
+    papers (README)."""
     skills: bool = False
     """Show the task's skill text in training rollout prompts (the ``skill_grpo`` and
     ``skill_grpo*`` baselines, docs/adrs.md §5.6); the prefix comes on top of

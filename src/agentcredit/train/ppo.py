@@ -18,13 +18,17 @@ from agentcredit.train.scoring import token_logprobs, token_logprobs_and_entropy
 
 
 def score_steps(model, steps: StepTensors, micro_batch_size: int) -> torch.Tensor:
-    """``log π(y_l | y_<l)`` of every token of ``steps`` under ``model``, ``[S, L]``, no grad."""
+    """``log π(y_l | y_<l)`` of every token of ``steps`` under ``model``, ``[S, L]``, no grad;
+    renormalised over ``steps.allowed`` when the steps were sampled with admissible decoding."""
     device = next(model.parameters()).device
     out = torch.zeros(steps.input_ids.shape, dtype=torch.float32)
     for start in range(0, out.shape[0], micro_batch_size):
         rows = slice(start, start + micro_batch_size)
-        ids, attn = trim_padding(steps.input_ids[rows], steps.attention_mask[rows])
-        logprobs = token_logprobs(model, ids.to(device), attn.to(device), ids.shape[0])
+        ids, attn, *allowed = trim_padding(
+            steps.input_ids[rows], steps.attention_mask[rows],
+            *([steps.allowed[rows]] if steps.allowed is not None else []))
+        logprobs = token_logprobs(model, ids.to(device), attn.to(device), ids.shape[0],
+                                  allowed=allowed[0] if allowed else None)
         out[rows, :ids.shape[1]] = logprobs.float().cpu()
     return out
 
@@ -42,7 +46,8 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
     With ``config.aux_loss`` (``opsd`` / ``sdar`` / ``skill_sd``, docs/adrs.md §5.6) each
     micro-batch adds ``β ·`` the auxiliary loss toward ``teacher_logprobs`` (``ℓ^T [S, L]``) to
     its PPO loss; ``config.pg_coef`` weights the policy-gradient term (0 = distillation alone)
-    and ``config.entropy_coef`` subtracts that multiple of the token-mean entropy.
+    and ``config.entropy_coef`` subtracts that multiple of the token-mean entropy. New
+    log-probs and entropies are renormalised over ``steps.allowed`` when it is set.
 
     Returns ``ppo/pg_loss``, ``ppo/kl`` (k3 to the reference), ``ppo/clip_frac``,
     ``ppo/approx_kl``, ``ppo/ratio_mean``, ``ppo/entropy`` (token means) and the
@@ -63,12 +68,15 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
             parts = trim_padding(steps.input_ids[micro], steps.attention_mask[micro],
                                  steps.loss_mask[micro], old_logprobs[micro], advantages[micro],
                                  *([ref_logprobs[micro]] if ref_logprobs is not None else []),
-                                 *([teacher_logprobs[micro]] if aux is not None else []))
+                                 *([teacher_logprobs[micro]] if aux is not None else []),
+                                 *([steps.allowed[micro]] if steps.allowed is not None else []))
+            allowed = parts[-1] if steps.allowed is not None else None
+            parts = parts[:-1] if steps.allowed is not None else parts
             ids, attn, mask, old, adv = (t.to(device) for t in parts[:5])
             ref = parts[5].to(device) if ref_logprobs is not None else None
             teacher = parts[-1].to(device) if aux is not None else None
             logprobs, entropy = token_logprobs_and_entropy(model, ids, attn, ids.shape[0],
-                                                           requires_grad=True)
+                                                           requires_grad=True, allowed=allowed)
             loss, stats = ppo_loss(logprobs, old, ref, adv, mask, config.clip_low,
                                    config.clip_high, config.kl_coef,
                                    normalizer=normalizer.to(device), pg_coef=config.pg_coef,

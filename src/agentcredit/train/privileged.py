@@ -89,12 +89,13 @@ def teacher_logprobs(model: nn.Module, splicer: SkillSplicer, provider: SkillPro
 
     ``model`` must be the frozen behaviour snapshot: the policy that sampled the
     batch, before this update. The pass takes no gradient and changes no weight
-    (``train/teacher.py``; tested in the loop).
+    (``train/teacher.py``; tested in the loop). Steps sampled with admissible decoding are
+    scored over the same allowed sets (``steps.allowed``).
     """
     skills = [provider.skill_text(t.task) for t in trajectories for _ in t.steps]
     return privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask,
                                steps.loss_mask, skills, micro_batch_size=micro_batch_size,
-                               reuse_prefix=reuse_prefix)
+                               reuse_prefix=reuse_prefix, allowed=steps.allowed)
 
 
 def probe_trajectories(make_env: Callable[[], Environment], tasks: Sequence[Task], tokenizer,

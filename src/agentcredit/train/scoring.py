@@ -19,32 +19,42 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from agentcredit.rollout.admissible import restrict_logits
+
 # Rows of logits turned into float32 log-softmax statistics at once: 2**25
 # floats = 128 MiB, whatever the vocabulary (about 220 rows of a 152k Qwen vocab).
 _LOGIT_ELEMENTS_PER_CHUNK = 2**25
 
 
 def logprob_entropy_rows(
-    logits: Tensor, targets: Tensor, with_entropy: bool
+    logits: Tensor, targets: Tensor, with_entropy: bool, allowed: Tensor | None = None
 ) -> tuple[Tensor, Tensor | None]:
     """Log-prob of ``targets`` and entropy for each row of ``logits`` [N, V], in float32.
 
     Works through the rows in chunks so only one chunk's float32 copy and
     ``exp`` temporaries exist at a time; a full ``log_softmax`` over [N, V]
     is never materialised.
+
+    ``allowed`` ``[N, K]`` (−1 padded; ``rollout.admissible``) renormalises each
+    restricted row over its allowed ids: log-prob and entropy are those of
+    ``p̃``, the distribution admissible decoding samples from.
     """
     n_rows, vocab = logits.shape
     rows_per_chunk = max(1, _LOGIT_ELEMENTS_PER_CHUNK // vocab)
     logprobs, entropies = [], []
     for start in range(0, n_rows, rows_per_chunk):
         chunk = logits[start : start + rows_per_chunk].float()  # [n, V]
+        if allowed is not None:
+            chunk = restrict_logits(chunk, allowed[start : start + rows_per_chunk])
         log_norm = torch.logsumexp(chunk, dim=-1)  # [n]
         picked = chunk.gather(-1, targets[start : start + rows_per_chunk, None]).squeeze(-1)
         logprobs.append(picked - log_norm)
         if with_entropy:
             # H = log Z − Σ_v p_v z_v
+            # (masked entries have p_v = 0; zeroing their −inf keeps 0·∞ out of the sum)
             probs = torch.softmax(chunk, dim=-1)
-            entropies.append(log_norm - (probs * chunk).sum(-1))
+            finite = chunk.masked_fill(chunk == -torch.inf, 0.0)
+            entropies.append(log_norm - (probs * finite).sum(-1))
     return torch.cat(logprobs), (torch.cat(entropies) if with_entropy else None)
 
 
@@ -55,6 +65,7 @@ def _score(
     micro_batch_size: int,
     requires_grad: bool,
     with_entropy: bool,
+    allowed: Tensor | None,
 ) -> tuple[Tensor, Tensor | None]:
     if input_ids.dim() != 2 or input_ids.shape != attention_mask.shape:
         raise ValueError(
@@ -79,8 +90,13 @@ def _score(
             # Row l of the logits predicts token l+1; the last row predicts nothing
             # and gets a dummy target so the [b*L, V] view needs no copy.
             targets = torch.cat([ids[:, 1:], torch.zeros_like(ids[:, :1])], dim=1)
+            row_allowed = None
+            if allowed is not None:  # the set of token l+1 goes with logit row l
+                sets = allowed[start : start + micro_batch_size]  # [b, L, K]
+                row_allowed = torch.cat([sets[:, 1:], torch.full_like(sets[:, :1], -1)], dim=1)
+                row_allowed = row_allowed.reshape(b * length, -1)
             lp, ent = logprob_entropy_rows(
-                logits.reshape(b * length, -1), targets.reshape(-1), with_entropy
+                logits.reshape(b * length, -1), targets.reshape(-1), with_entropy, row_allowed
             )
             # Token l is scored when it and its predecessor are real tokens.
             valid = torch.zeros_like(mask, dtype=torch.bool)
@@ -106,6 +122,7 @@ def token_logprobs(
     micro_batch_size: int,
     *,
     requires_grad: bool = False,
+    allowed: Tensor | None = None,
 ) -> Tensor:
     """Per-token log-probs ``log π(y_l | y_<l)`` of ``input_ids`` under ``model``.
 
@@ -119,6 +136,10 @@ def token_logprobs(
             scoring for ``ℓ^b``, ``ℓ_ref`` and ``ℓ^T`` runs under ``no_grad``.
             With it on, every micro-batch's graph is kept until backward, so
             the trainer passes one micro-batch at a time.
+        allowed: ``[B, L, K]`` allowed ids of each token (−1 padded, aligned with
+            ``input_ids``; ``rollout.admissible.allowed_tensor``): each token's
+            log-prob is renormalised over its set, as admissible decoding sampled it.
+            ``None``: the full vocabulary everywhere.
 
     Returns:
         float32 [B, L] on ``input_ids``' device; entry 0, padded positions and
@@ -126,7 +147,8 @@ def token_logprobs(
         mode is left as the caller set it.
     """
     logprobs, _ = _score(
-        model, input_ids, attention_mask, micro_batch_size, requires_grad, with_entropy=False
+        model, input_ids, attention_mask, micro_batch_size, requires_grad, with_entropy=False,
+        allowed=allowed,
     )
     return logprobs
 
@@ -138,18 +160,21 @@ def token_logprobs_and_entropy(
     micro_batch_size: int,
     *,
     requires_grad: bool = False,
+    allowed: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``token_logprobs`` plus the entropy of each token's predictive distribution.
 
     Entry ``l`` of the entropy is ``H(π(· | y_<l))``, the distribution token
-    ``l`` was drawn from, with the same zeros as the log-probs. Costs one extra
+    ``l`` was drawn from (renormalised over ``allowed`` when given), with the same
+    zeros as the log-probs. Costs one extra
     softmax per logit chunk, no extra forward pass.
 
     Returns:
         ``(logprobs, entropies)``, both float32 [B, L].
     """
     logprobs, entropies = _score(
-        model, input_ids, attention_mask, micro_batch_size, requires_grad, with_entropy=True
+        model, input_ids, attention_mask, micro_batch_size, requires_grad, with_entropy=True,
+        allowed=allowed,
     )
     assert entropies is not None
     return logprobs, entropies

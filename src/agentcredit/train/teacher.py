@@ -56,6 +56,7 @@ class _Row:
     tail: list[int]  # rest of the prompt, then the response (up to the last real token)
     scored: int  # trailing tokens of ``tail`` whose log-prob is returned
     start: int  # column of the input row where the scored tokens start
+    allowed: Tensor | None  # [scored, K] allowed ids of the scored tokens (admissible decoding)
 
 
 def privileged_logprobs(
@@ -68,6 +69,7 @@ def privileged_logprobs(
     *,
     micro_batch_size: int,
     reuse_prefix: bool = True,
+    allowed: Tensor | None = None,
 ) -> Tensor:
     """``ℓ^T`` of every response token, with each row's skill inserted into its prompt.
 
@@ -82,6 +84,9 @@ def privileged_logprobs(
         skills: the skill text ``ρ(x)`` of each row's task (``SkillProvider.skill_text``).
         micro_batch_size: rows per forward pass (the result does not depend on it).
         reuse_prefix: compute each task's shared prefix once and reuse its KV cache.
+        allowed: ``[S, L, K]`` allowed ids per token (admissible decoding, −1 padded,
+            ``StepTensors.allowed``): the teacher renormalises over the same sets the
+            sampler did. ``None``: the whole vocabulary.
 
     Returns:
         float32 ``[S, L]`` on ``input_ids``' device: ``ℓ^T`` on ``loss_mask``, 0 elsewhere.
@@ -97,7 +102,7 @@ def privileged_logprobs(
         raise ValueError(f"micro_batch_size={micro_batch_size} must be >= 1")
     if reuse_prefix:
         _check_full_attention(model)
-    rows = _teacher_rows(splicer, input_ids, attention_mask, loss_mask, skills)
+    rows = _teacher_rows(splicer, input_ids, attention_mask, loss_mask, skills, allowed)
     out = torch.zeros(input_ids.shape, dtype=torch.float32)
     was_training = model.training
     model.eval()
@@ -121,7 +126,7 @@ def privileged_logprobs(
 
 
 def _teacher_rows(splicer: SkillSplicer, input_ids: Tensor, attention_mask: Tensor,
-                  loss_mask: Tensor, skills: Sequence[str]) -> list[_Row]:
+                  loss_mask: Tensor, skills: Sequence[str], allowed: Tensor | None) -> list[_Row]:
     ids, attn, mask = input_ids.cpu(), attention_mask.cpu().bool(), loss_mask.cpu().bool()
     lengths = attn.sum(1).tolist()
     rows = []
@@ -140,7 +145,8 @@ def _teacher_rows(splicer: SkillSplicer, input_ids: Tensor, attention_mask: Tens
         shared, rest = splicer.splice(ids[index, :first].tolist(), skills[index])
         rows.append(_Row(index=index, shared=shared,
                          tail=rest + ids[index, first:length].tolist(),
-                         scored=length - first, start=first))
+                         scored=length - first, start=first,
+                         allowed=None if allowed is None else allowed[index, first:length].cpu()))
     return rows
 
 
@@ -175,15 +181,17 @@ def _score_rows(model: nn.Module, rows: list[_Row], past: list[tuple[Tensor, Ten
     for start in range(0, len(order), micro_batch_size):
         chunk = order[start:start + micro_batch_size]
         scores = _score_block(model, past, past_len, [sequences[k] for k in chunk],
-                              [rows[k].scored for k in chunk])
+                              [rows[k].scored for k in chunk], [rows[k].allowed for k in chunk])
         for k, lp in zip(chunk, scores, strict=True):
             row = rows[k]
             out[row.index, row.start:row.start + row.scored] = lp
 
 
 def _score_block(model: nn.Module, past: list[tuple[Tensor, Tensor]] | None, past_len: int,
-                 sequences: list[list[int]], scored: list[int]) -> list[Tensor]:
-    """Log-probs of the last ``scored[i]`` tokens of each sequence, given the cached ``past``.
+                 sequences: list[list[int]], scored: list[int],
+                 allowed: list[Tensor | None]) -> list[Tensor]:
+    """Log-probs of the last ``scored[i]`` tokens of each sequence, given the cached ``past``
+    (renormalised over ``allowed[i]`` ``[scored[i], K]`` where given).
 
     Sequences are left-padded to one length so their ends line up: the
     ``keep = max(scored) + 1`` last columns hold every logit needed (column
@@ -209,7 +217,15 @@ def _score_block(model: nn.Module, past: list[tuple[Tensor, Tensor]] | None, pas
                    past_key_values=cache, use_cache=cache is not None,
                    logits_to_keep=keep).logits  # [b, keep, V]
     targets = ids[:, length - keep + 1:]  # [b, keep − 1], predicted by logits[:, :-1]
+    sets = None
+    if any(a is not None for a in allowed):  # right-aligned like the scored tokens
+        width = max(a.shape[1] for a in allowed if a is not None)
+        sets = torch.full((b, keep - 1, width), -1, dtype=torch.long)
+        for i, (a, n) in enumerate(zip(allowed, scored, strict=True)):
+            if a is not None:
+                sets[i, keep - 1 - n:, :a.shape[1]] = a
+        sets = sets.reshape(b * (keep - 1), width)
     logprobs, _ = logprob_entropy_rows(logits[:, :-1].reshape(b * (keep - 1), -1),
-                                        targets.reshape(-1), with_entropy=False)
+                                        targets.reshape(-1), with_entropy=False, allowed=sets)
     logprobs = logprobs.view(b, keep - 1).float().cpu()
     return [logprobs[i, keep - 1 - n:] for i, n in enumerate(scored)]

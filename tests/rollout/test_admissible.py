@@ -1,0 +1,139 @@
+"""Admissible-action decoding: the trie, the renormalised distribution, and one distribution
+for the sampler and every scoring pass (sampled and rescored log-probs agree to 1e-5)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from agentcredit.rollout.admissible import ActionTrie, allowed_tensor, restrict_logits
+from agentcredit.rollout.collector import tensorize_steps
+from agentcredit.rollout.policy import HFPolicy
+from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
+from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.skills import SkillSplicer
+from agentcredit.train.models import load_policy
+from agentcredit.train.ppo import score_steps
+from agentcredit.train.scoring import logprob_entropy_rows, token_logprobs_and_entropy
+from agentcredit.train.teacher import privileged_logprobs
+
+COMMANDS = ("go to countertop 1", "go to countertop 2", "take egg 1 from countertop 2",
+            "open cabinet 1", "inventory", "look")
+
+
+def test_the_trie_gives_each_prefix_its_continuations():
+    trie = ActionTrie([[5, 6, 2], [5, 7, 2], [5, 6, 8, 2], [9, 2]])
+    assert trie.allowed_after([]) == [5, 9]
+    assert trie.allowed_after([5]) == [6, 7]
+    assert trie.allowed_after([5, 6]) == [2, 8]  # a command and a longer one share a prefix
+    assert trie.allowed_after([5, 6, 2]) == []
+    assert trie.allowed_after([4]) == []
+    assert trie.allowed_along([5, 6, 8, 2]) == [[5, 9], [6, 7], [2, 8], [2]]
+    assert trie.depth == 4
+
+
+def test_an_empty_command_list_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match="decoding=admissible"):
+        ActionTrie([])
+
+
+def test_restricted_log_probs_and_entropy_are_those_of_the_renormalised_distribution():
+    # logits ln1, ln2, ln3, ln4; allowed {1, 2}: p̃ = (2/5, 3/5)
+    logits = torch.log(torch.tensor([[1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]]))
+    allowed = torch.tensor([[1, 2, -1], [-1, -1, -1]])
+    lp, ent = logprob_entropy_rows(logits, torch.tensor([2, 3]), True, allowed)
+    assert lp[0].item() == pytest.approx(math.log(3 / 5), abs=1e-6)
+    assert ent[0].item() == pytest.approx(-(0.4 * math.log(0.4) + 0.6 * math.log(0.6)), abs=1e-6)
+    assert lp[1].item() == pytest.approx(math.log(4 / 10), abs=1e-6)  # an unrestricted row
+    masked = restrict_logits(logits, allowed)
+    assert torch.isinf(masked[0, [0, 3]]).all() and torch.isfinite(masked[1]).all()
+
+
+def test_restricted_entropy_has_a_finite_gradient():
+    logits = torch.randn(3, 6, requires_grad=True)
+    allowed = torch.tensor([[0, 4, -1], [2, -1, -1], [-1, -1, -1]])
+    lp, ent = logprob_entropy_rows(logits, torch.tensor([4, 2, 1]), True, allowed)
+    (lp.sum() + ent.sum()).backward()
+    assert torch.isfinite(logits.grad).all()
+    assert logits.grad[0, [1, 2, 3, 5]].abs().max() == 0  # outside the set: no gradient
+
+
+def test_allowed_tensor_places_each_set_at_its_response_token():
+    packed = allowed_tensor([[[3, 4], [7]], None], offsets=[2, 0], length=5)
+    assert packed.shape == (2, 5, 2)
+    assert packed[0, 2].tolist() == [3, 4] and packed[0, 3].tolist() == [7, -1]
+    assert (packed[0, :2] == -1).all() and (packed[1] == -1).all()
+
+
+@pytest.fixture(scope="module")
+def policy(fake_model_dir):
+    model, tokenizer = load_policy(str(fake_model_dir))
+    return HFPolicy(model, tokenizer)
+
+
+def _sample(policy, temperature, seed=0):
+    tok = policy.tokenizer
+    prompts = [tok.encode(text, add_special_tokens=False)
+               for text in ["You are in room 1.", "Nothing happens. You see an apple.",
+                            "go left"]]
+    tries = [ActionTrie.from_commands(tok, COMMANDS[:k], "bare") for k in (6, 3, 1)]
+    gens = policy.generate(prompts, temperature=temperature, max_new_tokens=2,
+                           generator=torch.Generator().manual_seed(seed), tries=tries)
+    steps = [Step("", g.text, g.text, True, 0.0, "", {}, list(p), g.token_ids, g.logprobs,
+                  allowed_ids=g.allowed_ids) for p, g in zip(prompts, gens, strict=True)]
+    return gens, steps
+
+
+def test_every_sampled_response_is_an_admissible_command(policy):
+    for seed in range(5):
+        gens, _ = _sample(policy, 1.0, seed)
+        for gen, k in zip(gens, (6, 3, 1), strict=True):
+            assert gen.text in COMMANDS[:k]  # whole, though max_new_tokens=2 is shorter
+            assert gen.token_ids[-1] == policy.tokenizer.eos_token_id
+        assert gens[2].logprobs == pytest.approx([0.0] * len(gens[2].logprobs), abs=1e-6)
+
+
+def test_sampled_and_rescored_log_probs_agree_to_1e_5(policy):
+    _, steps = _sample(policy, 1.0, seed=1)
+    tensors = tensorize_steps([Trajectory(task=None, group_id=0, steps=steps)],
+                              policy.tokenizer.pad_token_id)
+    rescored = score_steps(policy.model, tensors, micro_batch_size=2)
+    mask = tensors.loss_mask
+    assert torch.allclose(rescored[mask], tensors.sampling_logprobs[mask], atol=1e-5)
+    with_grad, _ = token_logprobs_and_entropy(policy.model, tensors.input_ids,
+                                              tensors.attention_mask, 3, requires_grad=True,
+                                              allowed=tensors.allowed)
+    assert torch.allclose(with_grad.detach()[mask], tensors.sampling_logprobs[mask], atol=1e-5)
+
+
+def test_unrestricted_rescoring_differs_so_the_check_above_can_fail(policy):
+    _, steps = _sample(policy, 1.0, seed=1)
+    tensors = tensorize_steps([Trajectory(task=None, group_id=0, steps=steps)],
+                              policy.tokenizer.pad_token_id)
+    tensors.allowed = None
+    rescored = score_steps(policy.model, tensors, micro_batch_size=2)
+    gap = (rescored - tensors.sampling_logprobs)[tensors.loss_mask].abs().max()
+    assert gap > 1e-2
+
+
+def test_the_teacher_renormalises_over_the_same_sets(policy):
+    """Each first response token scored by the teacher: the restricted probabilities of the
+    alternatives sum to 1, with and without prefix reuse."""
+    tok = policy.tokenizer
+    prompt = build_prompt_ids(tok, "heat some egg", [], "You are in room 1.", COMMANDS,
+                              PromptConfig())
+    trie = ActionTrie.from_commands(tok, COMMANDS, "bare")
+    first = trie.allowed_after([])
+    steps = [Step("", "", None, True, 0.0, "", {}, list(prompt), [v], [0.0],
+                  allowed_ids=[first]) for v in first]
+    tensors = tensorize_steps([Trajectory(task=None, group_id=0, steps=steps)],
+                              tok.pad_token_id)
+    for reuse in (True, False):
+        teacher = privileged_logprobs(policy.model, SkillSplicer(tok), tensors.input_ids,
+                                      tensors.attention_mask, tensors.loss_mask,
+                                      ["Heat the egg first."] * len(steps), micro_batch_size=2,
+                                      reuse_prefix=reuse, allowed=tensors.allowed)
+        total = teacher[tensors.loss_mask].exp().sum().item()
+        assert total == pytest.approx(1.0, abs=1e-5)
