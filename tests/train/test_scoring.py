@@ -88,3 +88,16 @@ def test_scoring_runs_without_grad_unless_asked(policy):
     grad = model.get_input_embeddings().weight.grad
     assert grad is not None and torch.isfinite(grad).all() and grad.abs().sum() > 0
     model.zero_grad(set_to_none=True)
+
+
+def test_a_score_mask_gives_the_full_scores_on_its_tokens_and_zero_elsewhere(policy):
+    model, tokenizer = policy
+    ids, mask = _right_padded_batch(len(tokenizer), [9, 12, 5], tokenizer.pad_token_id)
+    wanted = torch.zeros_like(mask, dtype=torch.bool)
+    wanted[0, 6:9] = True
+    wanted[1, 2:4] = True  # row 2 wants nothing
+    full, full_ent = token_logprobs_and_entropy(model, ids, mask, 3)
+    part, part_ent = token_logprobs_and_entropy(model, ids, mask, 2, score_mask=wanted)
+    assert torch.allclose(part[wanted], full[wanted], atol=1e-5)
+    assert torch.allclose(part_ent[wanted], full_ent[wanted], atol=1e-5)
+    assert (part[~wanted] == 0).all() and (part_ent[~wanted] == 0).all()

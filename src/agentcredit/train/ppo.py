@@ -18,17 +18,18 @@ from agentcredit.train.scoring import token_logprobs, token_logprobs_and_entropy
 
 
 def score_steps(model, steps: StepTensors, micro_batch_size: int) -> torch.Tensor:
-    """``log π(y_l | y_<l)`` of every token of ``steps`` under ``model``, ``[S, L]``, no grad;
-    renormalised over ``steps.allowed`` when the steps were sampled with admissible decoding."""
+    """``log π(y_l | y_<l)`` of the response tokens of ``steps`` under ``model``, ``[S, L]``
+    (0 elsewhere), no grad; renormalised over ``steps.allowed`` when the steps were sampled
+    with admissible decoding."""
     device = next(model.parameters()).device
     out = torch.zeros(steps.input_ids.shape, dtype=torch.float32)
     for start in range(0, out.shape[0], micro_batch_size):
         rows = slice(start, start + micro_batch_size)
-        ids, attn, *allowed = trim_padding(
-            steps.input_ids[rows], steps.attention_mask[rows],
+        ids, attn, mask, *allowed = trim_padding(
+            steps.input_ids[rows], steps.attention_mask[rows], steps.loss_mask[rows],
             *([steps.allowed[rows]] if steps.allowed is not None else []))
         logprobs = token_logprobs(model, ids.to(device), attn.to(device), ids.shape[0],
-                                  allowed=allowed[0] if allowed else None)
+                                  allowed=allowed[0] if allowed else None, score_mask=mask)
         out[rows, :ids.shape[1]] = logprobs.float().cpu()
     return out
 
@@ -76,7 +77,8 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
             ref = parts[5].to(device) if ref_logprobs is not None else None
             teacher = parts[-1].to(device) if aux is not None else None
             logprobs, entropy = token_logprobs_and_entropy(model, ids, attn, ids.shape[0],
-                                                           requires_grad=True, allowed=allowed)
+                                                           requires_grad=True, allowed=allowed,
+                                                           score_mask=mask)
             loss, stats = ppo_loss(logprobs, old, ref, adv, mask, config.clip_low,
                                    config.clip_high, config.kl_coef,
                                    normalizer=normalizer.to(device), pg_coef=config.pg_coef,

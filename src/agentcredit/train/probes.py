@@ -85,7 +85,7 @@ def probe_token_gap(model: nn.Module, tokenizer, probes: Sequence[Trajectory],
     steps = tensorize_steps(probes, tokenizer.pad_token_id)
     with torch.no_grad():
         behaviour = token_logprobs(model, steps.input_ids, steps.attention_mask, micro_batch_size,
-                                   allowed=steps.allowed)
+                                   allowed=steps.allowed, score_mask=steps.loss_mask)
     skills = [provider.skill_text(t.task) for t in probes for _ in t.steps]
     teacher = privileged_logprobs(model, SkillSplicer(tokenizer), steps.input_ids,
                                   steps.attention_mask, steps.loss_mask, skills,

@@ -12,6 +12,12 @@ mask the rollout collector builds. Entry 0 has no context and is 0; so is every
 padded position and the first real token after left padding, which makes the
 scores of a sequence independent of how it was padded (position ids are taken
 from the attention mask, as ``generate`` does).
+
+Throughput: with a ``score_mask`` (the trainer passes the loss mask) the LM
+head and the log-softmax run only on the columns that predict wanted tokens,
+through the model's own ``forward(logits_to_keep=<column indices>)``; a prompt
+of hundreds of tokens then costs the backbone only. Models must accept
+``logits_to_keep`` as an index tensor (every causal LM of transformers 5).
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ def _score(
     requires_grad: bool,
     with_entropy: bool,
     allowed: Tensor | None,
+    score_mask: Tensor | None,
 ) -> tuple[Tensor, Tensor | None]:
     if input_ids.dim() != 2 or input_ids.shape != attention_mask.shape:
         raise ValueError(
@@ -80,34 +87,39 @@ def _score(
     logprob_parts, entropy_parts = [], []
     with torch.set_grad_enabled(requires_grad):
         for start in range(0, batch, micro_batch_size):
-            ids = input_ids[start : start + micro_batch_size].to(device)  # [b, L]
-            mask = attention_mask[start : start + micro_batch_size].to(device).long()
-            position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-            logits = model(
-                input_ids=ids, attention_mask=mask, position_ids=position_ids, use_cache=False
-            ).logits  # [b, L, V]
+            rows = slice(start, start + micro_batch_size)
+            ids = input_ids[rows].to(device)  # [b, L]
+            mask = attention_mask[rows].to(device).long()
             b = ids.shape[0]
-            # Row l of the logits predicts token l+1; the last row predicts nothing
-            # and gets a dummy target so the [b*L, V] view needs no copy.
-            targets = torch.cat([ids[:, 1:], torch.zeros_like(ids[:, :1])], dim=1)
-            row_allowed = None
-            if allowed is not None:  # the set of token l+1 goes with logit row l
-                sets = allowed[start : start + micro_batch_size]  # [b, L, K]
-                row_allowed = torch.cat([sets[:, 1:], torch.full_like(sets[:, :1], -1)], dim=1)
-                row_allowed = row_allowed.reshape(b * length, -1)
-            lp, ent = logprob_entropy_rows(
-                logits.reshape(b * length, -1), targets.reshape(-1), with_entropy, row_allowed
-            )
-            # Token l is scored when it and its predecessor are real tokens.
-            valid = torch.zeros_like(mask, dtype=torch.bool)
-            valid[:, 1:] = (mask[:, 1:] > 0) & (mask[:, :-1] > 0)
-            zero_col = lp.new_zeros(b, 1)
-            lp = torch.cat([zero_col, lp.view(b, length)[:, :-1]], dim=1)  # [b, L], shifted
-            logprob_parts.append(torch.where(valid, lp, 0.0))
-            if ent is not None:
-                ent = torch.cat([zero_col, ent.view(b, length)[:, :-1]], dim=1)
-                entropy_parts.append(torch.where(valid, ent, 0.0))
-            del logits
+            # Token l is scored when it and its predecessor are real tokens (and it is wanted).
+            wanted = torch.zeros_like(mask, dtype=torch.bool)
+            wanted[:, 1:] = (mask[:, 1:] > 0) & (mask[:, :-1] > 0)
+            if score_mask is not None:
+                wanted &= score_mask[rows].to(device).bool()
+            # Logit column c predicts token c + 1: the LM head runs on the columns some row
+            # needs (all of them without a score mask), through the model's own forward.
+            cols = wanted[:, 1:].any(0).nonzero().flatten() if score_mask is not None \
+                else torch.arange(length - 1, device=device)
+            logprobs = torch.zeros((b, length), device=device)
+            entropies = torch.zeros((b, length), device=device)
+            if cols.numel():
+                position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+                logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids,
+                               use_cache=False, logits_to_keep=cols).logits  # [b, k, V]
+                k = cols.numel()
+                sets = None
+                if allowed is not None:
+                    sets = allowed[rows][:, (cols + 1).cpu()].to(device).reshape(b * k, -1)
+                lp, ent = logprob_entropy_rows(logits.reshape(b * k, -1),
+                                               ids[:, cols + 1].reshape(-1), with_entropy, sets)
+                keep = wanted[:, cols + 1]
+                logprobs = logprobs.index_copy(1, cols + 1, torch.where(keep, lp.view(b, k), 0.0))
+                if ent is not None:
+                    entropies = entropies.index_copy(1, cols + 1,
+                                                     torch.where(keep, ent.view(b, k), 0.0))
+                del logits
+            logprob_parts.append(logprobs)
+            entropy_parts.append(entropies)
 
     out_device = input_ids.device
     logprobs = torch.cat(logprob_parts).to(out_device)
@@ -123,6 +135,7 @@ def token_logprobs(
     *,
     requires_grad: bool = False,
     allowed: Tensor | None = None,
+    score_mask: Tensor | None = None,
 ) -> Tensor:
     """Per-token log-probs ``log π(y_l | y_<l)`` of ``input_ids`` under ``model``.
 
@@ -140,6 +153,9 @@ def token_logprobs(
             ``input_ids``; ``rollout.admissible.allowed_tensor``): each token's
             log-prob is renormalised over its set, as admissible decoding sampled it.
             ``None``: the full vocabulary everywhere.
+        score_mask: ``[B, L]`` bool, the tokens whose log-probs are wanted (the
+            trainer passes the loss mask): the LM head then runs only on the
+            columns that predict them, and every other entry is 0. ``None``: all.
 
     Returns:
         float32 [B, L] on ``input_ids``' device; entry 0, padded positions and
@@ -148,7 +164,7 @@ def token_logprobs(
     """
     logprobs, _ = _score(
         model, input_ids, attention_mask, micro_batch_size, requires_grad, with_entropy=False,
-        allowed=allowed,
+        allowed=allowed, score_mask=score_mask,
     )
     return logprobs
 
@@ -161,6 +177,7 @@ def token_logprobs_and_entropy(
     *,
     requires_grad: bool = False,
     allowed: Tensor | None = None,
+    score_mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``token_logprobs`` plus the entropy of each token's predictive distribution.
 
@@ -174,7 +191,7 @@ def token_logprobs_and_entropy(
     """
     logprobs, entropies = _score(
         model, input_ids, attention_mask, micro_batch_size, requires_grad, with_entropy=True,
-        allowed=allowed,
+        allowed=allowed, score_mask=score_mask,
     )
     assert entropies is not None
     return logprobs, entropies
