@@ -6,6 +6,16 @@ from it, with the same rollouts per update and the same evaluation schedule:
 the seeds vary the RL run (task draws, sampling), not the start. Curves are the
 evaluations in each run's ``metrics.jsonl``.
 
+Per method, ``metrics`` holds ``success_start_mean`` (the start's success, evaluated
+in every run with that run's seed), ``success_final_mean``, ``success_gain_mean``
+(final − start), ``success_gain_min`` (the worst seed's gain), ``success_auc_mean``
+and ``success_gain_ci_low`` / ``success_gain_ci_high``: a 95 % percentile bootstrap
+interval of the mean gain (``bench_common.bootstrap_mean_interval``, 10,000
+resamples, seed 0) over the ``[seeds, games]`` table of per-game gains, each the
+game's final outcome minus its start outcome (−1, 0 or 1) read from the evaluations'
+``eval/{split}/won`` strings. ``eval_games`` is the games per evaluation and
+``wall_s`` the whole benchmark's wall time.
+
     python benchmarks/learning_alfworld.py [--quick] [--methods grpo,vict/gigpo,adrs/gigpo/L3]
         [--seeds 0,1,2] [--updates N] [--output-dir DIR] [--start SFT_DIR] [--workers 2]
         [--name RESULT] [key=value ...]
@@ -25,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import run_method, sft_start, write_result
+from bench_common import bootstrap_mean_interval, run_method, sft_start, write_result
 
 DEFAULT_METHODS = "grpo,gigpo,vict/grpo,vict/gigpo,adrs/grpo/L2,adrs/gigpo/L3,skill_grpo,sdar"
 
@@ -63,6 +73,33 @@ def _mean_diagnostics(updates: list[dict]) -> dict[str, float]:
     return {k: sum(r.get(k, 0.0) for r in updates) / len(updates) for k in keys} if updates else {}
 
 
+def per_game_won(evaluation: dict) -> list[int]:
+    """Each game's outcome (1 won, 0 not) in one ``eval`` line, splits in name order, games
+    in each split's task order (``eval/{split}/won``, see ``train.evaluate.evaluate``)."""
+    keys = sorted(k for k in evaluation if k.startswith("eval/") and k.endswith("/won"))
+    if not keys:
+        raise SystemExit(f"an eval line of update {evaluation.get('update')} has no per-game "
+                         "outcomes (eval/<split>/won): the run was logged before they were; "
+                         "run it again in a fresh --output-dir")
+    return [int(flag) for key in keys for flag in evaluation[key]]
+
+
+def gain_statistics(runs: list[dict], method: str) -> dict[str, float]:
+    """``method``'s start and gain figures over its runs (one per seed); each run carries
+    ``start_won`` and ``final_won``, its first and last evaluation's ``per_game_won``."""
+    mine = [r for r in runs if r["method"] == method]
+    gains = [[end - begin for begin, end in zip(r["start_won"], r["final_won"], strict=True)]
+             for r in mine]
+    start = [sum(r["start_won"]) / len(r["start_won"]) for r in mine]
+    per_seed = [sum(g) / len(g) for g in gains]
+    low, high = bootstrap_mean_interval(gains)
+    return {f"success_start_mean.{method}": sum(start) / len(start),
+            f"success_gain_mean.{method}": sum(per_seed) / len(per_seed),
+            f"success_gain_min.{method}": min(per_seed),
+            f"success_gain_ci_low.{method}": low,
+            f"success_gain_ci_high.{method}": high}
+
+
 def _auc_pct(curve: list[dict]) -> float:
     """Area under the success curve over updates, as a percentage of the full box."""
     if len(curve) < 2:
@@ -91,6 +128,7 @@ def main() -> None:
     methods = args.methods.split(",")
     seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1,2")).split(",")]
     updates = args.updates or (2 if args.quick else 20)
+    began = time.perf_counter()
     root = Path(args.output_dir or tempfile.mkdtemp(prefix="learning-alfworld-"))
     schedule = {"run.eval_every": max(1, updates // 4),
                 "run.checkpoint_every": max(1, updates // 4)}
@@ -100,7 +138,6 @@ def main() -> None:
               *args.overrides]
     if args.quick:
         common += ["env.valid_games_per_type=1", "rollout.tasks_per_update=2"]
-    began = time.perf_counter()
     start = (Path(args.start) if args.start
              else sft_start([*common, f"run.seed={seeds[0]}"], f"sft_seed{seeds[0]}"))
     jobs = [(start, method, [*common, f"run.seed={seed}"], f"{method.replace('/', '-')}_seed{seed}")
@@ -116,21 +153,27 @@ def main() -> None:
     runs = []
     for (seed, method), records in zip(itertools.product(seeds, methods), results, strict=True):
         evals = [r for r in records if r["kind"] == "eval"]
+        if not evals or evals[0]["update"] != 0:
+            raise SystemExit(f"{method} seed {seed}: no evaluation of the start (update 0); "
+                             "the gains need run.eval_at_start=true")
         updates_logged = [r for r in records if r["kind"] == "update"]
         name, _, backbone = method.partition("/")
         runs.append({"method": method, "backbone": backbone.split("/")[0] or name, "seed": seed,
                      "curve": _curve(evals),
                      "final": {k.removeprefix("eval/"): v for k, v in evals[-1].items()
-                               if k.startswith("eval/")},
+                               if k.startswith("eval/") and not k.endswith("/won")},
+                     "start_won": per_game_won(evals[0]), "final_won": per_game_won(evals[-1]),
                      "diagnostics": _mean_diagnostics(updates_logged)})
+    eval_games = {len(r["final_won"]) for r in runs} | {len(r["start_won"]) for r in runs}
+    if len(eval_games) != 1:
+        raise SystemExit(f"evaluations of different sizes ({sorted(eval_games)} games): every "
+                         "run must use the same env settings")
     metrics, diagnostics = {}, {}
     for method in methods:
         mine = [r for r in runs if r["method"] == method]
-        start_mean = sum(r["curve"][0]["success"] for r in mine) / len(mine)
-        final_mean = sum(r["curve"][-1]["success"] for r in mine) / len(mine)
-        metrics[f"success_start_mean.{method}"] = start_mean
-        metrics[f"success_final_mean.{method}"] = final_mean
-        metrics[f"success_gain_mean.{method}"] = final_mean - start_mean
+        metrics[f"success_final_mean.{method}"] = (sum(r["curve"][-1]["success"] for r in mine)
+                                                   / len(mine))
+        metrics.update(gain_statistics(runs, method))
         metrics[f"success_auc_mean.{method}"] = sum(_auc_pct(r["curve"]) for r in mine) / len(mine)
         keys = sorted({k for r in mine for k in r["diagnostics"]})
         diagnostics[method] = {
@@ -139,15 +182,18 @@ def main() -> None:
     path = write_result(
         args.name,
         config={"methods": methods, "seeds": seeds, "updates": updates, "overrides": common},
-        metrics={k: round(v, 4) for k, v in metrics.items()},
+        metrics={**{k: round(v, 4) for k, v in metrics.items()},
+                 "eval_games": eval_games.pop(), "wall_s": round(time.perf_counter() - began, 1)},
         targets={},
         notes=("Embedded default (tiny model, generated small rooms) unless overridden; every "
                "method and seed starts from one SFT checkpoint and gets the same rollout budget; "
-               "success is over valid_seen + valid_unseen at temperature 0.4. `diagnostics` "
+               "success is over valid_seen + valid_unseen at temperature 0.4. The gain's "
+               "95% interval is a bootstrap over seeds x games of per-game gains (final - "
+               "start outcome); start_won / final_won in `runs` are those outcomes. "
+               "`diagnostics` "
                "holds each method's credit diagnostics (VICT docs/vict.md §4.9, ADRS gates) "
                "averaged over updates and seeds. Generated games are not comparable with "
-               "published ALFWorld numbers. "
-               f"Wall time {time.perf_counter() - began:.0f} s."),
+               "published ALFWorld numbers."),
         quick=args.quick, diagnostics=diagnostics, runs=runs)
     print(path.read_text())
 

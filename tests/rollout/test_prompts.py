@@ -1,7 +1,9 @@
 """Prompts: built with the chat template, holding the task, the history window, the observation
-and the admissible actions."""
+and the admissible actions; the ``compact`` history style (one line per past step)."""
 
-from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids, recent
+import pytest
+
+from agentcredit.rollout.prompts import PromptConfig, build_messages, build_prompt_ids, recent
 
 HISTORY = [(f"observation {i}", f"action {i}") for i in range(5)]
 
@@ -47,3 +49,80 @@ def test_history_is_dropped_oldest_first_to_fit_the_token_limit(fake_tokenizer):
         fake_tokenizer, "take the apple", HISTORY, "You are in room 2.", ("go left",),
         PromptConfig(history_window=5, max_prompt_tokens=limit)))
     assert "observation 0" not in text and "observation 4" in text
+
+
+def test_the_default_pairs_layout_shows_each_observation_before_its_action():
+    (_, user) = build_messages("take the apple", HISTORY[-2:], "You are in room 2.",
+                               ("go left",), PromptConfig())
+    assert user["content"] == (
+        "Your task is to: take the apple\n"
+        "Recent steps:\n"
+        "Observation: observation 3\nAction: action 3\n"
+        "Observation: observation 4\nAction: action 4\n"
+        "Current observation: You are in room 2.\n"
+        "Admissible actions:\ngo left")
+
+
+EPISODE = [("-= Welcome =-\n\nYou are in the middle of a room. You see a cabinet 1.",
+            "go to cabinet 1"),
+           ("The cabinet 1 is closed.", "open cabinet 1")]
+OPENED = "You open the cabinet 1. The cabinet 1 is open. In it, you see a egg 2."
+COMPACT = PromptConfig(history_window=30, history_style="compact")
+
+
+def test_compact_history_shows_each_action_with_the_observation_that_followed_it(
+        fake_tokenizer):
+    messages = build_messages("put a hot egg in the sinkbasin.", EPISODE, OPENED,
+                              ("take egg 2 from cabinet 1", "close cabinet 1"), COMPACT)
+    # the room description (before the first shown action) and the current observation
+    # (after the last one) appear once each: not in the history lines
+    assert messages[1]["content"] == (
+        "Your task is to: put a hot egg in the sinkbasin.\n"
+        "Your past actions and what followed:\n"
+        "> go to cabinet 1 | The cabinet 1 is closed.\n"
+        "> open cabinet 1\n"
+        f"Current observation: {OPENED}\n"
+        "Admissible actions:\n"
+        "take egg 2 from cabinet 1\nclose cabinet 1")
+    ids = build_prompt_ids(fake_tokenizer, "put a hot egg in the sinkbasin.", EPISODE, OPENED,
+                           ("take egg 2 from cabinet 1", "close cabinet 1"), COMPACT)
+    assert ids == fake_tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                     tokenize=True, return_dict=False)
+
+
+def test_compact_history_keeps_one_line_per_step_for_multi_line_observations():
+    history = [("start", "look"), ("line one\n\nline two", "wait")]
+    (_, user) = build_messages("x", history, "now", (), COMPACT)
+    assert "> look | line one line two\n> wait\nCurrent observation: now" in user["content"]
+
+
+def test_compact_history_without_past_steps_has_no_header():
+    (_, user) = build_messages("x", [], "now", (), COMPACT)
+    assert user["content"] == "Your task is to: x\nCurrent observation: now\nAdmissible actions:"
+
+
+def test_compact_window_counts_actions_shown():
+    (_, user) = build_messages("take the apple", HISTORY, "You are in room 2.", (),
+                               PromptConfig(history_window=2, history_style="compact"))
+    assert "> action 3 | observation 4\n> action 4\nCurrent" in user["content"]
+    assert "action 2" not in user["content"] and "observation 3" not in user["content"]
+
+
+def test_compact_lines_are_dropped_oldest_first_to_fit_the_token_limit(fake_tokenizer):
+    def prompt(limit):
+        return build_prompt_ids(fake_tokenizer, "take the apple", HISTORY, "You are in room 2.",
+                                ("go left",), PromptConfig(history_window=30,
+                                                           history_style="compact",
+                                                           max_prompt_tokens=limit))
+    full = prompt(10**6)
+    text = fake_tokenizer.decode(prompt(len(full) - 1))
+    assert "> action 0 |" not in text and "> action 1 | observation 2" in text
+    assert "> action 4\nCurrent observation: You are in room 2." in text
+    # nothing fits: every history line goes, the observation and the actions stay
+    text = fake_tokenizer.decode(prompt(16))
+    assert "past actions" not in text and "Current observation: You are in room 2." in text
+
+
+def test_an_unknown_history_style_is_refused_with_the_allowed_ones():
+    with pytest.raises(ValueError, match="history_style = 'full'.*pairs, compact"):
+        PromptConfig(history_style="full")

@@ -3,15 +3,21 @@ tiny model to solve the fake corridor."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
-from agentcredit.rollout.policy import HFPolicy
+from agentcredit.envs.base import Task
+from agentcredit.rollout.admissible import ActionTrie
+from agentcredit.rollout.collector import CollectorConfig, RolloutCollector, tensorize_steps
+from agentcredit.rollout.policy import Generation, HFPolicy
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.train.config import SFTConfig
 from agentcredit.train.evaluate import evaluate
 from agentcredit.train.models import load_policy
+from agentcredit.train.scoring import token_logprobs
 from agentcredit.train.sft import (
+    RECOVERY_MAX_TRIES,
+    Demonstration,
     demonstration_steps,
     demonstration_texts,
     expert_demonstrations,
@@ -72,6 +78,68 @@ def test_recovery_samples_follow_wrong_actions_with_the_experts_action(
     assert seen == {False, True}
 
 
+class _ReplayPolicy:
+    """Answers each rollout with the given actions in order (the collector's policy protocol)."""
+
+    def __init__(self, tokenizer, actions):
+        self.tokenizer, self.actions, self.calls = tokenizer, actions, 0
+
+    def generate(self, prompts, **sampling):
+        text = self.actions[self.calls]
+        self.calls += 1
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        return [Generation(ids, [0.0] * len(ids), text) for _ in prompts]
+
+
+@pytest.mark.parametrize("prompt", [PromptConfig(history_window=2),
+                                    PromptConfig(history_window=30, history_style="compact"),
+                                    PromptConfig(history_window=30, history_style="compact",
+                                                 max_prompt_tokens=100)],
+                         ids=["pairs", "compact", "compact-over-budget"])
+def test_sft_samples_have_the_prompt_ids_a_rollout_of_the_same_actions_sees(
+        fake_suite, make_fake_task, fake_tokenizer, prompt):
+    task = make_fake_task("train", 2, size=8)  # start 2, apple 7: five moves, then take
+    (demo,) = expert_demonstrations(fake_suite(None).make_env(), [task])
+    assert len(demo.actions) == 6
+    (cloned,) = demonstration_steps([demo], fake_tokenizer, prompt)
+    collector = RolloutCollector(_ReplayPolicy(fake_tokenizer, demo.actions),
+                                 fake_suite(None).make_env,
+                                 CollectorConfig(max_steps=10, prompt=prompt))
+    (rollout,) = collector.collect([task], 1, temperature=1.0, generator=torch.Generator())
+    assert rollout.won
+    assert [s.prompt_ids for s in cloned.steps] == [s.prompt_ids for s in rollout.steps]
+    assert max(len(s.prompt_ids) for s in cloned.steps) <= prompt.max_prompt_tokens
+
+
+def test_compact_recovery_samples_end_the_history_with_the_wrong_actions(
+        fake_suite, make_fake_task, fake_tokenizer):
+    env = fake_suite(None).make_env()
+    (demo,) = expert_demonstrations(env, [make_fake_task("train", 2)])  # go right, take apple
+    prompt = PromptConfig(history_window=30, history_style="compact")
+    counts = set()
+    for seed in range(20):
+        (traj,) = demonstration_steps([demo], fake_tokenizer, prompt, recovery=1.0, seed=seed)
+        recovered = traj.steps[1]  # the first step's recovery sample: "take apple" tried k times
+        text = fake_tokenizer.decode(recovered.prompt_ids)
+        k = text.count("> take apple")
+        counts.add(k)
+        assert text.count("> take apple | Nothing happens.") == k - 1
+        assert "> take apple\nCurrent observation: Nothing happens." in text
+        assert recovered.action == "go right"
+    # a long window is not filled with failures: 1 to RECOVERY_MAX_TRIES tries
+    assert counts == set(range(1, RECOVERY_MAX_TRIES + 1))
+
+
+def test_the_tokenizer_corpus_renders_the_prompts_history_style(fake_suite, make_fake_task):
+    demos = expert_demonstrations(fake_suite(None).make_env(), [make_fake_task("train", 1)])
+    # start 1, apple 0: go left, take apple
+    compact = list(demonstration_texts(demos, "bare", "compact"))
+    assert "Your past actions and what followed:\n> go left\nCurrent observation" in compact[3]
+    pairs = list(demonstration_texts(demos, "bare"))
+    assert "Recent steps:\nObservation: You are in room 1." in pairs[3]
+    assert [t for t in compact if "past actions" in t or "Recent" in t] == [compact[3]]
+
+
 def test_cloning_the_expert_solves_the_fake_corridor(fake_suite, make_fake_task, tmp_path):
     suite = fake_suite(None)
     demos = expert_demonstrations(suite.make_env(), _tasks(make_fake_task, "train", 8))
@@ -98,3 +166,25 @@ def test_cloning_the_expert_solves_the_fake_corridor(fake_suite, make_fake_task,
     assert stats["sft/final_loss"] < 0.2 * stats["sft/first_loss"]
     # from rooms 1 and 2 the apple's side is a guess, so 100% is not expected
     assert before == 0.0 and success() >= 0.5
+
+
+def test_admissible_demonstrations_carry_their_sets_and_sft_trains_the_restricted_nll(
+        tiny_model_dir):
+    """The SFT loss under admissible decoding is the NLL of p̃: a one-command state costs 0."""
+    model, tokenizer = load_policy(str(tiny_model_dir))
+    task = Task(task_id="t", env="alfworld", split="train", instruction="heat some egg",
+                task_type="pick_heat_then_place", payload={})
+    commands = [("go to countertop 1", "open cabinet 1"), ("inventory",)]
+    demo = Demonstration(task, ["You arrive.", "You open it."], commands,
+                         ["open cabinet 1", "inventory"], won=True)
+    trajs = demonstration_steps([demo], tokenizer, PromptConfig(), decoding="admissible")
+    first, _ = trajs[0].steps
+    trie = ActionTrie.from_commands(tokenizer, commands[0], "bare")
+    assert first.allowed_ids == trie.allowed_along(first.response_ids)
+    steps = tensorize_steps(trajs, tokenizer.pad_token_id)
+    lp = token_logprobs(model, steps.input_ids, steps.attention_mask, 2, allowed=steps.allowed)
+    second_row = lp[1][steps.loss_mask[1]]
+    assert torch.allclose(second_row, torch.zeros_like(second_row), atol=1e-6)
+    first_row = lp[0][steps.loss_mask[0]]
+    assert (first_row[:1] < 0).all()  # two commands start differently: a real choice
+    assert demonstration_steps([demo], tokenizer, PromptConfig())[0].steps[0].allowed_ids is None

@@ -247,7 +247,8 @@ def trim_padding(input_ids: Tensor, attention_mask: Tensor, *others: Tensor) -> 
     """Drop the columns that are padding in every row of right-padded ``[b, L]`` rows.
 
     Applied to a micro-batch of ``StepTensors`` rows (and any aligned ``[b, L, ...]``
-    tensors in ``others``, such as ``allowed``) so a forward pass never runs over all-padding columns.
+    tensors in ``others``, such as ``allowed``) so a forward pass never runs over
+    all-padding columns.
     """
     length = int(attention_mask.sum(1).max())
     return (input_ids[:, :length], attention_mask[:, :length],

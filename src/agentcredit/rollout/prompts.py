@@ -4,29 +4,55 @@ Layout (one system and one user message, then the generation prompt)::
 
     system: <instructions: the role, the action format>
     user:   Your task is to: <instruction>
-            Recent steps:                    (the last ``history_window`` pairs)
-            Observation: <o_{t-k}>
-            Action: <a_{t-k}>
-            ...
+            <history, in the config's ``history_style``; absent when there is none>
             Current observation: <o_t>
             Admissible actions:
             <one per line>
     assistant: ▌
 
-Only the last ``history_window`` (observation, action) pairs are shown, so a
-prompt's length is bounded however long the episode runs. The same function
-builds rollout prompts, SFT prompts and evaluation prompts, so the policy is
-trained on exactly the text it is sampled from.
+``history`` is every past step as ``(o_i, a_i)``: the observation the agent saw
+and the action it then took. The last ``history_window`` of them are shown, in
+one of two styles:
+
+``pairs`` (two lines per step; each observation is the one *before* the action)::
+
+    Recent steps:
+    Observation: <o_{t-k}>
+    Action: <a_{t-k}>
+    ...
+
+``compact`` (one line per step; each action with the observation that *followed*
+it, ``o_{i+1}``, flattened to one line)::
+
+    Your past actions and what followed:
+    > <a_{t-k}> | <o_{t-k+1}>
+    ...
+    > <a_{t-1}>
+
+In ``compact`` no observation is shown twice: the last action's result is the
+current observation, and ``o_{t-k}`` (at the start of an episode, the long room
+description) is dropped with the step before it. One line per step makes a long
+window cheap, so the policy can remember which receptacles it already searched
+and where it saw an object, as the ALFWorld demonstrator it is cloned from does
+(``envs.alfworld.expert``).
+
+Steps are dropped, oldest first, until the prompt fits ``max_prompt_tokens``,
+so a prompt's length is bounded however long the episode runs. The same
+function builds rollout prompts, SFT prompts and evaluation prompts, so the
+policy is trained on exactly the text it is sampled from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from agentcredit.rollout.actions import FORMAT_INSTRUCTIONS, ActionFormat
 
 SYSTEM_ROLE = "You are an agent acting in a text-based household environment."
+
+HistoryStyle = Literal["pairs", "compact"]
 
 
 @dataclass(frozen=True)
@@ -34,16 +60,31 @@ class PromptConfig:
     """How prompts are built.
 
     Attributes:
-        history_window: number of past (observation, action) pairs shown, >= 0.
+        history_window: number of past steps shown, >= 0 (0: none).
         action_format: ``bare`` or ``tagged`` (see ``rollout.actions``); picks the
             instruction in the system message.
-        max_prompt_tokens: history pairs are dropped, oldest first, until the
-            prompt fits (the current observation and the actions always stay).
+        max_prompt_tokens: past steps are dropped, oldest first, until the prompt
+            fits (the current observation and the actions always stay).
+        history_style: ``pairs`` (an ``Observation:`` and an ``Action:`` line per
+            step) or ``compact`` (one ``> action | what followed`` line per step,
+            cheap enough for a window of ~30 steps).
     """
 
     history_window: int = 2
     action_format: ActionFormat = "bare"
     max_prompt_tokens: int = 1536
+    history_style: HistoryStyle = "pairs"
+
+    def __post_init__(self) -> None:
+        if self.history_style not in get_args(HistoryStyle):
+            raise ValueError(f"PromptConfig.history_style = {self.history_style!r}; "
+                             f"use one of {', '.join(get_args(HistoryStyle))}")
+
+
+#: the fewest past steps whose rendering holds every kind of history line of a style
+#: (``compact``: a line with its result and the last, bare action); the tokenizer
+#: corpus (``train.sft.demonstration_texts``) renders this many.
+LAYOUT_WINDOW: dict[str, int] = {"pairs": 1, "compact": 2}
 
 
 def system_message(action_format: ActionFormat) -> str:
@@ -51,19 +92,32 @@ def system_message(action_format: ActionFormat) -> str:
     return f"{SYSTEM_ROLE} {FORMAT_INSTRUCTIONS[action_format]}"
 
 
+def history_lines(history: Sequence[tuple[str, str]], style: HistoryStyle) -> list[str]:
+    """The user turn's lines for the shown past steps ``history`` (no lines when it is empty)."""
+    if not history:
+        return []
+    if style == "pairs":
+        lines = ["Recent steps:"]
+        for past_observation, past_action in history:
+            lines += [f"Observation: {past_observation}", f"Action: {past_action}"]
+        return lines
+    lines = ["Your past actions and what followed:"]
+    followed = [observation for observation, _ in history[1:]]
+    for (_, past_action), result in zip(history[:-1], followed, strict=True):
+        lines.append(f"> {past_action} | {' '.join(result.split())}")
+    return [*lines, f"> {history[-1][1]}"]
+
+
 def user_message(
     instruction: str,
     history: Sequence[tuple[str, str]],
     observation: str,
     admissible_actions: Sequence[str],
+    history_style: HistoryStyle = "pairs",
 ) -> str:
-    """The user turn: task, recent (observation, action) pairs, current observation, actions."""
-    lines = [f"Your task is to: {instruction}"]
-    if history:
-        lines.append("Recent steps:")
-        for past_observation, past_action in history:
-            lines += [f"Observation: {past_observation}", f"Action: {past_action}"]
-    lines += [f"Current observation: {observation}", "Admissible actions:"]
+    """The user turn: task, the shown past steps, current observation, actions."""
+    lines = [f"Your task is to: {instruction}", *history_lines(history, history_style),
+             f"Current observation: {observation}", "Admissible actions:"]
     lines += list(admissible_actions)
     return "\n".join(lines)
 
@@ -75,13 +129,14 @@ def build_messages(
     admissible_actions: Sequence[str],
     config: PromptConfig,
 ) -> list[dict[str, str]]:
-    """The chat messages for one step; ``history`` is every past pair, the window is applied
+    """The chat messages for one step; ``history`` is every past step, the window is applied
     here."""
     return [
         {"role": "system", "content": system_message(config.action_format)},
         {"role": "user", "content": user_message(instruction,
                                                  recent(history, config.history_window),
-                                                 observation, admissible_actions)},
+                                                 observation, admissible_actions,
+                                                 config.history_style)},
     ]
 
 
@@ -100,16 +155,12 @@ def build_prompt_ids(
 ) -> list[int]:
     """Token ids of the step's prompt, ending with the assistant generation prompt.
 
-    Drops history pairs (oldest first) while the prompt is longer than
-    ``config.max_prompt_tokens``.
+    Drops past steps (oldest first; in ``compact`` style, the oldest line) while
+    the prompt is longer than ``config.max_prompt_tokens``.
     """
     window = recent(history, config.history_window)
     while True:
-        messages = [
-            {"role": "system", "content": system_message(config.action_format)},
-            {"role": "user", "content": user_message(instruction, window, observation,
-                                                     admissible_actions)},
-        ]
+        messages = build_messages(instruction, window, observation, admissible_actions, config)
         ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
                                             return_dict=False)
         if len(ids) <= config.max_prompt_tokens or not window:

@@ -144,7 +144,11 @@ class RolloutConfig:
     max_new_tokens: int = 24
     """Response length limit per step."""
     history_window: int = 2
-    """Past (observation, action) pairs shown in the prompt."""
+    """Past steps shown in the prompt (0 = none)."""
+    history_style: Literal["pairs", "compact"] = "pairs"
+    """How past steps are shown: ``pairs`` (``Observation:``/``Action:`` lines) or ``compact``
+    (one ``> action | what followed`` line per step; with a long window, the memory of what
+    the agent did and saw, ``rollout/prompts.py``)."""
     action_format: Literal["bare", "tagged"] = "bare"
     """``bare``: the response is the action (tiny model); ``tagged``: ``<think>`` + ``<action>``
     (LLMs)."""

@@ -28,6 +28,7 @@ import torch
 
 from agentcredit.envs.base import Task
 from agentcredit.jsonl_log import finite_or_null
+from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.provider import SkillProvider
@@ -48,7 +49,7 @@ def evaluate(
     temperature: float,
     generator: torch.Generator,
     skills: SkillProvider | None = None,
-) -> dict[str, float]:
+) -> dict[str, float | str]:
     """Run one rollout per task and summarise.
 
     ``skills`` puts each task's skill in its prompts (``eval.skills``: the ``skill_prompt``
@@ -56,11 +57,22 @@ def evaluate(
 
     Returns (``s`` a split, ``k`` a task type): ``eval/success`` (over all
     evaluated tasks), ``eval/{s}/success``, ``eval/{s}/success/{k}``,
-    ``eval/{s}/invalid_rate``, ``eval/{s}/episode_length``.
+    ``eval/{s}/invalid_rate``, ``eval/{s}/episode_length``, and ``eval/{s}/won``: each
+    task's outcome in the split's task order as a string of ``0`` and ``1``
+    (``"0110"``: tasks 1 and 2 won), so two evaluations of the same tasks can be
+    compared game by game (the learning benchmark's bootstrap) while ``metrics.jsonl``
+    stays one short, strict-JSON line per evaluation.
+
+    Progress (inside ``progress.reporting(True)``): one ``eval`` line when the rollouts
+    start and one when they end; every split runs in one ``collect`` call, which
+    reports nothing in between.
     """
     order = [(split, task) for split, tasks in tasks_by_split.items() for task in tasks]
-    trajectories = collector.collect([task for _, task in order], 1, temperature=temperature,
-                                     generator=generator, skills=skills)
+    with Progress("eval", len(order), unit="games", delay_s=0) as bar:
+        trajectories = collector.collect([task for _, task in order], 1,
+                                         temperature=temperature, generator=generator,
+                                         skills=skills)
+        bar.update(len(trajectories))
     by_split: dict[str, list[Trajectory]] = defaultdict(list)
     for (split, _), traj in zip(order, trajectories, strict=True):
         by_split[split].append(traj)
@@ -70,6 +82,7 @@ def evaluate(
         metrics[f"eval/{split}/invalid_rate"] = (sum(t.num_invalid for t in trajs)
                                                  / max(1, sum(len(t.steps) for t in trajs)))
         metrics[f"eval/{split}/episode_length"] = _mean([len(t.steps) for t in trajs])
+        metrics[f"eval/{split}/won"] = "".join("1" if t.won else "0" for t in trajs)
         by_type: dict[str, list[bool]] = defaultdict(list)
         for t in trajs:
             by_type[t.task.task_type].append(t.won)
@@ -94,12 +107,14 @@ def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     }
 
 
-def evaluate_model(config: TrainConfig, model_dir: Path, update: int = 0) -> dict[str, float]:
+def evaluate_model(config: TrainConfig, model_dir: Path, update: int = 0
+                   ) -> dict[str, float | str]:
     """Evaluate the model in ``model_dir`` on ``config``'s validation splits.
 
     Uses the run's rollout options (prompt format, step limit), the evaluation
     temperature, ``eval.skills`` and the generator the run itself uses for the
-    evaluation after ``update`` updates.
+    evaluation after ``update`` updates. Shows progress bars (game generation, ``eval``)
+    on stderr unless ``run.progress`` is false.
     """
     from agentcredit.train.env_suites import build_env_suite
     from agentcredit.train.privileged import check_skill_texts
@@ -109,13 +124,14 @@ def evaluate_model(config: TrainConfig, model_dir: Path, update: int = 0) -> dic
     model, tokenizer = load_model(config, model_dir)
     suite = build_env_suite(config.env)
     collector = make_collector(config, model, tokenizer, suite)
-    tasks = validation_tasks(config, suite)
-    skills = None
-    if config.eval.skills:
-        skills = SkillProvider(config.skills.root or None)
-        check_skill_texts(skills, [task for split in tasks.values() for task in split])
-    return evaluate(collector, tasks, temperature=config.eval.temperature,
-                    generator=evaluation_generator(config.run.seed, update), skills=skills)
+    with reporting(config.run.progress):
+        tasks = validation_tasks(config, suite)
+        skills = None
+        if config.eval.skills:
+            skills = SkillProvider(config.skills.root or None)
+            check_skill_texts(skills, [task for split in tasks.values() for task in split])
+        return evaluate(collector, tasks, temperature=config.eval.temperature,
+                        generator=evaluation_generator(config.run.seed, update), skills=skills)
 
 
 # WHICH MODEL

@@ -17,17 +17,18 @@ resumed writes the same metrics as an uninterrupted run.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from agentcredit.credit import get_estimator
 from agentcredit.credit.tokens import to_step_rows
 from agentcredit.jsonl_log import JsonlLog, finite_or_null, read_jsonl
+from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.collector import broadcast_to_tokens, tensorize_steps
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import check_device, load_model, make_collector, validation_tasks
@@ -71,18 +72,41 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         overwrite: delete what a previous run left in the run directory first.
         stop_after_update: return right after this update's checkpoint step, as
             if the process were killed there (tests use it).
-        echo: where progress messages go.
+        echo: where progress messages go (one line per phase); the progress bars of the
+            long phases go to stderr unless ``run.progress`` is false (``agentcredit.progress``).
     """
     check_device(config)
     run = RunDirectory(config.run_dir)
     run.lock()
     progress = [0]  # the last finished update, for the Ctrl-C message
     try:
-        return _train(config, run, resume, overwrite, stop_after_update, echo, progress)
+        with reporting(config.run.progress), _library_bars(config.run.progress):
+            return _train(config, run, resume, overwrite, stop_after_update, echo, progress)
     except KeyboardInterrupt:
         raise TrainingInterrupted(run.path, progress[0]) from None
     finally:
         run.unlock()
+
+
+@contextlib.contextmanager
+def _library_bars(shown: bool) -> Iterator[None]:
+    """During a run, hide transformers' per-file bars ("Loading weights", "Writing model
+    shards": instant, and one pair per checkpoint, they would drown the phases' bars in a
+    log) and let the Hub's download bars follow ``run.progress``; restore both afterwards."""
+    import huggingface_hub.utils as hub
+    from transformers.utils import logging as hf_logging
+
+    transformers_before = hf_logging.is_progress_bar_enabled()
+    hub_before = not hub.are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()  # the Hub's bars too
+    if shown and hub_before:
+        hub.enable_progress_bars()
+    try:
+        yield
+    finally:
+        (hf_logging.enable_progress_bar if transformers_before
+         else hf_logging.disable_progress_bar)()
+        (hub.enable_progress_bars if hub_before else hub.disable_progress_bars)()
 
 
 def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
@@ -165,8 +189,8 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         success_end = evals[-1]["eval/success"] if evals else None
 
     # UPDATES
-    bar = tqdm(total=config.run.updates, initial=start_update, desc="updates",
-               disable=not config.run.progress, dynamic_ncols=True)
+    bar = Progress("updates", config.run.updates, unit="updates", initial=start_update,
+                   delay_s=0)
     update = progress[0] = start_update
     for update in range(start_update + 1, config.run.updates + 1):
         times = {}
@@ -222,9 +246,8 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
                    "tokens/trained_per_s": steps.num_response_tokens / times["update"],
                    **{f"time/{phase}": seconds for phase, seconds in times.items()}}
         log(metrics)
-        bar.update(1)
-        bar.set_postfix(success=f"{metrics['rollout/success']:.2f}",
-                        reward=f"{metrics['rollout/reward']:.2f}")
+        bar.update(success=f"{metrics['rollout/success']:.2f}",
+                   reward=f"{metrics['rollout/reward']:.2f}")
 
         last = update == config.run.updates
         if last or (config.run.eval_every and update % config.run.eval_every == 0):

@@ -35,6 +35,7 @@ from torch import Tensor, nn
 
 from agentcredit.credit.adrs import TOKEN_CLASSES
 from agentcredit.envs.base import Environment, Task
+from agentcredit.rollout.admissible import Decoding
 from agentcredit.rollout.collector import StepTensors
 from agentcredit.rollout.prompts import PromptConfig
 from agentcredit.rollout.records import Trajectory
@@ -99,19 +100,21 @@ def teacher_logprobs(model: nn.Module, splicer: SkillSplicer, provider: SkillPro
 
 
 def probe_trajectories(make_env: Callable[[], Environment], tasks: Sequence[Task], tokenizer,
-                       prompt: PromptConfig, count: int) -> list[Trajectory]:
+                       prompt: PromptConfig, count: int,
+                       decoding: Decoding = "free") -> list[Trajectory]:
     """The fixed probe set of the token-gap diagnostic (docs/adrs.md §5.5).
 
     The successful expert demonstrations of the first task of each task type in
-    ``tasks`` (at most ``count`` of them, in task order), as training samples:
-    the paper probes one successful episode per task family.
+    ``tasks`` (at most ``count`` of them, in task order), as training samples
+    (with their allowed sets under admissible ``decoding``): the paper probes one
+    successful episode per task family.
     """
     first: dict[str, Task] = {}
     for task in tasks:
         first.setdefault(task.task_type, task)
     chosen = list(first.values())[:count]
     demos = [demo for demo in expert_demonstrations(make_env(), chosen) if demo.won]
-    return demonstration_steps(demos, tokenizer, prompt) if demos else []
+    return demonstration_steps(demos, tokenizer, prompt, decoding=decoding) if demos else []
 
 
 def probe_set(config: TrainConfig, suite: EnvSuite, valid: Mapping[str, Sequence[Task]],
@@ -125,7 +128,8 @@ def probe_set(config: TrainConfig, suite: EnvSuite, valid: Mapping[str, Sequence
              "(train.probes.ACTION_WORDS); not logged")
         return []
     return probe_trajectories(suite.make_env, next(iter(valid.values())), tokenizer,
-                              collector_config(config).prompt, config.eval.probes)
+                              collector_config(config).prompt, config.eval.probes,
+                              config.rollout.decoding)
 
 
 def probe_gap_metrics(model: nn.Module, tokenizer, probes: Sequence[Trajectory],

@@ -22,10 +22,22 @@ import torch
 
 from agentcredit.envs.base import Environment, Task
 from agentcredit.rollout.actions import format_action
+from agentcredit.rollout.admissible import ActionTrie, Decoding
 from agentcredit.rollout.collector import tensorize_steps, trim_padding
-from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids, system_message, user_message
+from agentcredit.rollout.prompts import (
+    LAYOUT_WINDOW,
+    HistoryStyle,
+    PromptConfig,
+    build_prompt_ids,
+    recent,
+    system_message,
+    user_message,
+)
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.scoring import token_logprobs
+
+#: the most wrong actions in a row a recovery sample's history ends with (``demonstration_steps``).
+RECOVERY_MAX_TRIES = 3
 
 
 @dataclass
@@ -70,31 +82,47 @@ def expert_demonstrations(env: Environment, tasks: Sequence[Task]) -> list[Demon
     return demos
 
 
-def demonstration_texts(demos: Sequence[Demonstration], action_format: str) -> Iterator[str]:
-    """The texts the agent reads and writes in the demonstrations (the tokenizer's corpus)."""
+def demonstration_texts(demos: Sequence[Demonstration], action_format: str,
+                        history_style: HistoryStyle = "pairs") -> Iterator[str]:
+    """The texts the agent reads and writes in the demonstrations (the tokenizer's corpus).
+
+    Each step's user turn is rendered in the prompts' ``history_style`` with the last
+    ``LAYOUT_WINDOW[history_style]`` steps: every line kind of the layout occurs, and
+    each observation and action is counted about as often as a prompt shows it, not
+    once per step of a long window.
+    """
     yield system_message(action_format)
+    window = LAYOUT_WINDOW[history_style]
     for demo in demos:
         history: list[tuple[str, str]] = []
         for obs, admissible, action in zip(demo.observations, demo.admissible, demo.actions,
                                            strict=True):
-            yield user_message(demo.task.instruction, history[-1:], obs, admissible)
+            yield user_message(demo.task.instruction, recent(history, window), obs, admissible,
+                               history_style)
             yield format_action(action, action_format)
             history.append((obs, action))
 
 
 def demonstration_steps(demos: Sequence[Demonstration], tokenizer, prompt: PromptConfig,
-                        recovery: float = 0.0, seed: int = 0) -> list[Trajectory]:
+                        recovery: float = 0.0, seed: int = 0,
+                        decoding: Decoding = "free") -> list[Trajectory]:
     """The demonstrations as trajectories of training samples (prompt ids + response ids).
 
+    With ``decoding="admissible"`` each sample carries the allowed sets of its tokens
+    (``rollout.admissible``; the trie of the step's admissible commands), so SFT,
+    like every scoring pass, trains the distribution admissible decoding samples from.
+
     With ``recovery`` > 0, that fraction of steps gets a second sample in which the
-    agent has just tried 1 to ``prompt.history_window + 1`` wrong actions in a row
-    (other steps' actions, inadmissible here; the count is uniform): the history
-    ends with them, the observation is the environment's answer to an
-    inadmissible action, and the target is still the expert's action. A cloned
-    policy otherwise never sees the state after its own mistakes and, after one
-    invalid action, keeps producing invalid ones; with several in a row the
-    window holds nothing but failed attempts, and only the task and the
-    admissible actions say what to do.
+    agent has just tried 1 to ``min(prompt.history_window + 1, RECOVERY_MAX_TRIES)``
+    wrong actions in a row (other steps' actions, inadmissible here; the count is
+    uniform): the history ends with them, the observation is the environment's
+    answer to an inadmissible action, and the target is still the expert's action.
+    A cloned policy otherwise never sees the state after its own mistakes and,
+    after one invalid action, keeps producing invalid ones; with several in a row
+    a short window holds nothing but failed attempts, and only the task and the
+    admissible actions say what to do. The cap keeps a long (``compact``) window's
+    samples near what a policy meets, not mostly streaks of a dozen failures. The
+    samples are rendered like every prompt, by ``build_prompt_ids``.
     """
     eos = tokenizer.eos_token_id
     rng = random.Random(seed)
@@ -106,11 +134,15 @@ def demonstration_steps(demos: Sequence[Demonstration], tokenizer, prompt: Promp
                                            strict=True):
             response = format_action(action, prompt.action_format)
             response_ids = tokenizer.encode(response, add_special_tokens=False) + [eos]
+            allowed_ids = None
+            if decoding == "admissible" and action in admissible:
+                allowed_ids = ActionTrie.from_commands(
+                    tokenizer, admissible, prompt.action_format).allowed_along(response_ids)
             contexts = [(history, obs)]
             wrong = [a for a in demo.actions if a not in admissible]
             if wrong and demo.invalid_observation is not None and rng.random() < recovery:
-                tries = [rng.choice(wrong)
-                         for _ in range(rng.randint(1, prompt.history_window + 1))]
+                count = rng.randint(1, min(prompt.history_window + 1, RECOVERY_MAX_TRIES))
+                tries = [rng.choice(wrong) for _ in range(count)]
                 seen_before = [obs] + [demo.invalid_observation] * (len(tries) - 1)
                 contexts.append((history + list(zip(seen_before, tries, strict=True)),
                                  demo.invalid_observation))
@@ -121,6 +153,7 @@ def demonstration_steps(demos: Sequence[Demonstration], tokenizer, prompt: Promp
                     prompt_ids=build_prompt_ids(tokenizer, demo.task.instruction, past, seen,
                                                 admissible, prompt),
                     response_ids=response_ids, sampling_logprobs=[0.0] * len(response_ids),
+                    allowed_ids=allowed_ids,
                 ))
             history.append((obs, action))
         if traj.steps:
@@ -165,10 +198,12 @@ def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
         total = 0.0
         for start_mb in range(0, len(rows), config.micro_batch_size):
             mb = rows[start_mb:start_mb + config.micro_batch_size]
-            ids, attn, mask = trim_padding(data.input_ids[mb], data.attention_mask[mb],
-                                           data.loss_mask[mb])
+            ids, attn, mask, *allowed = trim_padding(
+                data.input_ids[mb], data.attention_mask[mb], data.loss_mask[mb],
+                *([data.allowed[mb]] if data.allowed is not None else []))
             logprobs = token_logprobs(model, ids.to(device), attn.to(device), len(mb),
-                                      requires_grad=True)
+                                      requires_grad=True, allowed=allowed[0] if allowed else None,
+                                      score_mask=mask)
             loss = -(logprobs * mask.to(device)).sum() / normalizer.clamp(min=1)
             loss.backward()
             total += loss.item()

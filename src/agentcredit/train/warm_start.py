@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from agentcredit.envs.base import Task
+from agentcredit.progress import Progress, track
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train.build import collector_config, load_model
 from agentcredit.train.config import TrainConfig
@@ -39,13 +40,17 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
     demos = None
     if embedded or config.sft.enabled:
         began = time.perf_counter()
-        demos = expert_demonstrations(suite.make_env(), train_tasks)
+        env = suite.make_env()
+        # one task per call, so the bar moves with every episode
+        demos = [demo for task in track(train_tasks, "expert demonstrations", unit="episodes")
+                 for demo in expert_demonstrations(env, [task])]
         echo(f"expert demonstrations: {len(demos)} episodes, "
              f"{sum(len(d.actions) for d in demos)} steps ({time.perf_counter() - began:.1f} s)")
     if embedded:
         per_type = config.model.tokenizer_games_per_type
         corpus = demos if not per_type else _first_per_type(demos, per_type)
-        texts = [*demonstration_texts(corpus, config.rollout.action_format),
+        texts = [*demonstration_texts(corpus, config.rollout.action_format,
+                                      config.rollout.history_style),
                  *skill_tokenizer_corpus(provider, config.env.name)]
         model, tokenizer = load_model(
             config, bootstrap_tiny_model(texts, run.path / "init_model", config.model.tiny))
@@ -53,13 +58,17 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
          f"parameters, vocabulary {len(tokenizer)})")
     if config.sft.enabled:
         samples = demonstration_steps(demos, tokenizer, collector_config(config).prompt,
-                                      recovery=config.sft.recovery, seed=config.run.seed)
+                                      recovery=config.sft.recovery, seed=config.run.seed,
+                                      decoding=config.rollout.decoding)
         samples = with_skill_demonstrations(samples, config.sft.skill_share, provider,
                                             SkillSplicer(tokenizer,
                                                          config.rollout.max_prompt_tokens),
                                             config.run.seed + 2)
-        stats = run_sft(model, samples, tokenizer.pad_token_id, config.sft,
-                        torch.Generator().manual_seed(config.run.seed + 1))
+        with Progress("SFT", 0, unit="steps") as bar:  # run_sft reports its step count
+            stats = run_sft(model, samples, tokenizer.pad_token_id, config.sft,
+                            torch.Generator().manual_seed(config.run.seed + 1),
+                            progress=lambda step, steps, loss: bar.update(total=steps,
+                                                                          loss=f"{loss:.3f}"))
         log({"kind": "sft", "update": 0, **stats})
         echo(f"SFT: {int(stats['sft/steps'])} steps on {int(stats['sft/samples'])} expert steps, "
              f"loss {stats['sft/first_loss']:.3f} → {stats['sft/final_loss']:.3f} "

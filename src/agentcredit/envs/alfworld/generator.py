@@ -38,6 +38,7 @@ from agentcredit.envs.alfworld.tasks import (
     scene_kinds_for,
 )
 from agentcredit.envs.base import Task
+from agentcredit.progress import track
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
 GENERATOR_VERSION = 2
@@ -253,6 +254,11 @@ def task_from_meta(meta: dict, game_dir: Path) -> Task:
 
 def generate_split(split: str, games_per_type: int, config: GeneratorConfig, cache_dir: Path,
                    task_types: tuple[str, ...] = tuple(TASK_TYPES)) -> list[Task]:
-    """``games_per_type`` games of every task type in ``task_types``, in a fixed order."""
+    """``games_per_type`` games of every task type in ``task_types``, in a fixed order.
+
+    Shows a ``{split} games`` progress bar inside ``progress.reporting(True)`` (a run with
+    ``run.progress``); loading cached games ends before the bar's delay, so it stays quiet.
+    """
+    wanted = [(t, i) for t in task_types for i in range(games_per_type)]
     return [generate_game(split, t, i, config, cache_dir)
-            for t in task_types for i in range(games_per_type)]
+            for t, i in track(wanted, f"{split} games", unit="games")]

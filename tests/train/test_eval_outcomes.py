@@ -1,0 +1,44 @@
+"""``evaluate`` logs each game's outcome per split (``eval/{split}/won``) in strict JSON, and
+shows an ``eval`` start and end line when progress is on."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import torch
+
+from agentcredit.progress import reporting
+from agentcredit.train.evaluate import evaluate
+
+
+class _Collector:
+    """Plays nothing: game ``k`` of the call is won when ``won[k]``."""
+
+    def __init__(self, won: list[bool]):
+        self.won = won
+
+    def collect(self, tasks, group_size, **_):
+        return [SimpleNamespace(task=task, won=won, num_invalid=0, steps=[None])
+                for task, won in zip(tasks, self.won, strict=True)]
+
+
+def test_each_games_outcome_is_logged_in_split_order_as_a_strict_json_string(make_fake_task):
+    splits = {"valid_seen": [make_fake_task("valid_seen", i) for i in range(3)],
+              "valid_unseen": [make_fake_task("valid_unseen", i) for i in range(2)]}
+    metrics = evaluate(_Collector([True, False, True, False, True]), splits, temperature=0.4,
+                       generator=torch.Generator())
+    assert metrics["eval/valid_seen/won"] == "101" and metrics["eval/valid_unseen/won"] == "01"
+    for split in splits:  # the outcomes and the success rate agree
+        won = metrics[f"eval/{split}/won"]
+        assert metrics[f"eval/{split}/success"] == won.count("1") / len(won)
+    assert json.loads(json.dumps(metrics, allow_nan=False)) == metrics
+
+
+def test_an_evaluation_shows_its_game_count_when_it_starts_and_ends(make_fake_task, capsys):
+    tasks = {"valid": [make_fake_task("valid", i) for i in range(4)]}
+    with reporting(True):
+        evaluate(_Collector([False] * 4), tasks, temperature=0.4, generator=torch.Generator())
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("eval: 0/4 games (0%)")
+    assert lines[-1].startswith("eval: 4/4 games in ")
