@@ -58,7 +58,8 @@ class RunConfig:
     threads: int = 0
     """Torch CPU threads; 0 leaves torch's default."""
     progress: bool = True
-    """Show a tqdm progress bar."""
+    """Show progress on stderr for every long phase (game generation, demonstrations, SFT,
+    evaluation, updates): a redrawn bar on a terminal, a few plain lines in a log."""
 
     _limits: ClassVar[dict[str, tuple]] = {"seed": (0, None), "updates": (0, None),
                "eval_every": (0, None), "checkpoint_every": (1, None),

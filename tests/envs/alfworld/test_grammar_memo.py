@@ -1,4 +1,5 @@
 import random
+import sys
 
 import pytest
 
@@ -39,3 +40,46 @@ def test_memo_switches_on_and_off():
     assert not grammar_memo.enabled()
     grammar_memo.enable()
     assert grammar_memo.enabled()
+
+
+def test_disable_restores_every_stock_reference():
+    from textworld.envs.pddl import logic as pddl_logic
+    from textworld.envs.pddl import textgen
+
+    grammar_memo.disable()
+    assert textgen.copy_context is grammar_memo._STOCK["copy_context"]
+    assert pddl_logic.fast_downward is grammar_memo._STOCK["fast_downward"]
+    grammar_memo.enable()
+    assert textgen.copy_context is not grammar_memo._STOCK["copy_context"]
+    assert pddl_logic.fast_downward is not grammar_memo._STOCK["fast_downward"]
+
+
+def test_a_reset_on_a_cached_translation_starts_the_game_afresh(games_by_type):
+    # the translation is shared between resets (and engines); each reset must still load it
+    # into its own planner state, so the steps of one episode do not leak into the next
+    task = games_by_type["pick_and_place"][0]
+    env = AlfWorldEnv()
+    first = env.reset(task)
+    start = env.snapshot()
+    translations = grammar_memo._MemoDownward.pddl2sas.cache_info()
+    for action in env.expert(task)[:-1]:
+        env.step(action)
+    assert env.snapshot() != start
+    again = env.reset(task)
+    assert (again, env.snapshot()) == (first, start)
+    other = AlfWorldEnv()
+    assert (other.reset(task), other.snapshot()) == (first, start)
+    after = grammar_memo._MemoDownward.pddl2sas.cache_info()
+    assert after.hits >= translations.hits + 4 and after.misses == translations.misses
+    other.close()
+    env.close()
+
+
+def test_a_translation_leaves_the_callers_command_line_alone(games_by_type, monkeypatch):
+    # the stock translator sets sys.argv to its own command line on every call
+    monkeypatch.setattr("sys.argv", ["agentcredit", "train", "run.name=x"])
+    grammar_memo._MemoDownward.pddl2sas.cache_clear()
+    env = AlfWorldEnv()
+    env.reset(games_by_type["pick_and_place"][0])
+    env.close()
+    assert sys.argv == ["agentcredit", "train", "run.name=x"]

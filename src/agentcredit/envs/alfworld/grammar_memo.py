@@ -33,6 +33,7 @@ admissible commands and facts as the stock one
 
 from __future__ import annotations
 
+import sys
 from functools import cache, lru_cache
 
 import fast_downward
@@ -69,11 +70,22 @@ class _MemoRule:
         _STOCK["Rule"].parse_conjunctive_query))
 
 
+@lru_cache(maxsize=_TRANSLATIONS)
+def _pddl2sas(domain: str, problem: str, *args, **kwargs):
+    """``fast_downward.pddl2sas``, cached, with the caller's ``sys.argv`` kept: the stock
+    translator overwrites it with its own command line on every call."""
+    argv = list(sys.argv)
+    try:
+        return fast_downward.pddl2sas(domain, problem, *args, **kwargs)
+    finally:
+        sys.argv[:] = argv
+
+
 class _MemoDownward:
     """Stands in for the ``fast_downward`` module inside ``textworld.envs.pddl.logic``
     with a cached ``pddl2sas``; every other name is the module's own."""
 
-    pddl2sas = staticmethod(lru_cache(maxsize=_TRANSLATIONS)(fast_downward.pddl2sas))
+    pddl2sas = staticmethod(_pddl2sas)
 
     def __getattr__(self, name: str):
         return getattr(fast_downward, name)
