@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 
 from agentcredit.train.config import load_config
+from agentcredit.train.evaluate import evaluate_model
 from agentcredit.train.loop import train
 from agentcredit.train.run_dir import RunDirectory
 
@@ -91,6 +93,31 @@ def sft_start(overrides: Sequence[str], name: str) -> Path:
     return reference
 
 
+def method_config(start: Path, method: str, overrides: Sequence[str], name: str):
+    """The ``TrainConfig`` of ``method``'s RL run ``name`` from the checkpoint ``start``."""
+    return load_config(None, [*overrides, f"model.name={start}", "sft.enabled=false",
+                              f"run.name={name}", *method_overrides(method)])
+
+
+def start_evaluation(start: Path, config, cache: dict) -> dict:
+    """The ``eval`` record of ``start`` under ``config`` (update 0), computed once per
+    evaluation setting.
+
+    Every run of one seed evaluates the same start with the same sampling
+    (``train.evaluate.evaluation_generator(seed, 0)``), so the methods that share
+    the evaluation settings (``eval.*``, the prompt, decoding and step limit, the
+    environment) share one evaluation; ``cache`` holds them across calls.
+    """
+    r = config.rollout
+    key = json.dumps([config.run.seed, str(start), dataclasses.asdict(config.eval),
+                      dataclasses.asdict(config.env), r.max_steps, r.max_new_tokens,
+                      r.history_window, r.history_style, r.decoding, r.action_format,
+                      r.max_prompt_tokens], sort_keys=True, default=str)
+    if key not in cache:
+        cache[key] = {"kind": "eval", "update": 0, **evaluate_model(config, start, update=0)}
+    return cache[key]
+
+
 def run_method(start: Path, method: str, overrides: Sequence[str], name: str) -> list[dict]:
     """RL updates of ``method`` from the checkpoint ``start``; the run's ``metrics.jsonl`` records.
 
@@ -99,8 +126,7 @@ def run_method(start: Path, method: str, overrides: Sequence[str], name: str) ->
     unfinished one resumes from its latest checkpoint, and one that stopped before
     its first checkpoint is deleted and run afresh.
     """
-    config = load_config(None, [*overrides, f"model.name={start}", "sft.enabled=false",
-                                f"run.name={name}", *method_overrides(method)])
+    config = method_config(start, method, overrides, name)
     checkpoint = RunDirectory(config.run_dir).latest_checkpoint()
     if checkpoint is None and config.run_dir.exists():
         print(f"{config.run_dir}: stopped before its first checkpoint; starting it again",

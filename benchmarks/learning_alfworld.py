@@ -4,10 +4,12 @@ One SFT warm start is trained (the embedded default's model and SFT, with the
 first seed) and every method and seed then runs the same number of RL updates
 from it, with the same rollouts per update and the same evaluation schedule:
 the seeds vary the RL run (task draws, sampling), not the start. Curves are the
-evaluations in each run's ``metrics.jsonl``.
+evaluations in each run's ``metrics.jsonl``, after the start's evaluation: that one
+is run once per seed and evaluation setting (``bench_common.start_evaluation``; it
+is the evaluation each run would log at update 0) and the runs skip their own.
 
-Per method, ``metrics`` holds ``success_start_mean`` (the start's success, evaluated
-in every run with that run's seed), ``success_final_mean``, ``success_gain_mean``
+Per method, ``metrics`` holds ``success_start_mean`` (the start's success under each
+seed's evaluation sampling), ``success_final_mean``, ``success_gain_mean``
 (final − start), ``success_gain_min`` (the worst seed's gain), ``success_auc_mean``
 and ``success_gain_ci_low`` / ``success_gain_ci_high``: a 95 % percentile bootstrap
 interval of the mean gain (``bench_common.bootstrap_mean_interval``, 10,000
@@ -35,7 +37,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import bootstrap_mean_interval, run_method, sft_start, write_result
+from bench_common import (
+    bootstrap_mean_interval,
+    method_config,
+    run_method,
+    sft_start,
+    start_evaluation,
+    write_result,
+)
 
 DEFAULT_METHODS = "grpo,gigpo,vict/grpo,vict/gigpo,adrs/grpo/L2,adrs/gigpo/L3,skill_grpo,sdar"
 
@@ -142,6 +151,11 @@ def main() -> None:
              else sft_start([*common, f"run.seed={seeds[0]}"], f"sft_seed{seeds[0]}"))
     jobs = [(start, method, [*common, f"run.seed={seed}"], f"{method.replace('/', '-')}_seed{seed}")
             for seed in seeds for method in methods]
+    # the start is evaluated once per seed and evaluation setting, not once per run
+    cache: dict = {}
+    starts = [start_evaluation(start, method_config(*job), cache) for job in jobs]
+    print(f"start evaluated {len(cache)} times for {len(jobs)} runs", file=sys.stderr, flush=True)
+    jobs = [(*job[:2], [*job[2], "run.eval_at_start=false"], job[3]) for job in jobs]
     if args.workers > 1:
         # a killed benchmark must take its workers with it, or they keep writing run dirs
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
@@ -151,11 +165,9 @@ def main() -> None:
     else:
         results = [_run(*job) for job in jobs]
     runs = []
-    for (seed, method), records in zip(itertools.product(seeds, methods), results, strict=True):
-        evals = [r for r in records if r["kind"] == "eval"]
-        if not evals or evals[0]["update"] != 0:
-            raise SystemExit(f"{method} seed {seed}: no evaluation of the start (update 0); "
-                             "the gains need run.eval_at_start=true")
+    for (seed, method), records, start_eval in zip(itertools.product(seeds, methods), results,
+                                                   starts, strict=True):
+        evals = [start_eval, *(r for r in records if r["kind"] == "eval")]
         updates_logged = [r for r in records if r["kind"] == "update"]
         name, _, backbone = method.partition("/")
         runs.append({"method": method, "backbone": backbone.split("/")[0] or name, "seed": seed,

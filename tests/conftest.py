@@ -137,9 +137,13 @@ def fake_suite() -> type[FakeSuite]:
 @pytest.fixture(scope="session")
 def tiny_fake_run(fake_suite) -> tuple[str, ...]:
     """Overrides for a seconds-long training run: the fake corridor environment, a
-    1-layer 32-wide model, 4-step rollouts, one thread, no progress bar."""
+    1-layer 32-wide model, 4-step rollouts, one thread, no progress bar; free-text
+    actions, a one-step window and a KL pass, so a tiny policy still makes mistakes that
+    give its groups a signal, and every scoring pass runs."""
     return (
         "run.progress=false", "run.threads=1",
+        "rollout.decoding=free", "rollout.history_window=1", "rollout.history_style=pairs",
+        "optim.kl_coef=0.01",
         "model.tiny.hidden_size=32", "model.tiny.num_hidden_layers=1",
         "model.tiny.num_attention_heads=2", "model.tiny.num_key_value_heads=1",
         "model.tiny.intermediate_size=64", "model.tiny.max_position_embeddings=512",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import bench_common
 from bench_common import bootstrap_mean_interval
 from learning_alfworld import gain_statistics, per_game_won
 
@@ -69,3 +70,23 @@ def test_gain_statistics_by_hand():
     assert stats["success_gain_ci_low.grpo"] < 0 < stats["success_gain_ci_high.grpo"]
     assert (stats["success_gain_ci_low.grpo"], stats["success_gain_ci_high.grpo"]) == (
         bootstrap_mean_interval([[1, 0, 0, 0], [0, 0, -1, 0]]))
+
+
+def test_the_start_is_evaluated_once_per_seed_and_evaluation_setting(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(bench_common, "evaluate_model",
+                        lambda config, start, update: calls.append(config.run.seed) or
+                        {"eval/success": 0.5 + config.run.seed})
+    cache: dict = {}
+    start = tmp_path / "start"
+
+    def evaluation(method, seed):
+        config = bench_common.method_config(start, method, [f"run.seed={seed}",
+                                                            f"run.output_dir={tmp_path}"], "r")
+        return bench_common.start_evaluation(start, config, cache)
+
+    assert evaluation("grpo", 0) == {"kind": "eval", "update": 0, "eval/success": 0.5}
+    evaluation("vict/gigpo", 0)  # same seed, same evaluation: shared
+    assert evaluation("grpo", 1)["eval/success"] == 1.5
+    evaluation("skill_grpo_star", 0)  # evaluated with skills: its own evaluation
+    assert calls == [0, 1, 0]

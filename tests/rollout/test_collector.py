@@ -10,6 +10,7 @@ from agentcredit.rollout.collector import (
     CollectorConfig,
     RolloutCollector,
     broadcast_to_tokens,
+    by_length,
     credit_batch,
     tensorize_steps,
 )
@@ -197,3 +198,10 @@ def test_admissible_decoding_makes_every_action_valid_and_records_its_sets(
     # the untrained model writes free text: the same rollouts unrestricted are mostly invalid
     assert sum(not s.valid for t in trajs["free"] for s in t.steps) > len(steps) // 2
     assert tensorize_steps(trajs["free"], tokenizer.pad_token_id).allowed is None
+
+
+def test_by_length_orders_rows_by_their_real_length_stably():
+    attention = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 0, 0],
+                              [1, 0, 0, 0]])
+    assert by_length(torch.tensor([0, 1, 2, 3, 4]), attention).tolist() == [1, 4, 3, 0, 2]
+    assert by_length(torch.tensor([2, 0]), attention).tolist() == [0, 2]

@@ -173,3 +173,16 @@ def test_webshop_trains_in_the_loop_with_every_kind_of_method(method, tmp_path, 
     (update,) = [r for r in records if r["kind"] == "update"]
     if method == "vict":
         assert update["credit/vict/eligibility_pass_pct"] == 100.0
+
+
+def test_admissible_decoding_in_the_loop_plays_only_valid_actions_and_rescores_exactly(
+        tmp_path, tiny_config):
+    config = tiny_config(tmp_path, "admissible", "rollout.decoding=admissible",
+                         "rollout.history_style=compact", "rollout.history_window=8",
+                         "run.updates=2", "run.eval_every=0", "rollout.temperature=1.0")
+    result = train(config, echo=lambda _: None)
+    updates = [r for r in read_metrics(result.run_dir) if r["kind"] == "update"]
+    assert len(updates) == 2
+    for record in updates:
+        assert record["rollout/invalid_rate"] == 0
+        assert record["score/sampling_gap"] < 1e-5  # the sampler's p̃ is what PPO rescored

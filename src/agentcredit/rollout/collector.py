@@ -255,6 +255,16 @@ def trim_padding(input_ids: Tensor, attention_mask: Tensor, *others: Tensor) -> 
             *(t[:, :length] for t in others))
 
 
+def by_length(rows: Tensor, attention_mask: Tensor) -> Tensor:
+    """``rows`` (indices into ``attention_mask``'s ``[S, L]``) sorted by sequence length.
+
+    Micro-batches cut from the sorted rows hold sequences of similar length, so
+    ``trim_padding`` leaves little padding in each; a gradient summed over the
+    micro-batches of a mini-batch does not depend on how its rows were split.
+    """
+    return rows[torch.argsort(attention_mask[rows].sum(1), stable=True)]
+
+
 def broadcast_to_tokens(step_values: Tensor, loss_mask: Tensor) -> Tensor:
     """Broadcast a per-step value ``[S]`` to the step's response tokens: ``[S, L]``, 0 elsewhere."""
     return step_values[:, None].to(torch.float32) * loss_mask.to(torch.float32)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from agentcredit.credit.aux_losses import get_aux_loss
-from agentcredit.rollout.collector import StepTensors, trim_padding
+from agentcredit.rollout.collector import StepTensors, by_length, trim_padding
 from agentcredit.train.config import OptimConfig
 from agentcredit.train.loss import ppo_loss
 from agentcredit.train.scoring import token_logprobs, token_logprobs_and_entropy
@@ -23,8 +23,8 @@ def score_steps(model, steps: StepTensors, micro_batch_size: int) -> torch.Tenso
     with admissible decoding."""
     device = next(model.parameters()).device
     out = torch.zeros(steps.input_ids.shape, dtype=torch.float32)
-    for start in range(0, out.shape[0], micro_batch_size):
-        rows = slice(start, start + micro_batch_size)
+    order = by_length(torch.arange(out.shape[0]), steps.attention_mask)
+    for rows in order.split(micro_batch_size):
         ids, attn, mask, *allowed = trim_padding(
             steps.input_ids[rows], steps.attention_mask[rows], steps.loss_mask[rows],
             *([steps.allowed[rows]] if steps.allowed is not None else []))
@@ -65,7 +65,7 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
     for rows in mini_batches:
         normalizer = steps.loss_mask[rows].sum().clamp(min=1).to(torch.float32)
         sums: dict[str, float] = {}
-        for micro in rows.split(config.micro_batch_size):
+        for micro in by_length(rows, steps.attention_mask).split(config.micro_batch_size):
             parts = trim_padding(steps.input_ids[micro], steps.attention_mask[micro],
                                  steps.loss_mask[micro], old_logprobs[micro], advantages[micro],
                                  *([ref_logprobs[micro]] if ref_logprobs is not None else []),

@@ -23,7 +23,7 @@ import torch
 from agentcredit.envs.base import Environment, Task
 from agentcredit.rollout.actions import format_action
 from agentcredit.rollout.admissible import ActionTrie, Decoding
-from agentcredit.rollout.collector import tensorize_steps, trim_padding
+from agentcredit.rollout.collector import by_length, tensorize_steps, trim_padding
 from agentcredit.rollout.prompts import (
     LAYOUT_WINDOW,
     HistoryStyle,
@@ -196,6 +196,7 @@ def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
         rows = order[base: base + min(config.batch_size, num - batch_in_epoch * config.batch_size)]
         normalizer = data.loss_mask[rows].sum()
         total = 0.0
+        rows = by_length(rows, data.attention_mask)
         for start_mb in range(0, len(rows), config.micro_batch_size):
             mb = rows[start_mb:start_mb + config.micro_batch_size]
             ids, attn, mask, *allowed = trim_padding(

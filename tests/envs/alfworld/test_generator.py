@@ -6,7 +6,7 @@ import pytest
 from agentcredit.envs.alfworld import scenes
 from agentcredit.envs.alfworld.engine import AlfWorldEnv
 from agentcredit.envs.alfworld.game_file import read_game_file
-from agentcredit.envs.alfworld.generator import generate_game
+from agentcredit.envs.alfworld.generator import generate_game, generate_split
 from agentcredit.envs.alfworld.options import GeneratorConfig
 from agentcredit.envs.alfworld.tasks import TASK_TYPES
 
@@ -101,3 +101,12 @@ def test_basins_keep_their_layout_pose_and_alfworld_names(env, tmp_path):
         task = generate_game("train", "pick_clean_then_place", index, config, tmp_path)
         text = env.reset(task).text
         assert "sinkbasin 1" in text and "basinbasin" not in text
+
+
+def test_parallel_generation_writes_the_games_one_process_writes(tmp_path):
+    types = ("pick_and_place", "pick_cool_then_place")
+    serial = generate_split("valid_seen", 2, SMALL, tmp_path / "serial", types, workers=1)
+    parallel = generate_split("valid_seen", 2, SMALL, tmp_path / "parallel", types, workers=2)
+    assert [t.task_id for t in parallel] == [t.task_id for t in serial]
+    for a, b in zip(serial, parallel, strict=True):
+        assert read_game_file(a.payload["game_file"]) == read_game_file(b.payload["game_file"])
