@@ -76,14 +76,15 @@ def test_compact_history_shows_each_action_with_the_observation_that_followed_it
                               ("take egg 2 from cabinet 1", "close cabinet 1"), COMPACT)
     # the room description (before the first shown action) and the current observation
     # (after the last one) appear once each: not in the history lines
+    # and the task comes last, next to the answer
     assert messages[1]["content"] == (
-        "Your task is to: put a hot egg in the sinkbasin.\n"
         "Your past actions and what followed:\n"
         "> go to cabinet 1 | The cabinet 1 is closed.\n"
         "> open cabinet 1\n"
         f"Current observation: {OPENED}\n"
         "Admissible actions:\n"
-        "take egg 2 from cabinet 1\nclose cabinet 1")
+        "take egg 2 from cabinet 1\nclose cabinet 1\n"
+        "Your task is to: put a hot egg in the sinkbasin.")
     ids = build_prompt_ids(fake_tokenizer, "put a hot egg in the sinkbasin.", EPISODE, OPENED,
                            ("take egg 2 from cabinet 1", "close cabinet 1"), COMPACT)
     assert ids == fake_tokenizer.apply_chat_template(messages, add_generation_prompt=True,
@@ -98,7 +99,7 @@ def test_compact_history_keeps_one_line_per_step_for_multi_line_observations():
 
 def test_compact_history_without_past_steps_has_no_header():
     (_, user) = build_messages("x", [], "now", (), COMPACT)
-    assert user["content"] == "Your task is to: x\nCurrent observation: now\nAdmissible actions:"
+    assert user["content"] == "Current observation: now\nAdmissible actions:\nYour task is to: x"
 
 
 def test_compact_window_counts_actions_shown():

@@ -29,8 +29,9 @@ it, ``o_{i+1}``, flattened to one line)::
     ...
     > <a_{t-1}>
 
-In ``compact`` no observation is shown twice: the last action's result is the
-current observation, and ``o_{t-k}`` (at the start of an episode, the long room
+In ``compact`` the ``Your task is to:`` line moves to the end of the user turn,
+after the admissible actions, next to the answer. No observation is shown twice:
+the last action's result is the current observation, and ``o_{t-k}`` (at the start of an episode, the long room
 description) is dropped with the step before it. One line per step makes a long
 window cheap, so the policy can remember which receptacles it already searched
 and where it saw an object, as the ALFWorld demonstrator it is cloned from does
@@ -115,11 +116,16 @@ def user_message(
     admissible_actions: Sequence[str],
     history_style: HistoryStyle = "pairs",
 ) -> str:
-    """The user turn: task, the shown past steps, current observation, actions."""
-    lines = [f"Your task is to: {instruction}", *history_lines(history, history_style),
-             f"Current observation: {observation}", "Admissible actions:"]
-    lines += list(admissible_actions)
-    return "\n".join(lines)
+    """The user turn: task, the shown past steps, current observation, actions.
+
+    In the ``compact`` style the task comes last, right before the answer: a small
+    model then reads the goal next to the choice it must ground in it (which object
+    to take), not hundreds of tokens back.
+    """
+    task = f"Your task is to: {instruction}"
+    lines = [*history_lines(history, history_style), f"Current observation: {observation}",
+             "Admissible actions:", *admissible_actions]
+    return "\n".join([*lines, task] if history_style == "compact" else [task, *lines])
 
 
 def build_messages(
