@@ -31,11 +31,11 @@ it, ``o_{i+1}``, flattened to one line)::
 
 In ``compact`` the ``Your task is to:`` line moves to the end of the user turn,
 after the admissible actions, next to the answer. No observation is shown twice:
-the last action's result is the current observation, and ``o_{t-k}`` (at the start of an episode, the long room
-description) is dropped with the step before it. One line per step makes a long
-window cheap, so the policy can remember which receptacles it already searched
-and where it saw an object, as the ALFWorld demonstrator it is cloned from does
-(``envs.alfworld.expert``).
+the last action's result is the current observation, and ``o_{t-k}`` (at the
+start of an episode, the long room description) is dropped with the step before
+it. One line per step makes a long window cheap, so the policy can remember
+which receptacles it already searched and where it saw an object, as the
+ALFWorld demonstrator it is cloned from does (``envs.alfworld.expert``).
 
 Steps are dropped, oldest first, until the prompt fits ``max_prompt_tokens``,
 so a prompt's length is bounded however long the episode runs. The same

@@ -227,6 +227,11 @@ class OptimConfig:
     entropy_coef: float = 0.0
     """Entropy bonus ``−c_H · mean_V H`` added to the loss (the ADRS paper's entropy ablation,
     docs/adrs.md §5.4); 0 = off."""
+    recompute_old_logprobs: bool = True
+    """Score the batch again before the update for PPO's old log-probs ``ℓ^b``; ``false`` takes
+    the log-probs recorded at sampling, which are the same numbers when the rollouts were
+    sampled at temperature 1 by the model being updated (agreement to 1e-5 is tested), and
+    saves one forward pass over the batch. Needs ``rollout.temperature=1``."""
 
     _limits: ClassVar[dict[str, tuple]] = {"lr": (0.0, None), "weight_decay": (0.0, None),
                "grad_clip": (0.0, None), "clip_low": (0.0, 0.999), "clip_high": (0.0, None),
@@ -580,6 +585,11 @@ def _check_env(config: TrainConfig) -> None:
 
 def _check_inputs(config: TrainConfig) -> None:
     """The rollouts record what the declared inputs are built from."""
+    if not config.optim.recompute_old_logprobs and config.rollout.temperature != 1.0:
+        raise ConfigError(f"optim.recompute_old_logprobs = false takes PPO's old log-probs from "
+                          f"sampling, but rollout.temperature = {config.rollout.temperature} "
+                          "records tempered ones; set rollout.temperature=1 or "
+                          "optim.recompute_old_logprobs=true")
     if "traces" in config.inputs and not config.rollout.record_snapshots:
         raise ConfigError(f"credit.estimator = {config.credit.estimator!r} traces rollouts "
                           "through their verifiers, which needs the state snapshots; set "

@@ -209,11 +209,16 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         began = time.perf_counter()
         steps = tensorize_steps(trajectories, tokenizer.pad_token_id)
         model.eval()
-        old_logprobs = score_steps(model, steps, config.optim.score_micro_batch_size)
+        old_logprobs = (score_steps(model, steps, config.optim.score_micro_batch_size)
+                        if config.optim.recompute_old_logprobs else steps.sampling_logprobs)
         ref_logprobs = (score_steps(reference, steps, config.optim.score_micro_batch_size)
                         if reference is not None else None)
         times["score"] = time.perf_counter() - began
-        sampling_gap = float((old_logprobs - steps.sampling_logprobs)[steps.loss_mask].abs().mean())
+        # |ℓ^b − log-prob at sampling|: ~0 at temperature 1 (the sampler and the scorer
+        # agree); otherwise it measures the temperature's reshaping. Only when rescored.
+        sampling_gap = ({"score/sampling_gap": float(
+            (old_logprobs - steps.sampling_logprobs)[steps.loss_mask].abs().mean())}
+            if config.optim.recompute_old_logprobs else {})
         # CREDIT
         prepared = inputs.prepare(model, trajectories, steps, old_logprobs, ref_logprobs, update)
         times.update(prepared.seconds)
@@ -238,9 +243,7 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
                    **rollout_metrics(trajectories), **update_stats,
                    **{f"credit/{key}": value for key, value in credit.diagnostics.items()},
                    "advantage/mean_abs": float(credit.step_advantages.abs().mean()),
-                   # |ℓ^b − log-prob at sampling|: ~0 at temperature 1 (the sampler and the
-                   # scorer agree); otherwise it measures the temperature's reshaping
-                   "score/sampling_gap": sampling_gap,
+                   **sampling_gap,
                    "tokens/generated_per_s": sum(len(s.response_ids) for t in trajectories
                                                  for s in t.steps) / times["rollout"],
                    "tokens/trained_per_s": steps.num_response_tokens / times["update"],
