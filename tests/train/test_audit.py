@@ -1,5 +1,7 @@
 """The VICT interface audit over scripted and policy rollouts."""
 
+import pytest
+
 from agentcredit.train.audit import run_audit
 from agentcredit.train.config import load_config
 
@@ -15,3 +17,11 @@ def test_webshop_audit_reconstructs_every_expert_and_random_rollout():
     for row in rows.values():
         assert row.rollouts == 8
         assert row.reconstruction_pct == row.mutation_pct == row.eligibility_pass_pct == 100.0
+        # each task has one Level-0 atom (purchase_committed) and two irreversible ones (it
+        # and wrong_purchase); the rest are Level 1 (webshop/verifier.py)
+        assert row.level_pct[0] == pytest.approx(100.0 / row.atoms_per_task)
+        assert row.level_pct[1] == pytest.approx(100.0 - row.level_pct[0])
+        assert row.level_pct[2] == 0.0
+        assert row.irreversible_pct == pytest.approx(200.0 / row.atoms_per_task)
+        assert row.irreversible_breaks == 0
+    assert "| L0 % | L1 % | L2 % | irrev. % | irrev. breaks |" in lines[1]

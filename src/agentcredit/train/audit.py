@@ -4,7 +4,9 @@ Rollouts come from three sources, each traced through the tasks' verifiers and
 audited as one row: the expert's plan, uniformly random admissible actions, and,
 given a checkpoint, the policy itself (sampled at the rollout temperature).
 Every row reports atoms per task, reconstruction %, mutation conformance %,
-eligibility pass %, proof coverage % and abstention %.
+eligibility pass %, proof coverage % and abstention %, then the atoms' Level-0/1/2
+instrumentation mix, the share flagged irreversible and the (rollout, atom) pairs that
+broke that flag (VICT paper appendix C and Table 9; docs/vict.md §4.1, §4.9).
 """
 
 from __future__ import annotations

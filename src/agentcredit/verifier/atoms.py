@@ -31,6 +31,10 @@ Evidence = Mapping[str, Any]
 
 EVALUABLE_WHEN = ("online", "on_evidence", "on_commit", "terminal_only")
 SCORE_ROLES = ("hard", "graded", "penalty", "prerequisite")
+#: the VICT paper's three-level instrumentation (appendix C): 0 = a final- or goal-state
+#: difference, 1 = an instrumented verifier branch or score term, 2 = a deterministic adapter
+#: over observations or trajectory history.
+LEVELS = (0, 1, 2)
 
 
 class Status(enum.Enum):
@@ -52,6 +56,8 @@ class AtomSpec:
         dependencies: ids of the parent atoms this one requires.
         score_role: ``hard`` | ``graded`` | ``penalty`` | ``prerequisite``.
         weight: ``w_j``, the atom's weight in the signed atom value δ (docs/vict.md §4.5).
+        irreversible: the paper's irreversibility flag (``Atom.irreversible``).
+        level: the instrumentation level 0 / 1 / 2 (``Atom.level``), ``None`` if undeclared.
     """
 
     atom_id: str
@@ -59,6 +65,8 @@ class AtomSpec:
     dependencies: tuple[str, ...]
     score_role: str
     weight: float
+    irreversible: bool = False
+    level: int | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,12 @@ class Atom:
             status actually rests on`` (the object finally placed, the product bought), or
             ``None`` for all of ``state_vars``; only these keys make witness edges
             (docs/vict.md §4.3).
+        irreversible: the VICT paper's irreversibility flag (Table 9's schema): once the atom
+            is SAT or VIOL, no admissible action changes its status again. It is metadata
+            for the audit and the ledger and changes no credit (docs/vict.md §4.1); the audit
+            counts the rollouts that contradict it.
+        level: how the atom is instrumented (``LEVELS``; docs/vict.md §4.1), reported as the
+            audit's Level-0/1/2 mix; ``None`` when the verifier does not say.
     """
 
     atom_id: str
@@ -91,6 +105,8 @@ class Atom:
     audit_source: str = ""
     value: Callable[[State, Evidence], float] | None = None
     binds: Callable[[State, Evidence], tuple[str, ...]] | None = None
+    irreversible: bool = False
+    level: int | None = None
 
     def __post_init__(self) -> None:
         if self.evaluable_when not in EVALUABLE_WHEN:
@@ -102,6 +118,9 @@ class Atom:
         if (self.score_role == "graded") != (self.value is not None):
             raise ValueError(f"atom {self.atom_id!r}: graded atoms need a value function "
                              "and only graded atoms may have one")
+        if self.level is not None and self.level not in LEVELS:
+            raise ValueError(f"atom {self.atom_id!r}: level={self.level!r}; expected one of "
+                             f"{LEVELS} or None")
 
     def witness_vars(self, state: State, evidence: Evidence) -> tuple[str, ...]:
         """The variables whose changes witness this atom in a rollout ending in
@@ -113,7 +132,7 @@ class Atom:
         """The atom without its predicates (what a ``RolloutTrace`` keeps); one object per
         atom, so the traces of a task share it and a pickled batch stores it once."""
         return AtomSpec(self.atom_id, self.evaluable_when, self.dependencies, self.score_role,
-                        self.weight)
+                        self.weight, self.irreversible, self.level)
 
 
 @dataclass(frozen=True)

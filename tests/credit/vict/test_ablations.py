@@ -66,10 +66,12 @@ def test_no_core_keeps_the_direction_so_a_tied_group_abstains(group_batch, case)
 def test_no_core_credits_every_nonzero_marginal_of_a_rollout_with_a_direction(mixed, case):
     computed = compute_credit(mixed, VICTConfig(), RULES["no_core"])
     wrong = case.mixed.index(case.wrong_object)
-    # VICT's core of the potato rollout has six atoms; only wrong_object_placed has δ̂ ≠ 0
-    assert [r.core for r in computed.rollouts][wrong] == {"wrong_object_placed"}
+    # VICT's core of the potato rollout has seven atoms; only the two wrong-object penalties
+    # have δ̂ ≠ 0 (the rollout alone violates them)
+    assert [r.core for r in computed.rollouts][wrong] == {"wrong_object_placed",
+                                                          "wrong_object_held"}
     assert {(c.step, c.atom_id) for c in computed.contributions if c.rollout == wrong} == {
-        (4, "wrong_object_placed")}
+        (2, "wrong_object_held"), (4, "wrong_object_placed")}
 
 
 def _credited_counts(computed, num_rollouts):
@@ -80,9 +82,9 @@ def _credited_counts(computed, num_rollouts):
 def test_random_edges_deals_credit_across_the_group_fresh_every_update(mixed):
     vict = compute_credit(mixed, VICTConfig())
     placebo = compute_credit(mixed, VICTConfig(seed=1), RULES["random_edges"])
-    # VICT credits steps {2,3,5,7}, {0,1,3}, {0,1}, {4} of rollouts 0-3 and none of 4-7
-    assert _credited_counts(vict, 8) == [4, 3, 2, 1, 0, 0, 0, 0]
-    assert _credited_counts(placebo, 8) == [4, 3, 2, 1, 0, 0, 0, 0]
+    # VICT credits steps {2,3,5,7}, {0,1,3}, {0,1}, {2,4} of rollouts 0-3 and none of 4-7
+    assert _credited_counts(vict, 8) == [4, 3, 2, 2, 0, 0, 0, 0]
+    assert _credited_counts(placebo, 8) == [4, 3, 2, 2, 0, 0, 0, 0]
     assert sum(c.amount for c in placebo.contributions) == pytest.approx(
         sum(c.amount for c in vict.contributions))
     moved = {c.sources[0] for c in placebo.contributions

@@ -74,11 +74,43 @@ def test_looping_on_look_earns_no_correction_on_the_loop_steps(mixed, case):
     assert dict(credit)["take egg 2 from diningtable 1"] > 0
 
 
-def test_moving_the_wrong_object_into_the_goal_receptacle_is_blamed_on_that_move(mixed, case):
-    result = get_estimator("vict")(mixed, VICTConfig())
-    credit = _corrections(mixed, result, case.mixed.index(case.wrong_object))
-    assert [a for a, c in credit if c != 0] == ["move potato 1 to countertop 1"]
-    assert dict(credit)["move potato 1 to countertop 1"] < 0
+ONE_OF_8 = 1.0 / (7 ** 0.5 / 8 + 1e-6)  # docs/vict.md §4.5: δ̂ of the 1 rollout of 8 that differs
+
+
+def test_taking_then_placing_the_wrong_object_blames_the_take_and_the_move(mixed, case):
+    # Only the potato rollout violates wrong_object_held and wrong_object_placed: δ = −1 there,
+    # 0 elsewhere, so δ̂ = −1/(√7/8) for both; every other atom of its core sits at the group
+    # median (δ̂ = 0). The take reveals held:potato 1 and makes wrong_object_held VIOL (ω = 2,
+    # Z = 2); the move writes the potato's placement, commits and violates (ω = 3, Z = 3).
+    wrong = case.mixed.index(case.wrong_object)
+    computation = compute_credit(mixed, VICTConfig())
+    got = computation.vict[mixed.step_rollout == wrong].tolist()
+    assert got == pytest.approx([0.0, 0.0, -ONE_OF_8, 0.0, -ONE_OF_8])
+    credit = _corrections(mixed, get_estimator("vict")(mixed, VICTConfig()), wrong)
+    assert [a for a, c in credit if c < 0] == ["take potato 1 from fridge 1",
+                                               "move potato 1 to countertop 1"]
+    assert [a for a, c in credit if c > 0] == []
+
+
+WRONG_TAKE = ("go to fridge 1", "open fridge 1", "take potato 1 from fridge 1", "look")
+
+
+def test_table_14_row_1_taking_the_potato_is_blamed_and_the_search_is_not(group_batch, case):
+    """Table 14, row 1: "takes potato 1 from the fridge after failing to find an egg":
+    wrong_object_held is VIOL and the blame sits on the first wrong-object write."""
+    batch = group_batch((case.success, WRONG_TAKE, case.premature, case.looping)
+                        + case.wandering)
+    trace = batch.traces[1]
+    assert trace.terminal["wrong_object_held"] is Status.VIOL
+    assert trace.terminal["object_held"] is Status.UNSAT
+    computation = compute_credit(batch, VICTConfig())
+    # As above, wrong_object_held: δ̂ = −1/(√7/8), all of it on the take (reveal + violation).
+    # receptacle_found (4 of 8 found one, δ̂ = −0.6745 here) has no witness in this rollout.
+    assert computation.vict[batch.step_rollout == 1].tolist() == pytest.approx(
+        [0.0, 0.0, -ONE_OF_8, 0.0])
+    credit = dict(_corrections(batch, get_estimator("vict")(batch, VICTConfig()), 1))
+    assert credit["take potato 1 from fridge 1"] < 0
+    assert credit["go to fridge 1"] == credit["open fridge 1"] == credit["look"] == 0.0
 
 
 def test_a_group_with_equal_rewards_gets_no_correction(group_batch, case):
@@ -100,6 +132,11 @@ def test_every_case_study_correction_is_in_the_ledger_with_its_proof(mixed, case
     blame = next(r for r in move if r["atom_id"] == "premature_placement")
     assert blame["relation"] == "write+commit+violation" and blame["delta_hat"] < 0
     assert "inreceptacle(egg 1, countertop 1)" in blame["evidence_source"]
+    # the atom's irreversibility flag travels with its row (VICT paper Table 9; docs/vict.md §4.7)
+    assert blame["irreversible"] is False
+    take = next(r for r in rows if r["rollout"] == case.mixed.index(case.premature)
+                and r["action"] == "take egg 1 from diningtable 1")
+    assert (take["atom_id"], take["irreversible"]) == ("object_held", True)
     for step in flagged:
         share = [r for r in rows if (r["rollout"], r["step"]) == step]
         assert sum(r["atom_credit"] for r in share) == pytest.approx(share[0]["vict_advantage"])
@@ -107,7 +144,7 @@ def test_every_case_study_correction_is_in_the_ledger_with_its_proof(mixed, case
 
 def test_the_heat_egg_verifier_interface_passes_its_audit(mixed):
     row = interface_audit(mixed.traces)
-    assert (row.atoms_per_task, row.reconstruction_pct, row.mutation_pct) == (8, 100.0, 100.0)
+    assert (row.atoms_per_task, row.reconstruction_pct, row.mutation_pct) == (9, 100.0, 100.0)
     assert row.eligibility_pass_pct == 100.0 and row.trigger_pct > 0
 
 
@@ -190,6 +227,29 @@ def test_heating_the_egg_then_putting_it_in_the_sink_blames_the_put(near_misses,
     assert credit["move egg 1 to sinkbasin 1"] < 0
     assert credit["heat egg 1 with microwave 1"] > 0  # Table 14: the heat stays supported
     assert min(credit.values()) == credit["move egg 1 to sinkbasin 1"]
+
+
+def test_no_near_miss_changes_an_atom_flagged_irreversible_after_it_settled(near_misses, mixed):
+    # SWAPPED_EGG heats egg 1 (transformation SAT), then places egg 2 cold (UNSAT): the
+    # flag must say transformation can be undone; puts and walks must not undo held/found.
+    row = interface_audit(list(near_misses.traces) + list(mixed.traces))
+    assert row.irreversible_breaks == 0 and row.irreversible_pct == pytest.approx(300 / 9)
+    assert row.level_pct == pytest.approx((200 / 9, 0.0, 700 / 9))
+
+
+RECOVERED = ("go to fridge 1", "open fridge 1", "take potato 1 from fridge 1",
+             "move potato 1 to fridge 1", "go to diningtable 1", "take egg 1 from diningtable 1",
+             "go to microwave 1", "heat egg 1 with microwave 1", "go to countertop 1",
+             "move egg 1 to countertop 1")
+
+
+def test_a_wrong_take_that_is_put_back_before_the_egg_is_taken_is_no_violation_at_the_end(play):
+    played = play(RECOVERED)
+    statuses = [row[played.trace.atom_ids.index("wrong_object_held")]
+                for row in played.trace.statuses]
+    assert statuses[3] is Status.VIOL  # after the potato is taken
+    assert statuses[6] is statuses[-1] is Status.UNSAT  # cleared by taking the egg
+    assert played.won and played.trace.f_score == played.trace.v_score == 1.0
 
 
 def test_putting_the_egg_down_or_walking_away_writes_nothing_to_the_held_or_found_atoms(play):

@@ -11,9 +11,13 @@ from agentcredit.credit.vict import (
     format_audit_table,
     interface_audit,
 )
+from agentcredit.credit.vict.diagnostics import irreversibility_breaks
 from agentcredit.credit.vict.ledger import LEDGER_FIELDS
 from agentcredit.credit.vict.method import OUTCOMES
 from agentcredit.jsonl_log import JsonlLog, read_jsonl
+from agentcredit.verifier.aggregators import ConjunctiveAggregator
+from agentcredit.verifier.atoms import Atom, Status, Verifier
+from agentcredit.verifier.trace import trace_rollout
 
 from .synthetic import synthetic_group
 
@@ -79,7 +83,47 @@ def test_the_interface_audit_flags_a_verifier_that_disagrees_with_the_environmen
     lines = table.splitlines()
     assert lines[0].startswith("| rollouts | n | atoms/task") and len(lines) == 4
     assert lines[3].startswith("| liar | 32 | 6.0 | 75.0 |")
-    assert lines[3].endswith(f"| {liar.top_abstention_reason} |")
+    # then the Level-0/1/2 mix, irreversible % and breaks: synthetic atoms declare none
+    assert lines[3].endswith(f"| {liar.top_abstention_reason} | 0.0 | 0.0 | 0.0 | 0.0 | 0 |")
+
+
+def _has(var):
+    return lambda s, e: Status.SAT if s.get(var) or e.get(var) else Status.UNSAT
+
+
+def _flagged_trace(held_again: bool):
+    """Four hand-made atoms: ``seen`` (Level 2, lasting evidence, irreversible), ``held``
+    (Level 0, flagged irreversible although a put-down undoes it), ``placed`` (Level 0) and
+    ``priced`` (Level 1). The rollout takes, puts down (``held`` SAT → UNSAT) and, with
+    ``held_again``, takes again."""
+    atoms = (Atom("seen", _has("seen:x"), "on_evidence", (), ("seen:x",), "prerequisite",
+                  irreversible=True, level=2),
+             Atom("held", _has("held"), "online", (), ("held",), "prerequisite",
+                  irreversible=True, level=0),
+             Atom("placed", _has("in"), "online", (), ("in",), "hard", level=0),
+             Atom("priced", _has("ok"), "online", (), ("ok",), "hard", level=1))
+    verifier = Verifier("flags", atoms, ConjunctiveAggregator.from_atoms(atoms),
+                        lambda s: float(bool(s.get("in") and s.get("ok"))),
+                        is_commit=lambda a: False, commit_scope=lambda a: (),
+                        extract_evidence=lambda text, state: {"seen:x": True} if "x" in text
+                        else {})
+    snapshots = [{}, {"held": True}, {}] + ([{"held": True}] if held_again else [])
+    observations = ["start", "you see x", "ok"] + (["ok"] if held_again else [])
+    actions = ["take x", "put x"] + (["take x"] if held_again else [])
+    return trace_rollout(verifier, observations, snapshots, actions)
+
+
+def test_the_audit_reports_the_level_mix_and_every_rollout_that_breaks_an_irreversible_flag():
+    once, twice = _flagged_trace(False), _flagged_trace(True)
+    # held: SAT after the take, UNSAT after the put-down: the flag is broken in both rollouts;
+    # seen stays SAT from step 1 on. SAT → UNSAT → SAT is still a break.
+    assert irreversibility_breaks(once) == irreversibility_breaks(twice) == ("held",)
+    row = interface_audit([once, twice])
+    # one task, four atoms: Level 0 = {held, placed}, 1 = {priced}, 2 = {seen}; 2 flagged
+    assert row.level_pct == (50.0, 25.0, 25.0) and row.irreversible_pct == 50.0
+    assert row.irreversible_breaks == 2
+    line = format_audit_table({"hand": row}).splitlines()[2]
+    assert line.endswith("| 50.0 | 25.0 | 25.0 | 50.0 | 2 |")
 
 
 def test_ledger_rows_have_the_spec_fields_and_survive_the_writer(tmp_path):

@@ -2,10 +2,12 @@ import random
 
 import pytest
 
+from agentcredit.credit.vict.diagnostics import irreversibility_breaks
 from agentcredit.envs.alfworld.game_file import read_game_file
 from agentcredit.envs.alfworld.verifier import read_game_facts
 from agentcredit.verifier.atoms import Status
 from agentcredit.verifier.conformance import evidence_timeline, mutation_outcomes
+from agentcredit.verifier.trace import trace_rollout
 
 
 def _random_actions(env, task, seed, steps=40):
@@ -35,6 +37,8 @@ def test_f_equals_v_equals_won_on_expert_random_and_mutated_trajectories(env, tr
             for outcome in mutation_outcomes(verifier, states[-1], timeline[-1]):
                 assert outcome.agrees, (task.task_id, outcome)
                 mutants += 1
+            trace = trace_rollout(verifier, texts, states, actions)
+            assert irreversibility_breaks(trace) == (), (task.task_id, actions)
     assert checked > 500 and mutants > 50
 
 
@@ -110,7 +114,15 @@ def test_atoms_name_the_facts_they_read_and_their_dependencies(env, games_by_typ
     ids = [a.atom_id for a in verifier.atoms]
     assert ids == ["target_seen", "receptacle_found", "object_held", "transformation",
                    "premature_placement", "final_placement", "wrong_object_placed",
-                   "target_misplaced"]
+                   "target_misplaced", "wrong_object_held"]
+    # lasting evidence cannot be undone; cooling is undone by heating (alfred.pddl), a
+    # placement by taking the object back, each penalty by the move that clears it
+    assert [j for j in ids if verifier.atom(j).irreversible] == [
+        "target_seen", "receptacle_found", "object_held"]
+    assert {j: verifier.atom(j).level for j in ids} == {
+        "target_seen": 2, "receptacle_found": 2, "object_held": 2, "transformation": 0,
+        "premature_placement": 2, "final_placement": 0, "wrong_object_placed": 2,
+        "target_misplaced": 2, "wrong_object_held": 2}
     assert verifier.atom("final_placement").dependencies == (
         "object_held", "receptacle_found", "transformation")
     assert all(v.startswith("iscool(") for v in verifier.atom("transformation").state_vars)

@@ -4,6 +4,7 @@ import itertools
 
 import pytest
 
+from agentcredit.credit.vict.diagnostics import irreversibility_breaks
 from agentcredit.envs.webshop.catalog import Catalog, Product
 from agentcredit.envs.webshop.engine import task_goal, task_shop
 from agentcredit.envs.webshop.expert import choose_options
@@ -286,3 +287,41 @@ def test_only_the_bought_product_gets_product_edges_not_one_opened_and_abandoned
     chosen = {e.relation for e in trace.edges if e.atom_id == option and e.step > bought
               and actions[e.step] != "click[buy now]"}
     assert chosen == {"write"}  # the option click on the product bought
+
+
+def test_a_results_list_reveals_only_the_products_it_listed(env, test_tasks, play):
+    """docs/vict.md §4.3: a results page is evidence about the product bought only when it
+    listed that product; a search that showed other products reveals nothing about it."""
+    task = test_tasks[0]
+    verifier, plan = env.verifier(task), env.expert(task)
+    bought = next(a for a in plan if a.startswith("click[b0"))
+    for query in ("coffee", "wireless earbuds", "coffee table", "dog food", "lipstick"):
+        obs = env.reset(task)
+        obs, *_ = env.step(f"search[{query}]")
+        if bought not in obs.admissible_actions:
+            break
+    else:
+        pytest.skip("every probe query listed the product bought")
+    actions = [f"search[{query}]", "click[back to search]", *plan]
+    texts, states, results = play(env, task, actions)
+    assert results[-1][0] == 1.0
+    trace = trace_rollout(verifier, texts, states, actions)
+    reveals = {(e.step, e.atom_id) for e in trace.edges if e.relation == "reveal"}
+    listed = actions.index(plan[0])  # the expert's search lists the product it buys
+    assert (listed, "product_type") in reveals
+    assert not {(0, "product_type"), (0, "price_under_budget")} & reveals
+    assert not [e for e in trace.edges if e.step in (0, 1)]
+
+
+def test_only_the_purchase_atoms_are_irreversible_and_no_rollout_breaks_a_flag(
+        env, test_tasks, play, random_actions):
+    verifier = env.verifier(test_tasks[2])
+    assert [a.atom_id for a in verifier.atoms if a.irreversible] == [
+        "purchase_committed", "wrong_purchase"]
+    assert {a.level for a in verifier.atoms if a.atom_id != "purchase_committed"} == {1}
+    assert verifier.atom("purchase_committed").level == 0
+    for task in test_tasks[:10]:
+        verifier = env.verifier(task)
+        for actions in (env.expert(task), random_actions(env, task, seed=3)):
+            texts, states, _ = play(env, task, actions)
+            assert irreversibility_breaks(trace_rollout(verifier, texts, states, actions)) == ()

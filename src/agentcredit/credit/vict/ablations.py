@@ -187,6 +187,7 @@ def dense_atom_reward(batch: CreditBatch, config: VICTConfig) -> CreditResult:
              "group_id": group_ids[e["rollout"]], "rollout": e["rollout"], "step": e["step"],
              "action": traces[e["rollout"]].actions[e["step"]], "atom_id": e["atom_id"],
              "relation": "dense", "evidence_source": f"status:{e['atom_id']}={e['turned']}",
+             "irreversible": traces[e["rollout"]].atom(e["atom_id"]).irreversible,
              "atom_credit": e["reward"], "correction": corr[e["flat_step"]],
              "base_advantage": float(original.step_advantages[e["flat_step"]])}
             for e in events]

@@ -3,8 +3,9 @@
 ``credit_diagnostics`` gives one update's flat ``vict/…`` metrics for
 ``metrics.jsonl``. ``interface_audit`` computes the Table-5-style audit row
 (atoms per task, reconstruction %, mutation %, eligibility pass %, proof
-coverage %, abstain %) over any list of traces — expert, random or policy
-rollouts — and ``format_audit_table`` prints rows as Markdown.
+coverage %, abstain %), with the atoms' Level-0/1/2 instrumentation mix and their
+irreversibility flags (the paper's appendix C and Table 9), over any list of traces —
+expert, random or policy rollouts — and ``format_audit_table`` prints rows as Markdown.
 
 Definitions (shares in percent):
     reconstruction: rollouts with ``F(z̄) = V`` (within ``η_x``);
@@ -13,7 +14,12 @@ Definitions (shares in percent):
     proof coverage: ``Σ p_{i,j} / (Σ 1[δ_{i,j} ≠ 0] + ε)``, ``p_{i,j} = 1`` when a
         non-zero-marginal atom has a valid proof edge;
     abstain: rollouts that abstained (``ABSTAIN_REASONS``), per reason too;
-    trigger: rollouts with a non-zero correction; sparsity: steps with one.
+    trigger: rollouts with a non-zero correction; sparsity: steps with one;
+    level mix: the share of atoms instrumented at Level 0, 1 and 2, each task's atoms
+        counted once;
+    irreversible: the share of atoms flagged irreversible; irreversibility breaks: (rollout,
+        atom) pairs whose flagged atom changed status after it was SAT or VIOL, which
+        should be 0.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from agentcredit.credit.vict.method import (
     VictComputation,
     compute_credit,
 )
+from agentcredit.verifier.atoms import LEVELS, Status
 from agentcredit.verifier.trace import RolloutTrace
 
 _HAS_CORE = ("credited", "zero_marginal", "no_edge", "terminal_only")
@@ -60,6 +67,31 @@ def interface_shares(traces: Sequence[RolloutTrace], tolerance: float) -> dict[s
         "mutants_per_rollout": len(mutants) / max(len(traces), 1),
         "proof_coverage_pct": 100.0 * proven / (marginal + 1e-6) if marginal else 0.0,
     }
+
+
+def instrumentation_mix(traces: Sequence[RolloutTrace]) -> dict[str, float]:
+    """The Level-0/1/2 mix and the irreversible share of the atoms of ``traces``' tasks (each
+    task's atoms counted once), in percent; atoms without a level count in none of 0, 1, 2."""
+    atoms = {(t.task_id, a.atom_id): a for t in traces for a in t.atoms}
+    total = max(len(atoms), 1)
+    out = {f"level{k}_pct": 100.0 * sum(a.level == k for a in atoms.values()) / total
+           for k in LEVELS}
+    out["irreversible_pct"] = 100.0 * sum(a.irreversible for a in atoms.values()) / total
+    return out
+
+
+def irreversibility_breaks(trace: RolloutTrace) -> tuple[str, ...]:
+    """The atoms flagged irreversible whose status changed after it first became SAT or VIOL
+    in ``trace`` (the flag's promise, ``Atom.irreversible``, checked on a real rollout)."""
+    broken = []
+    for j, atom in enumerate(trace.atoms):
+        if not atom.irreversible:
+            continue
+        column = [row[j] for row in trace.statuses]
+        settled = next((t for t, z in enumerate(column) if z in (Status.SAT, Status.VIOL)), None)
+        if settled is not None and any(z is not column[settled] for z in column[settled:]):
+            broken.append(atom.atom_id)
+    return tuple(broken)
 
 
 def credit_diagnostics(batch: CreditBatch, computation: VictComputation) -> dict[str, float]:
@@ -133,6 +165,9 @@ class AuditRow:
         proof_coverage_pct: non-zero-marginal atoms with a valid proof edge.
         abstain_pct: rollouts that abstained; ``abstain_by_reason`` ranks the reasons.
         trigger_pct: rollouts with a non-zero correction.
+        level_pct: the share of atoms at instrumentation Level 0, 1 and 2 (``Atom.level``).
+        irreversible_pct: the share of atoms flagged irreversible (``Atom.irreversible``).
+        irreversible_breaks: (rollout, atom) pairs contradicting the flag (should be 0).
     """
 
     rollouts: int
@@ -145,6 +180,9 @@ class AuditRow:
     abstain_pct: float
     trigger_pct: float
     abstain_by_reason: tuple[tuple[str, float], ...]
+    level_pct: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    irreversible_pct: float = 0.0
+    irreversible_breaks: int = 0
 
     @property
     def top_abstention_reason(self) -> str:
@@ -177,6 +215,7 @@ def interface_audit(traces: Sequence[RolloutTrace], group_ids: Sequence[int] | N
     diagnostics = credit_diagnostics(batch, computation)
     reasons = sorted(((r, diagnostics[f"vict/abstain/{r}_pct"]) for r in ABSTAIN_REASONS
                       if diagnostics[f"vict/abstain/{r}_pct"] > 0), key=lambda x: -x[1])
+    mix = instrumentation_mix(traces)
     return AuditRow(
         rollouts=len(traces), tasks=len({t.task_id for t in traces}),
         atoms_per_task=diagnostics["vict/atoms_per_task"],
@@ -185,17 +224,23 @@ def interface_audit(traces: Sequence[RolloutTrace], group_ids: Sequence[int] | N
         eligibility_pass_pct=diagnostics["vict/eligibility_pass_pct"],
         proof_coverage_pct=diagnostics["vict/proof_coverage_pct"],
         abstain_pct=diagnostics["vict/abstain_pct"], trigger_pct=diagnostics["vict/trigger_pct"],
-        abstain_by_reason=tuple(reasons))
+        abstain_by_reason=tuple(reasons),
+        level_pct=tuple(mix[f"level{k}_pct"] for k in LEVELS),
+        irreversible_pct=mix["irreversible_pct"],
+        irreversible_breaks=sum(len(irreversibility_breaks(t)) for t in traces))
 
 
 def format_audit_table(rows: Mapping[str, AuditRow]) -> str:
     """Markdown table of audit rows keyed by their label (``expert``, ``random``, ``policy``)."""
     head = ("| rollouts | n | atoms/task | recon. % | mutation % | elig. pass % | proof cov. % "
-            "| abstain % | top abstention reason |")
-    lines = [head, "|" + " --- |" * 9]
+            "| abstain % | top abstention reason | L0 % | L1 % | L2 % | irrev. % "
+            "| irrev. breaks |")
+    lines = [head, "|" + " --- |" * 14]
     for label, row in rows.items():
         lines.append(f"| {label} | {row.rollouts} | {row.atoms_per_task:.1f} | "
                      f"{row.reconstruction_pct:.1f} | {row.mutation_pct:.1f} | "
                      f"{row.eligibility_pass_pct:.1f} | {row.proof_coverage_pct:.1f} | "
-                     f"{row.abstain_pct:.1f} | {row.top_abstention_reason} |")
+                     f"{row.abstain_pct:.1f} | {row.top_abstention_reason} | "
+                     + " | ".join(f"{p:.1f}" for p in row.level_pct)
+                     + f" | {row.irreversible_pct:.1f} | {row.irreversible_breaks} |")
     return "\n".join(lines)

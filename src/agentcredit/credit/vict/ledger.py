@@ -8,6 +8,7 @@ a non-zero correction, with docs/vict.md §4.7 fields:
 | ``method`` | ``vict`` or the control that produced the row |
 | ``task_id``, ``group_id``, ``rollout``, ``step``, ``action`` | where the credit went |
 | ``atom_id``, ``relation``, ``evidence_source`` | the proof: atom, witness relation(s), evidence |
+| ``irreversible`` | the atom's irreversibility flag (VICT paper Table 9; ``Atom.irreversible``) |
 | ``delta_hat`` | ``δ̂_{i,j}``, the atom's normalised marginal |
 | ``witness_weight``, ``witness_share`` | ``ω_{i,t,j}`` and ``ω_{i,t,j} / Z_{i,j}`` |
 | ``atom_credit`` | ``δ̂_{i,j} · ω_{i,t,j} / Z_{i,j}``, this atom's part of ``A^VICT_{i,t}`` |
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
     from agentcredit.credit.vict.method import VictComputation
 
 LEDGER_FIELDS = ("method", "task_id", "group_id", "rollout", "step", "action", "atom_id",
-                 "relation", "evidence_source", "delta_hat", "witness_weight", "witness_share",
-                 "atom_credit", "vict_advantage", "correction", "base_advantage")
+                 "relation", "evidence_source", "irreversible", "delta_hat", "witness_weight",
+                 "witness_share", "atom_credit", "vict_advantage", "correction", "base_advantage")
 
 
 def ledger_rows(batch: CreditBatch, computation: VictComputation) -> list[dict[str, Any]]:
@@ -55,6 +56,7 @@ def ledger_rows(batch: CreditBatch, computation: VictComputation) -> list[dict[s
             "atom_id": c.atom_id,
             "relation": "+".join(c.relations),
             "evidence_source": "; ".join(c.sources),
+            "irreversible": trace.atom(c.atom_id).irreversible,
             "delta_hat": c.delta_hat,
             "witness_weight": c.weight,
             "witness_share": c.share,

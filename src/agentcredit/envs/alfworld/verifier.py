@@ -27,6 +27,25 @@ Atoms (ids are stable across tasks; each task uses the ones it needs), as
 - ``target_misplaced`` (penalty): VIOL: the agent put a target in a non-goal receptacle, it
   lies there at the end and no target is placed (VICT paper Table 14, row 3); bound to
   those placements.
+- ``wrong_object_held`` (penalty): VIOL: the agent held a non-target, has never held a
+  target and none is placed (VICT paper Table 14, row 1); reads ``held:`` and the
+  placements, so its witnesses are the reveal and the violation of the first wrong take.
+
+Irreversibility (``Atom.irreversible``; the paper's Table 9 flag, metadata for the audit
+and the ledger): ``target_seen``, ``lamp_found``, ``receptacle_found`` and ``object_held``
+(``held:``) read lasting evidence, so no action undoes them. Every other atom can be
+undone by an admissible action: a placement by taking the object back, the heat or cool
+flag by the opposite transformation (``alfred.pddl``: heating clears ``isCool``, cooling
+``isHot``) or by placing another target it is then bound to, holding (look) by putting the
+object down, the lit lamp by walking away, and each penalty by the move that clears its
+condition (taking a target, placing a target).
+
+Instrumentation level (``Atom.level``, the paper's appendix C): goal conjuncts of the PDDL
+goal (``transformation``, ``final_placement``, ``second_object``, look's ``object_held`` and
+``light_toggled``) are Level 0; atoms read off evidence that an adapter extracts from the
+observations and the state history (``seen:``, ``visited:``, ``held:``, ``moved:``) are
+Level 2. No atom is Level 1: ALFWorld's verifier is the goal test, with no branch or score
+term of its own.
 
 Witness variables (``Atom.state_vars``, narrowed by ``Atom.binds`` on the terminal state)
 are exactly what can change an atom's status (docs/vict.md §4.3). Evidence variables
@@ -161,7 +180,8 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
     held_vars = tuple(f"holds({AGENT}, {o})" for o in g.targets)
     seen = Atom("target_seen", lambda s, e: _status(any(f"seen:{o}" in e for o in g.targets)),
                 "on_evidence", (), tuple(f"seen:{o}" for o in g.targets), "prerequisite",
-                audit_source="observation names an instance of the target type")
+                audit_source="observation names an instance of the target type",
+                irreversible=True, level=2)
     if g.task_type == "look_at_obj_in_light":
         lamp_host_vars = tuple(f"atlocation({AGENT}, {g.location_of[r]})"
                                for r in sorted(g.location_of))
@@ -169,25 +189,28 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
             seen,
             Atom("lamp_found", lambda s, e: _status(any(f"seen:{x}" in e for x in g.lamps)),
                  "on_evidence", (), tuple(f"seen:{x}" for x in g.lamps), "prerequisite",
-                 audit_source="observation names the goal lamp"),
+                 audit_source="observation names the goal lamp", irreversible=True, level=2),
             Atom("object_held", lambda s, e: _status(any(v in s for v in held_vars)), "online",
                  ("target_seen",), held_vars, "hard",
-                 audit_source="goal: (holds ?a ?o) with (objectType ?o target)"),
+                 audit_source="goal: (holds ?a ?o) with (objectType ?o target)", level=0),
             Atom("light_toggled",
                  lambda s, e: _status(_lamp_lit(g, s)), "online",
                  ("lamp_found",),
                  tuple(f"istoggled({x})" for x in g.lamps) + lamp_host_vars, "hard",
-                 audit_source="goal: toggled lamp in a receptacle at the agent's location"),
+                 audit_source="goal: toggled lamp in a receptacle at the agent's location",
+                 level=0),
+            _wrong_object_held(g),
         )
     atoms = [
         seen,
         Atom("receptacle_found",
              lambda s, e: _status(any(f"visited:{r}" in e for r in g.goal_receptacles)),
              "online", (), tuple(f"visited:{r}" for r in g.goal_receptacles),
-             "prerequisite", audit_source="agent stood at a goal-type receptacle"),
+             "prerequisite", audit_source="agent stood at a goal-type receptacle",
+             irreversible=True, level=2),
         Atom("object_held", lambda s, e: _status(any(f"held:{o}" in e for o in g.targets)),
              "online", ("target_seen",), tuple(f"held:{o}" for o in g.targets), "prerequisite",
-             audit_source="inventory held a target instance"),
+             audit_source="inventory held a target instance", irreversible=True, level=2),
     ]
     placement_parents = ("object_held", "receptacle_found")
     if g.task_type in TRANSFORMS:
@@ -218,20 +241,21 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
         atoms += [
             Atom("transformation", transformed, "online", ("object_held",), flag_vars, "hard",
                  audit_source=f"goal: ({flag} ?o) on the placed target",
-                 binds=flags_of_bound),
+                 binds=flags_of_bound, level=0),
             Atom("premature_placement", premature, "online", ("object_held",),
                  placement_vars + flag_vars, "penalty",
                  audit_source=f"target placed in the goal receptacle without {flag}",
-                 binds=premature_reads),
+                 binds=premature_reads, level=2),
         ]
         placement_parents += ("transformation",)
     atoms.append(Atom("final_placement", lambda s, e: _status(bool(_placed(g, s))), "online",
                       placement_parents, placement_vars, "hard",
-                      audit_source="goal: (inReceptacle ?o ?r) with the goal types"))
+                      audit_source="goal: (inReceptacle ?o ?r) with the goal types", level=0))
     if g.task_type == "pick_two_obj_and_place":
         atoms.append(Atom("second_object", lambda s, e: _status(original_score(g, s) == 1.0),
                           "online", ("final_placement",), placement_vars, "hard",
-                          audit_source="goal: two distinct targets in one goal receptacle"))
+                          audit_source="goal: two distinct targets in one goal receptacle",
+                          level=0))
 
     def wrong_object(s: State, e: Any) -> Status:
         wrong = any(f"moved:{o}:{r}" in e and _inr(o, r) in s
@@ -241,7 +265,7 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
     atoms.append(Atom("wrong_object_placed", wrong_object, "online", (),
                       tuple(_inr(o, r) for o in g.other_objects for r in g.goal_receptacles)
                       + placement_vars,
-                      "penalty", audit_source="a non-target put in a goal receptacle"))
+                      "penalty", audit_source="a non-target put in a goal receptacle", level=2))
 
     def misplaced_facts(s: State, e: Any) -> tuple[str, ...]:
         return tuple(_inr(o, r) for o in g.targets for r in g.other_receptacles
@@ -255,8 +279,27 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
                       + placement_vars, "penalty",
                       audit_source="the agent put a target in a non-goal receptacle and none is "
                                    "in a goal receptacle",
-                      binds=lambda s, e: misplaced_facts(s, e) + placement_vars))
+                      binds=lambda s, e: misplaced_facts(s, e) + placement_vars, level=2))
+    atoms.append(_wrong_object_held(g))
     return tuple(atoms)
+
+
+def _wrong_object_held(g: GameFacts) -> Atom:
+    """VIOL: the agent held a non-target, never a target, and no target is placed (VICT paper
+    Table 14, row 1: "takes potato 1 from the fridge"). Violation implies the goal is unmet
+    (no target held means none placed and none in hand), so ``F`` still reproduces ``V``."""
+    wrong_vars = tuple(f"held:{o}" for o in g.other_objects)
+    target_vars = tuple(f"held:{o}" for o in g.targets)
+    placement_vars = tuple(_inr(o, r) for o in g.targets for r in g.goal_receptacles)
+
+    def wrong_held(s: State, e: Any) -> Status:
+        wrong = any(v in e for v in wrong_vars)
+        target = any(v in e for v in target_vars) or _placed(g, s)
+        return Status.VIOL if wrong and not target else Status.UNSAT
+
+    return Atom("wrong_object_held", wrong_held, "online", (),
+                wrong_vars + target_vars + placement_vars, "penalty",
+                audit_source="a non-target held and no target ever held", level=2)
 
 
 # EVIDENCE, COMMITS, MUTATIONS

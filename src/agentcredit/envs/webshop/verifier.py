@@ -6,9 +6,10 @@ one) with the selected options, so an item page makes them evaluable before
 the purchase and the purchase finalises them. Evidence is cumulative:
 ``evidence:<section>`` holds the asin whose section an observation last showed
 (``title``, ``price``, ``options`` on an item page; ``features``,
-``description``, ``reviews`` on those pages; ``purchase`` on the done page) and
-``evidence:results`` the query and page of the last results list, so a reveal
-edge marks each step that showed a new product's evidence.
+``description``, ``reviews`` on those pages; ``purchase`` on the done page),
+``evidence:results`` the query and page of the last results list, and
+``evidence:results:<asin>`` the query and page of the last results list that listed
+that product, so a reveal edge marks each step that showed a new product's evidence.
 
 Atoms (``A`` requested attributes, ``O`` requested options), as ``atom`` (role):
 status on the selected product (UNK when none):
@@ -43,11 +44,22 @@ every atom.
 
 Witnesses (docs/vict.md §4.3): every atom about the product is bound
 (``_bound_to_product``) to the product the rollout ends on, bought or else open,
-so only steps taken while that product is open write or reveal what it reads.
+so only steps taken while that product is open write or reveal what it reads, and
+only results lists that listed it reveal its title and price.
+
+Irreversibility (``Atom.irreversible``, the paper's Table 9 flag; metadata for the audit
+and the ledger): only ``purchase_committed`` and ``wrong_purchase`` are irreversible,
+since ``buy now`` ends the episode. Every product atom judges the open product, so
+opening another product or choosing another option value undoes it before the purchase.
+
+Instrumentation level (``Atom.level``, the paper's appendix C): ``purchase_committed``
+is Level 0 (the ``purchased`` field of the final state); every other atom is Level 1, a
+branch or score term of ``get_reward`` recomputed from the selected product.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +68,7 @@ from agentcredit.envs.base import Task
 from agentcredit.envs.webshop.actions import parse_action
 from agentcredit.envs.webshop.catalog import Product
 from agentcredit.envs.webshop.goals import Goal
+from agentcredit.envs.webshop.pages import SEP
 from agentcredit.envs.webshop.reward import (
     FUZZY_THRESHOLD,
     GoalSpec,
@@ -111,17 +124,18 @@ def _bound_to_product(state_vars: tuple[str, ...]):
 
     A product field or option changing, or a product page's evidence showing, counts as a
     witness only while that product is the open one; clicking a product that is later
-    abandoned, or choosing its options, writes nothing these atoms read. The results
-    list names no single product and stays unguarded.
+    abandoned, or choosing its options, writes nothing these atoms read. A results list
+    is evidence of that product only when it listed it (``evidence:results:<asin>``); a
+    search whose results do not show the product reveals nothing about it.
     """
     def binds(state: State, evidence: Any) -> tuple[str, ...]:
         asin = state.get(ASIN)
+        if not asin:
+            return ()  # no product selected at the end: no product fact was written
         keys = []
         for var in state_vars:
             if var == EV + "results":
-                keys.append(var)
-            elif asin is None:
-                continue  # no product selected at the end: no product fact was written
+                keys.append(f"{EV}results:{asin}")
             elif var.startswith(EV):
                 keys.append(guarded(var, var, asin))  # that section showed this product
             else:
@@ -158,16 +172,16 @@ def build_atoms(goal: Goal) -> tuple[Atom, ...]:
         Atom("product_type", _on_product(lambda p: types(p).title_score > 0), "on_evidence", (),
              title_vars + (EV + "results",), "graded", value=r_type,
              audit_source="get_type_reward: title nouns shared with the target (r_type > 0)",
-             binds=_bound_to_product(title_vars + (EV + "results",))),
+             binds=_bound_to_product(title_vars + (EV + "results",)), level=1),
         Atom("title_overlap", _on_product(lambda p: types(p).title_score >= 0.1), "on_evidence",
              ("product_type",), title_vars, "prerequisite",
              audit_source="get_type_reward: title_score >= 0.1 (r_type >= 0.5)",
-             binds=_bound_to_product(title_vars)),
+             binds=_bound_to_product(title_vars), level=1),
         Atom("category_match", _on_product(lambda p: types(p).matched),
              "on_evidence", ("title_overlap",), title_vars + (PRODUCT_QUERY, CATEGORY_PATH),
              "prerequisite",
              audit_source="get_type_reward: query match, category match or title_score > 0.2",
-             binds=_bound_to_product(title_vars + (PRODUCT_QUERY, CATEGORY_PATH))),
+             binds=_bound_to_product(title_vars + (PRODUCT_QUERY, CATEGORY_PATH)), level=1),
     ]
     attr_vars = (ASIN, ATTRIBUTES, TITLE, BULLETS, DESCRIPTION,
                  EV + "title", EV + "features", EV + "description")
@@ -176,7 +190,7 @@ def build_atoms(goal: Goal) -> tuple[Atom, ...]:
         atoms.append(Atom(atom_id, _on_product(lambda p, a=attribute: attribute_matched(a, p)),
                           "on_evidence", ("product_type",), attr_vars, "hard",
                           audit_source="get_attribute_reward: fuzzy attribute or text match",
-                          binds=_bound_to_product(attr_vars)))
+                          binds=_bound_to_product(attr_vars), level=1))
     names = goal.option_names or ("",) * len(spec.options)
     for atom_id, option, name in zip(_unique_ids("option", spec.options), spec.options, names,
                                      strict=True):
@@ -184,20 +198,22 @@ def build_atoms(goal: Goal) -> tuple[Atom, ...]:
         atoms.append(Atom(atom_id, _on_product(lambda p, o=option: option_matched(o, p.selected)),
                           "online", ("product_type",), option_vars,
                           "hard", audit_source="get_option_reward: selected value matches",
-                          binds=_bound_to_product(option_vars)))
+                          binds=_bound_to_product(option_vars), level=1))
     price_vars = (ASIN, PRICE, EV + "price", EV + "results")
     atoms += [
         Atom("price_under_budget",
              _on_product(lambda p: price_ok(p.price, spec.price_upper)), "on_evidence",
              ("product_type",), price_vars, "hard",
-             audit_source="get_reward: price <= price_upper", binds=_bound_to_product(price_vars)),
+             audit_source="get_reward: price <= price_upper", binds=_bound_to_product(price_vars),
+             level=1),
         Atom("purchase_committed",
              lambda s, e: Status.SAT if s.get(PURCHASED) else Status.UNSAT, "on_commit", (),
-             (PURCHASED,), "hard", audit_source="click[buy now] ends the episode"),
+             (PURCHASED,), "hard", audit_source="click[buy now] ends the episode",
+             irreversible=True, level=0),
         Atom("wrong_purchase", lambda s, e: _wrong_purchase(spec, s), "on_commit", (),
              (PURCHASED, ASIN, TITLE), "penalty",
              audit_source="bought a product whose title shares no noun with the target's",
-             binds=_bound_to_product((PURCHASED, ASIN, TITLE))),
+             binds=_bound_to_product((PURCHASED, ASIN, TITLE)), irreversible=True, level=1),
     ]
     return tuple(atoms)
 
@@ -247,11 +263,28 @@ class WebShopAggregator:
 
 # EVIDENCE
 
+_RESULTS_HEADER = re.compile(r"Page \d+ \(Total results: \d+\)")
+_PAGER = ("< Prev", "Next >")
+
+
+def listed_asins(text: str) -> tuple[str, ...]:
+    """The products a results page lists, in order: after the ``Page n (Total results: m)``
+    segment and the pager buttons come ``asin, title, price`` triples (``pages.results_page``)."""
+    parts = [p.strip() for p in text.split(SEP)]
+    start = next((i + 1 for i, p in enumerate(parts) if _RESULTS_HEADER.fullmatch(p)), None)
+    if start is None:
+        return ()
+    while start < len(parts) and parts[start] in _PAGER:
+        start += 1
+    return tuple(parts[start::3])
+
+
 def extract_evidence(text: str, state: State) -> dict[str, Any]:
     """What the page in ``state`` (the one ``text`` shows) revealed, keyed by section."""
     page, asin = state.get(PAGE), state.get(ASIN, "")
     if page == "results":
-        return {EV + "results": f"{state.get(QUERY, '')}#{state.get(RESULTS_PAGE, 0)}"}
+        shown = f"{state.get(QUERY, '')}#{state.get(RESULTS_PAGE, 0)}"
+        return {EV + "results": shown} | {f"{EV}results:{a}": shown for a in listed_asins(text)}
     if page == "item":
         return {EV + "title": asin, EV + "price": asin, EV + "options": asin}
     if page in ("features", "description", "reviews"):
