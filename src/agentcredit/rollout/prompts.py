@@ -29,13 +29,15 @@ it, ``o_{i+1}``, flattened to one line)::
     ...
     > <a_{t-1}>
 
-In ``compact`` the ``Your task is to:`` line moves to the end of the user turn,
-after the admissible actions, next to the answer. No observation is shown twice:
-the last action's result is the current observation, and ``o_{t-k}`` (at the
-start of an episode, the long room description) is dropped with the step before
-it. One line per step makes a long window cheap, so the policy can remember
-which receptacles it already searched and where it saw an object, as the
-ALFWorld demonstrator it is cloned from does (``envs.alfworld.expert``).
+In ``compact`` each admissible action already in the shown history is marked
+``(done before)``, and the ``Your task is to:`` line moves to the end of the
+user turn, after the admissible actions, next to the answer. No observation is
+shown twice: the last action's result is the current observation, and
+``o_{t-k}`` (at the start of an episode, the long room description) is dropped
+with the step before it. One line per step makes a long window cheap, so the
+policy can remember which receptacles it already searched and where it saw an
+object, as the ALFWorld demonstrator it is cloned from does
+(``envs.alfworld.expert``).
 
 Steps are dropped, oldest first, until the prompt fits ``max_prompt_tokens``,
 so a prompt's length is bounded however long the episode runs. The same
@@ -120,9 +122,16 @@ def user_message(
 
     In the ``compact`` style the task comes last, right before the answer: a small
     model then reads the goal next to the choice it must ground in it (which object
-    to take), not hundreds of tokens back.
+    to take), not hundreds of tokens back. And each admissible action the shown
+    history already holds is marked ``(done before)``, next to the choice, so
+    "which receptacles have I searched" is read off the list, not matched against
+    the history line by line.
     """
     task = f"Your task is to: {instruction}"
+    if history_style == "compact":
+        taken = {action for _, action in history}
+        admissible_actions = [f"{a} (done before)" if a in taken else a
+                              for a in admissible_actions]
     lines = [*history_lines(history, history_style), f"Current observation: {observation}",
              "Admissible actions:", *admissible_actions]
     return "\n".join([*lines, task] if history_style == "compact" else [task, *lines])
