@@ -205,3 +205,15 @@ def test_by_length_orders_rows_by_their_real_length_stably():
                               [1, 0, 0, 0]])
     assert by_length(torch.tensor([0, 1, 2, 3, 4]), attention).tolist() == [1, 4, 3, 0, 2]
     assert by_length(torch.tensor([2, 0]), attention).tolist() == [0, 2]
+
+
+def test_on_step_counts_every_rollout_once_when_it_ends(fake_suite, fake_tokenizer, make_fake_task):
+    ended = []
+    collector = RolloutCollector(ScriptedPolicy(fake_tokenizer), fake_suite(None).make_env,
+                                 CollectorConfig(max_steps=6, prompt=PromptConfig()))
+    trajs = collector.collect([make_fake_task("train", i) for i in range(3)], 2,
+                              temperature=1.0, generator=torch.Generator(), on_step=ended.append)
+    assert sum(ended) == len(trajs) == 6
+    assert len(ended) == max(len(t.steps) for t in trajs)
+    lengths = [len(t.steps) for t in trajs]
+    assert ended == [lengths.count(t + 1) for t in range(len(ended))]

@@ -13,12 +13,15 @@ from agentcredit.train.evaluate import evaluate
 
 
 class _Collector:
-    """Plays nothing: game ``k`` of the call is won when ``won[k]``."""
+    """Plays nothing: game ``k`` of the call is won when ``won[k]``; every game ends in one
+    step, reported to ``on_step`` like the real collector does."""
 
     def __init__(self, won: list[bool]):
         self.won = won
 
-    def collect(self, tasks, group_size, **_):
+    def collect(self, tasks, group_size, on_step=None, **_):
+        if on_step is not None:
+            on_step(len(tasks))
         return [SimpleNamespace(task=task, won=won, num_invalid=0, steps=[None])
                 for task, won in zip(tasks, self.won, strict=True)]
 
@@ -35,7 +38,8 @@ def test_each_games_outcome_is_logged_in_split_order_as_a_strict_json_string(mak
     assert json.loads(json.dumps(metrics, allow_nan=False)) == metrics
 
 
-def test_an_evaluation_shows_its_game_count_when_it_starts_and_ends(make_fake_task, capsys):
+def test_an_evaluation_shows_its_finished_game_count_when_it_starts_and_ends(make_fake_task,
+                                                                             capsys):
     tasks = {"valid": [make_fake_task("valid", i) for i in range(4)]}
     with reporting(True):
         evaluate(_Collector([False] * 4), tasks, temperature=0.4, generator=torch.Generator())

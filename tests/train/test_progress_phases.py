@@ -57,7 +57,7 @@ def test_game_generation_shows_a_bar_per_split(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(generator, "generate_game", made)
     with reporting(True):
-        games = generator.generate_split("valid_seen", 2, GeneratorConfig(), tmp_path)
+        games = generator.generate_split("valid_seen", 2, GeneratorConfig(), tmp_path, workers=1)
     lines = capsys.readouterr().err.splitlines()
     assert len(games) == 2 * len(generator.TASK_TYPES)
     assert lines[0].startswith(f"valid_seen games: 0/{len(games)} games")

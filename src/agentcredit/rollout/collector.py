@@ -106,6 +106,7 @@ class RolloutCollector:
         generator: torch.Generator,
         first_group_id: int = 0,
         skills: SkillProvider | None = None,
+        on_step: Callable[[int], None] | None = None,
     ) -> list[Trajectory]:
         """``group_size`` rollouts of each task; task ``k``'s group id is ``first_group_id + k``.
 
@@ -113,6 +114,9 @@ class RolloutCollector:
         (``skill_prompt``, ``skill_grpo``, ``skill_grpo*``, docs/adrs.md §5.6): every prompt then
         carries its task's skill prefix (``SkillSplicer``), and so do the recorded
         ``prompt_ids`` the policy is trained on. ``None`` (the default) never shows a skill.
+
+        ``on_step(n)`` is called after every step with the number of rollouts that ended
+        in it (a progress bar's ``update``).
 
         Returns the trajectories grouped by task, in task order; each has at least one step.
         """
@@ -178,6 +182,8 @@ class RolloutCollector:
                 ))
                 r.history.append((r.observation, gen.text.strip() if action is None else action))
                 r.observation, r.admissible, r.done = obs.text, obs.admissible_actions, ends
+            if on_step is not None:
+                on_step(sum(r.done for r in active))
         return [r.trajectory for r in running]
 
 

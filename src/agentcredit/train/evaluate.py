@@ -63,16 +63,13 @@ def evaluate(
     compared game by game (the learning benchmark's bootstrap) while ``metrics.jsonl``
     stays one short, strict-JSON line per evaluation.
 
-    Progress (inside ``progress.reporting(True)``): one ``eval`` line when the rollouts
-    start and one when they end; every split runs in one ``collect`` call, which
-    reports nothing in between.
+    Progress (inside ``progress.reporting(True)``): an ``eval`` bar of finished games.
     """
     order = [(split, task) for split, tasks in tasks_by_split.items() for task in tasks]
     with Progress("eval", len(order), unit="games", delay_s=0) as bar:
         trajectories = collector.collect([task for _, task in order], 1,
                                          temperature=temperature, generator=generator,
-                                         skills=skills)
-        bar.update(len(trajectories))
+                                         skills=skills, on_step=bar.update)
     by_split: dict[str, list[Trajectory]] = defaultdict(list)
     for (split, _), traj in zip(order, trajectories, strict=True):
         by_split[split].append(traj)
