@@ -180,7 +180,8 @@ def test_admissible_decoding_in_the_loop_plays_only_valid_actions_and_rescores_e
         tmp_path, tiny_config):
     config = tiny_config(tmp_path, "admissible", "rollout.decoding=admissible",
                          "rollout.history_style=compact", "rollout.history_window=8",
-                         "run.updates=2", "run.eval_every=0", "rollout.temperature=1.0")
+                         "run.updates=2", "run.eval_every=0", "rollout.temperature=1.0",
+                         "optim.recompute_old_logprobs=true")
     result = train(config, echo=lambda _: None)
     updates = [r for r in read_metrics(result.run_dir) if r["kind"] == "update"]
     assert len(updates) == 2

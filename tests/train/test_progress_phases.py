@@ -42,6 +42,7 @@ def test_a_run_shows_each_phase_on_stderr_with_its_counts(tmp_path, tiny_fake_ru
 def test_run_progress_false_prints_no_bar_and_restores_transformers_bars(
         tmp_path, tiny_fake_run, monkeypatch, capsys):
     monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    hf_logging.enable_progress_bar()  # whatever earlier tests left: the bars are on before
     with reporting(True):  # the run's own switch wins over an outer one
         _run(tmp_path, "quiet", tiny_fake_run, "run.progress=false")
     assert capsys.readouterr().err == ""
