@@ -24,15 +24,22 @@ class Clock:
         return self.now
 
 
-def test_a_log_gets_one_line_per_tenth_and_a_final_line_not_one_per_update():
+def _logged(label: str, total: int, unit: str, step_s: float, delay_s: float,
+            **postfix: str) -> str:
+    """What a log (not a terminal) gets from ``total`` updates ``step_s`` seconds apart."""
     log, clock = io.StringIO(), Clock()
-    with Progress("SFT", 1000, unit="steps", enabled=True, stream=log, clock=clock,
-                  delay_s=0) as bar:
-        for _ in range(1000):
-            clock.now += 0.01
-            bar.update(loss="0.500")
-    lines = log.getvalue().splitlines()
-    assert "\r" not in log.getvalue()
+    with Progress(label, total, unit=unit, enabled=True, stream=log, clock=clock,
+                  delay_s=delay_s) as bar:
+        for _ in range(total):
+            clock.now += step_s
+            bar.update(**postfix)
+    return log.getvalue()
+
+
+def test_a_log_gets_one_line_per_tenth_and_a_final_line_not_one_per_update():
+    text = _logged("SFT", 1000, "steps", 0.01, 0, loss="0.500")
+    lines = text.splitlines()
+    assert "\r" not in text
     # the start line, one per tenth passed before the end (100 .. 900), the final line
     assert len(lines) == 1 + 9 + 1
     assert lines[0].startswith("SFT: 0/1000 steps (0%)")
@@ -52,13 +59,7 @@ def test_a_log_line_comes_after_the_heartbeat_even_within_one_tenth():
 
 
 def test_a_phase_shorter_than_the_delay_prints_nothing():
-    log, clock = io.StringIO(), Clock()
-    with Progress("train games", 240, unit="games", enabled=True, stream=log, clock=clock,
-                  delay_s=1.0) as bar:
-        for _ in range(240):
-            clock.now += 0.001
-            bar.update()
-    assert log.getvalue() == ""
+    assert _logged("train games", 240, "games", 0.001, 1.0) == ""
 
 
 def test_a_terminal_gets_a_bar_redrawn_in_place():
