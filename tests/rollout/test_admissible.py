@@ -8,7 +8,12 @@ import math
 import pytest
 import torch
 
-from agentcredit.rollout.admissible import ActionTrie, allowed_tensor, restrict_logits
+from agentcredit.rollout.admissible import (
+    ActionTrie,
+    allowed_tensor,
+    pack_sets,
+    restrict_logits,
+)
 from agentcredit.rollout.collector import tensorize_steps
 from agentcredit.rollout.policy import HFPolicy
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
@@ -58,6 +63,10 @@ def test_restricted_entropy_has_a_finite_gradient():
     (lp.sum() + ent.sum()).backward()
     assert torch.isfinite(logits.grad).all()
     assert logits.grad[0, [1, 2, 3, 5]].abs().max() == 0  # outside the set: no gradient
+
+
+def test_pack_sets_pads_with_minus_one():
+    assert pack_sets([[3, 4], [], [7]]).tolist() == [[3, 4], [-1, -1], [7, -1]]
 
 
 def test_allowed_tensor_places_each_set_at_its_response_token():

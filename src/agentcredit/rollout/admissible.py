@@ -82,6 +82,16 @@ class ActionTrie:
         return out
 
 
+def pack_sets(sets: Sequence[Sequence[int]]) -> Tensor:
+    """Pack one allowed set per row into ``[N, K]`` int64, padded with −1 (an empty set
+    leaves its row unrestricted in ``restrict_logits``)."""
+    out = torch.full((len(sets), max((len(a) for a in sets), default=1) or 1), -1,
+                     dtype=torch.long)
+    for row, allowed in enumerate(sets):
+        out[row, :len(allowed)] = torch.tensor(allowed, dtype=torch.long)
+    return out
+
+
 def allowed_tensor(rows: Sequence[Sequence[Sequence[int]] | None],
                    offsets: Sequence[int], length: int) -> Tensor:
     """Pack per-token allowed sets into ``[S, L, K]`` int64, padded with −1.

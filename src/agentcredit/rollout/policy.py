@@ -15,7 +15,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from agentcredit.rollout.admissible import ActionTrie, allowed_tensor, restrict_logits
+from agentcredit.rollout.admissible import ActionTrie, pack_sets, restrict_logits
 
 
 @dataclass
@@ -149,8 +149,7 @@ class HFPolicy:
                 sets = [sorted(node) if node else [] for node in nodes]
                 for row, allowed in enumerate(sets):
                     row_allowed[row].append(allowed)
-                logits = restrict_logits(logits, allowed_tensor([[s] for s in sets],
-                                                                [0] * batch, 1)[:, 0])
+                logits = restrict_logits(logits, pack_sets(sets))
             token, logprob = _sample(logits, temperature, generator)  # [B], [B] on CPU
             if nodes is not None:
                 nodes = [node.get(int(tok)) if node else None
