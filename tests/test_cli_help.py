@@ -3,6 +3,7 @@ explain key=value settings, list every method name, and load no torch."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -64,3 +65,20 @@ def test_no_help_imports_torch(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("usage: agentcredit") == len(COMMANDS)
     assert done.stdout.strip().endswith("torch loaded: False")
+
+
+def test_audit_help_and_the_env_name_doc_list_every_registered_environment(capsys):
+    # the package's own registry, without the suites this test session registers
+    script = ("import json; from agentcredit.train.env_suites import env_suite_names; "
+              "print(json.dumps(env_suite_names()))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=True)
+    names = json.loads(done.stdout)
+    assert {"alfworld", "webshop", "searchqa", "tau-retail", "tau-airline"} <= set(names)
+    audit = " ".join(_help(["audit"], capsys).split())
+    assert main(["config", "--list"]) == 0
+    (env_name,) = [line for line in capsys.readouterr().out.splitlines()
+                   if line.startswith("env.name ")]
+    for name in names:
+        assert f" {name}," in audit or f" {name} " in audit, name
+        assert f" {name}," in env_name or f" {name} " in env_name, name

@@ -132,12 +132,22 @@ examples:
 """
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and examples as written; option help wrapped, never at a name's hyphen
+    (``tau-retail``)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def _parser() -> argparse.ArgumentParser:
     from importlib.metadata import version
 
-    raw = argparse.RawDescriptionHelpFormatter
+    from agentcredit.train.env_suites import env_suite_names  # the registry: no torch
+
     parser = argparse.ArgumentParser(
-        prog="agentcredit", formatter_class=raw, epilog=MAIN_EXAMPLES + "\n" + OVERRIDES_HELP,
+        prog="agentcredit", formatter_class=_HelpFormatter,
+        epilog=MAIN_EXAMPLES + "\n" + OVERRIDES_HELP,
         description="Reinforcement learning for multi-turn LLM agents that gives every\n"
                     "action the credit it earned (VICT and ADRS on the GRPO, RLOO and\n"
                     "GiGPO backbones).")
@@ -154,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
     def command(name: str, summary: str, examples: str) -> argparse.ArgumentParser:
         return commands.add_parser(name, help=summary, description=summary[0].upper()
                                    + summary[1:] + ".", epilog=examples + "\n" + OVERRIDES_HELP,
-                                   formatter_class=raw, parents=[common])
+                                   formatter_class=_HelpFormatter, parents=[common])
 
     train = command("train", "train a policy (SFT warm start, then RL)", TRAIN_EXAMPLES)
     train.add_argument("--config", help="YAML run config (default: the embedded default)")
@@ -174,8 +184,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
 
     audit = command("audit", "print the VICT verifier-interface audit", AUDIT_EXAMPLES)
-    audit.add_argument("--env", help="environment name, alfworld or webshop (default: the "
-                                     "run's, else the config's)")
+    audit.add_argument("--env", help=f"environment name: {', '.join(env_suite_names())} "
+                                     "(default: the run's, else the config's)")
     audit.add_argument("--checkpoint", metavar="PATH",
                        help="also audit rollouts of this model (a run directory, checkpoint "
                             "folder, RUN/reference or model folder)")

@@ -22,7 +22,7 @@ class _Collector:
     def collect(self, tasks, group_size, on_step=None, **_):
         if on_step is not None:
             on_step(len(tasks))
-        return [SimpleNamespace(task=task, won=won, num_invalid=0, steps=[None])
+        return [SimpleNamespace(task=task, won=won, num_invalid=0, steps=[None], env_metrics={})
                 for task, won in zip(tasks, self.won, strict=True)]
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from agentcredit.credit.hindsight import HindsightScores, check_hindsight_scores
 from agentcredit.credit.tokens import TokenScores, check_token_scores
 from agentcredit.verifier.trace import RolloutTrace
 
@@ -41,6 +42,12 @@ class CreditBatch:
             in proportion to its steps, whatever the environment's size.
         tokens: token-level methods only (ADRS, docs/adrs.md §5): per-token scores of the
             valid response tokens (``credit.tokens.TokenScores``); ``None`` otherwise.
+        action_keys: ``S`` strings, the action each step sent to the environment (the
+            parsed action, else the raw response); SALT's transition nodes read them.
+            ``None`` when not recorded.
+        hindsight: HCAPO only: per-step mean response log-probs with and without the
+            rollout's final observation in the prompt (``credit.hindsight.HindsightScores``);
+            ``None`` otherwise.
 
     Shapes and ordering are validated once, at construction.
     """
@@ -52,10 +59,14 @@ class CreditBatch:
     anchor_keys: tuple[str, ...]
     traces: tuple[RolloutTrace, ...] | None = None
     tokens: TokenScores | None = None
+    action_keys: tuple[str, ...] | None = None
+    hindsight: HindsightScores | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.anchor_keys, tuple):
             object.__setattr__(self, "anchor_keys", tuple(self.anchor_keys))
+        if self.action_keys is not None and not isinstance(self.action_keys, tuple):
+            object.__setattr__(self, "action_keys", tuple(self.action_keys))
         if self.traces is not None and not isinstance(self.traces, tuple):
             object.__setattr__(self, "traces", tuple(self.traces))
         _check_vector("group_ids", self.group_ids, integer=True,
@@ -99,6 +110,15 @@ class CreditBatch:
             _check_traces(self.traces, self.episode_lengths.tolist())
         if self.tokens is not None:
             check_token_scores(self.tokens, num_steps, self.step_rewards.device)
+        if self.action_keys is not None and (
+                len(self.action_keys) != num_steps
+                or not all(isinstance(k, str) for k in self.action_keys)):
+            raise ValueError(
+                f"CreditBatch.action_keys must be {num_steps} strings, one action text per step; "
+                f"got {len(self.action_keys)} entries. Pass each step's action (or response) text."
+            )
+        if self.hindsight is not None:
+            check_hindsight_scores(self.hindsight, num_steps, self.step_rewards.device)
 
     # DERIVED VIEWS
 
@@ -150,6 +170,7 @@ class CreditBatch:
         anchor_keys: Sequence[Sequence[str]] | None = None,
         *,
         traces: Sequence[RolloutTrace] | None = None,
+        action_keys: Sequence[Sequence[str]] | None = None,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> CreditBatch:
@@ -162,6 +183,8 @@ class CreditBatch:
                 rollout ``i``. ``None`` gives every step its own key (no shared
                 anchor states, so GiGPO's step level contributes nothing).
             traces: VICT's per-rollout traces (see the class docstring), or ``None``.
+            action_keys: ``action_keys[i][t]`` = the action text of step ``t`` of rollout
+                ``i`` (SALT's nodes), or ``None``.
             dtype: float dtype of the rewards.
             device: where the tensors live.
         """
@@ -196,6 +219,8 @@ class CreditBatch:
             step_rewards=torch.tensor(flat_rewards, dtype=dtype, device=device),
             anchor_keys=tuple(k for keys in anchor_keys for k in keys),
             traces=None if traces is None else tuple(traces),
+            action_keys=None if action_keys is None else tuple(k for keys in action_keys
+                                                                for k in keys),
         )
 
 

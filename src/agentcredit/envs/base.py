@@ -57,10 +57,15 @@ class StepInfo:
         valid: False when the action was unparsable or not admissible; the state
             is then unchanged.
         won: the environment's own success check after this step.
+        metrics: named numbers about the whole episode (tau's reward components),
+            reported on the step that ends it and empty on the others. The trainer
+            averages each name over the rollouts that report it
+            (``rollout/env/<name>``, ``eval/<split>/env/<name>``).
     """
 
     valid: bool
     won: bool
+    metrics: dict[str, float] = field(default_factory=dict, hash=False)
 
 
 @runtime_checkable

@@ -162,6 +162,7 @@ class RolloutCollector:
                 if ends:
                     r.trajectory.final_observation = obs.text
                     r.trajectory.won = info.won
+                    r.trajectory.env_metrics = dict(info.metrics)
                     signal = float(info.won) if cfg.outcome_signal == "won" else env_reward
                     r.trajectory.outcome_reward = cfg.outcome_reward * signal
                     r.trajectory.truncated = not done

@@ -74,6 +74,8 @@ class Trajectory:
             collector did not record snapshots); VICT's tracer needs it.
         final_observation: the environment text after the last step, which the
             policy never acted on; VICT's evidence extractors read it.
+        env_metrics: the environment's metrics of the episode (``StepInfo.metrics`` of
+            the last step).
     """
 
     task: Task
@@ -84,6 +86,7 @@ class Trajectory:
     truncated: bool = False
     initial_snapshot: dict[str, Any] | None = None
     final_observation: str = ""
+    env_metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def total_reward(self) -> float:

@@ -8,7 +8,8 @@ the one file matched to the task's type::
 
 joined by a blank line. ALFWorld has one file per task type (the six names of
 ``agentcredit.envs.alfworld.tasks.TASK_TYPES``); WebShop follows the same
-convention with the product category as ``task_type``. Selection is a file
+convention with the product category as ``task_type``, tau with the first write
+tool of the golden actions (``envs/tau/tasks.py``). Selection is a file
 lookup, never retrieval, so the same task always gets the same text.
 
 Skill text is training-only: the teacher rescoring pass reads it

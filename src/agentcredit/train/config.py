@@ -26,6 +26,8 @@ import yaml
 
 from agentcredit.config_schema import ConfigError, build, did_you_mean, leaf_keys, to_dict, validate
 from agentcredit.envs.alfworld.options import GeneratorConfig
+from agentcredit.envs.searchqa.tasks import SearchQAConfig
+from agentcredit.envs.tau.options import TauConfig
 from agentcredit.envs.webshop.tasks import WebShopConfig
 from agentcredit.train.tiny_model import TinyModelConfig
 
@@ -299,7 +301,8 @@ class EnvConfig:
     """The environment and its task sets."""
 
     name: str = "alfworld"
-    """Environment suite (``alfworld`` or ``webshop``)."""
+    """Environment suite: ``alfworld``, ``webshop``, ``searchqa``, ``tau-retail`` or
+    ``tau-airline`` (``train.env_suites``)."""
     train_games_per_type: int = 20
     """Generated train games per task type (6 types)."""
     valid_games_per_type: int = 4
@@ -310,6 +313,11 @@ class EnvConfig:
     """ALFWorld: how games are sampled (room size, distractors, plan length)."""
     webshop: WebShopConfig = field(default_factory=WebShopConfig)
     """WebShop: the generated catalog and goals (``train``/``valid``/``test`` goals)."""
+    searchqa: SearchQAConfig = field(default_factory=SearchQAConfig)
+    """Search QA: the generated world and questions or FlashRAG data, retrieval, turn limit."""
+    tau: TauConfig = field(default_factory=TauConfig)
+    """tau2-bench (``tau-retail``, ``tau-airline``): the agent's instruction, the user, the
+    judge."""
 
     _limits: ClassVar[dict[str, tuple]] = {"train_games_per_type": (1, None),
                                            "valid_games_per_type": (1, None)}

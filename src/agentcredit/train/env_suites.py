@@ -107,3 +107,67 @@ class WebShopSuite:
 
 
 register_env_suite("webshop", WebShopSuite)
+
+
+class SearchQASuite:
+    """Search QA (``envs.searchqa``): generated questions over a generated world, or a FlashRAG
+    dataset; splits ``train``, ``valid``, ``test`` (by entity)."""
+
+    splits = ("train", "valid", "test")
+    validation_splits = ("valid",)
+
+    def __init__(self, env_config):
+        self.config = env_config
+
+    def tasks(self, split: str) -> list[Task]:
+        from agentcredit.envs.searchqa.tasks import build_tasks
+
+        return build_tasks(split, self.config.searchqa)
+
+    def make_env(self) -> Environment:
+        from agentcredit.envs.searchqa.engine import SearchQAEnv
+
+        qa = self.config.searchqa
+        return SearchQAEnv(max_turns=qa.max_turns, topk=qa.topk,
+                           max_query_chars=qa.max_query_chars)
+
+
+register_env_suite("searchqa", SearchQASuite)
+
+
+class TauSuite:
+    """tau2-bench (``envs.tau``) on one domain, from the ``agentcredit[tau]`` packages: tau2's
+    ``train`` and ``test`` splits, and ``base`` (every task)."""
+
+    splits = ("train", "test", "base")
+    validation_splits = ("test",)
+    domain = "retail"
+
+    def __init__(self, env_config):
+        self.config = env_config
+
+    def tasks(self, split: str) -> list[Task]:
+        from agentcredit.envs.tau.tasks import build_tasks
+
+        return build_tasks(self.domain, split, self.config.tau)
+
+    def make_env(self) -> Environment:
+        from agentcredit.envs.tau.engine import TauEnv
+
+        return TauEnv(self.domain, self.config.tau)
+
+
+class TauRetailSuite(TauSuite):
+    """tau2-bench retail (114 tasks)."""
+
+    domain = "retail"
+
+
+class TauAirlineSuite(TauSuite):
+    """tau2-bench airline (50 tasks)."""
+
+    domain = "airline"
+
+
+register_env_suite("tau-retail", TauRetailSuite)
+register_env_suite("tau-airline", TauAirlineSuite)

@@ -57,7 +57,8 @@ def evaluate(
 
     Returns (``s`` a split, ``k`` a task type): ``eval/success`` (over all
     evaluated tasks), ``eval/{s}/success``, ``eval/{s}/success/{k}``,
-    ``eval/{s}/invalid_rate``, ``eval/{s}/episode_length``, and ``eval/{s}/won``: each
+    ``eval/{s}/invalid_rate``, ``eval/{s}/episode_length``, ``eval/{s}/env/{name}``
+    (``env_metric_means``), and ``eval/{s}/won``: each
     task's outcome in the split's task order as a string of ``0`` and ``1``
     (``"0110"``: tasks 1 and 2 won), so two evaluations of the same tasks can be
     compared game by game (the learning benchmark's bootstrap) while ``metrics.jsonl``
@@ -80,6 +81,7 @@ def evaluate(
                                                  / max(1, sum(len(t.steps) for t in trajs)))
         metrics[f"eval/{split}/episode_length"] = _mean([len(t.steps) for t in trajs])
         metrics[f"eval/{split}/won"] = "".join("1" if t.won else "0" for t in trajs)
+        metrics.update(env_metric_means(trajs, f"eval/{split}/env/"))
         by_type: dict[str, list[bool]] = defaultdict(list)
         for t in trajs:
             by_type[t.task.task_type].append(t.won)
@@ -92,8 +94,23 @@ def _mean(values: Sequence[float]) -> float:
     return float(sum(values)) / len(values) if values else 0.0
 
 
+def env_metric_means(trajectories: Sequence[Trajectory], prefix: str) -> dict[str, float]:
+    """``{prefix}{name}``: each metric the environment reported (``Trajectory.env_metrics``),
+    averaged over the trajectories that report it; a name no trajectory reports is absent.
+
+    Only reporters count because an environment reports what applies to a task (tau: the
+    ``communicate`` component only for tasks whose reward basis has it).
+    """
+    values: dict[str, list[float]] = defaultdict(list)
+    for trajectory in trajectories:
+        for name, value in trajectory.env_metrics.items():
+            values[name].append(float(value))
+    return {f"{prefix}{name}": _mean(values[name]) for name in sorted(values)}
+
+
 def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Reward, success, invalid-action rate and episode length of a batch of rollouts."""
+    """Reward, success, invalid-action rate and episode length of a batch of rollouts, and
+    the environment's metrics (``rollout/env/{name}``, ``env_metric_means``)."""
     num_steps = sum(len(t.steps) for t in trajectories)
     return {
         "rollout/reward": sum(t.total_reward for t in trajectories) / len(trajectories),
@@ -101,6 +118,7 @@ def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
         "rollout/invalid_rate": sum(t.num_invalid for t in trajectories) / num_steps,
         "rollout/episode_length": num_steps / len(trajectories),
         "rollout/steps": float(num_steps),
+        **env_metric_means(trajectories, "rollout/env/"),
     }
 
 

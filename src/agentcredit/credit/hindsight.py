@@ -1,0 +1,65 @@
+"""Per-step hindsight scores of a batch: the part of a ``CreditBatch`` HCAPO reads.
+
+HCAPO (``credit/hcapo.py``) compares how likely the policy finds each response
+before and after it has seen how the episode ended. The trainer's hindsight
+pass (``train/hindsight.py``) rescores every sampled response token with the
+trajectory's final observation added to the prompt; this record keeps, per flat
+step ``s``, the mean log-prob of the step's response tokens both ways:
+
+    m^H_s = mean_{j∈V_s} ℓ^H_{s,j}     (with the final observation in the prompt)
+    m^b_s = mean_{j∈V_s} ℓ^b_{s,j}     (the ordinary prompt: PPO's old log-probs)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True, eq=False)
+class HindsightScores:
+    """Per-step mean response log-probs with and without hindsight, ``[S]`` each.
+
+    Attributes:
+        hindsight: ``m^H [S]``, the mean over the step's response tokens of
+            ``log π_θb(y_j | h_s ⊕ o_T, y_<j)``, the behaviour snapshot with the
+            rollout's final observation ``o_T`` in the prompt (detached).
+        behaviour: ``m^b [S]``, the same mean of ``log π_θb(y_j | h_s, y_<j)``.
+    """
+
+    hindsight: Tensor
+    behaviour: Tensor
+
+    @classmethod
+    def from_step_rows(cls, loss_mask: Tensor, hindsight_logprobs: Tensor,
+                       behaviour_logprobs: Tensor) -> HindsightScores:
+        """Means over each row's response tokens of ``[S, L]`` position-aligned log-probs
+        (row ``s`` = flat step ``s``, ``loss_mask [S, L]`` its response tokens)."""
+        mask = loss_mask.to(torch.float32)
+        count = mask.sum(1).clamp(min=1)  # [S]
+        return cls(hindsight=(hindsight_logprobs.float() * mask).sum(1) / count,
+                   behaviour=(behaviour_logprobs.float() * mask).sum(1) / count)
+
+
+def check_hindsight_scores(scores: HindsightScores, num_steps: int, device: torch.device) -> None:
+    """Raise, saying what to fix, unless ``scores`` fits a batch of ``num_steps`` steps."""
+    if not isinstance(scores, HindsightScores):
+        raise TypeError(f"CreditBatch.hindsight must be a HindsightScores or None; got "
+                        f"{type(scores).__name__}. Build it with HindsightScores.from_step_rows.")
+    for name in ("hindsight", "behaviour"):
+        value = getattr(scores, name)
+        if not isinstance(value, Tensor) or value.dim() != 1 or not value.is_floating_point() \
+                or value.shape[0] != num_steps:
+            got = (f"dtype {value.dtype} shape {tuple(value.shape)}" if isinstance(value, Tensor)
+                   else type(value).__name__)
+            raise ValueError(f"CreditBatch.hindsight.{name} must be a 1-D float tensor with one "
+                             f"mean log-prob per step ({num_steps}); got {got}.")
+        if not torch.isfinite(value).all():
+            bad = int(torch.nonzero(~torch.isfinite(value))[0])
+            raise ValueError(f"CreditBatch.hindsight.{name}[{bad}] = {value[bad].item()} is not "
+                             "finite; average only real response tokens.")
+        if value.device != torch.device(device):
+            raise ValueError(f"CreditBatch.hindsight.{name} is on {value.device} but the batch is "
+                             f"on {device}; move it with .to(device).")

@@ -1,0 +1,94 @@
+"""A client of Search-R1's retrieval server (``search_r1/search/retrieval_server.py``).
+
+The server answers ``POST <url>`` (``http://127.0.0.1:8000/retrieve`` when
+launched as Search-R1's README shows) with the JSON body
+``{"queries": [q], "topk": k, "return_scores": true}`` by
+``{"result": [[{"document": {"id": ..., "contents": "title\\ntext"}, "score": s}, ...]]}``
+(without scores, each item is the document itself). So a user points the
+environment at the e5 + wiki-18 server they already run by its URL.
+
+Failures (refused connection, timeout, an HTTP error status, a body that is not
+this schema) are retried ``retries`` times, waiting ``backoff_s · 2^i`` before
+retry ``i``; when every try fails the client raises ``RetrievalError`` with the
+last reason, which the environment shows the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from agentcredit.envs.searchqa.corpus import Passage
+from agentcredit.envs.searchqa.retrieval import RetrievalError
+
+
+def parse_server_result(body: Any, k: int) -> list[Passage]:
+    """The passages of one query's result in a server response body (see the module notes).
+
+    Raises:
+        RetrievalError: the body does not follow the server's schema.
+    """
+    try:
+        items = body["result"][0]
+        docs = [item.get("document", item) for item in items]
+        return [Passage.from_contents(str(doc.get("id", "")), doc["contents"])
+                for doc in docs[:k]]
+    except (KeyError, IndexError, TypeError, AttributeError) as err:
+        raise RetrievalError(f"the retrieval server's answer is not "
+                             f"{{'result': [[{{'document': {{'contents': ...}}}}]]}} "
+                             f"({type(err).__name__}: {err})") from None
+
+
+class ServerRetriever:
+    """Queries a Search-R1 retrieval server at ``url``.
+
+    Args:
+        url: the full endpoint, ``http://host:port/retrieve``.
+        timeout_s: seconds one request may take.
+        retries: further tries after a failed one.
+        backoff_s: wait before the first retry; it doubles with each retry.
+        sleep: how to wait (tests pass a recorder).
+    """
+
+    def __init__(self, url: str, timeout_s: float = 10.0, retries: int = 3,
+                 backoff_s: float = 0.5, sleep: Callable[[float], None] = time.sleep):
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"retrieval server url {url!r} must start with http:// or "
+                             "https:// (for example http://127.0.0.1:8000/retrieve)")
+        if timeout_s <= 0 or retries < 0 or backoff_s < 0:
+            raise ValueError(f"ServerRetriever: timeout_s={timeout_s} must be > 0, "
+                             f"retries={retries} and backoff_s={backoff_s} >= 0")
+        self.url, self.timeout_s, self.retries, self.backoff_s = url, timeout_s, retries, backoff_s
+        self._sleep = sleep
+
+    def _request(self, query: str, k: int) -> list[Passage]:
+        payload = json.dumps({"queries": [query], "topk": k, "return_scores": True})
+        request = urllib.request.Request(self.url, data=payload.encode("utf-8"),
+                                         headers={"Content-Type": "application/json"},
+                                         method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                body = json.loads(response.read().decode("utf-8"))
+        except urllib.error.HTTPError as err:
+            raise RetrievalError(f"the retrieval server answered HTTP {err.code}") from None
+        except (urllib.error.URLError, TimeoutError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            raise RetrievalError(f"the retrieval server did not answer ({reason})") from None
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise RetrievalError("the retrieval server's answer is not JSON") from None
+        return parse_server_result(body, k)
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        attempt = 0
+        while True:
+            try:
+                return self._request(query, k)
+            except RetrievalError:
+                if attempt == self.retries:
+                    raise
+                self._sleep(self.backoff_s * 2 ** attempt)
+                attempt += 1

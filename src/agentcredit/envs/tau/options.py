@@ -1,0 +1,76 @@
+"""The tau environments' settings (``env.tau`` in a run config): which tasks, which user,
+which judge.
+
+Plain dataclasses with no import of the domain packages, so a config loads
+without the ``agentcredit[tau]`` extra.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from agentcredit.config_schema import validate
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """An OpenAI-compatible chat-completions endpoint (vLLM, SGLang, llama.cpp, OpenAI …)."""
+
+    base_url: str = ""
+    """URL up to ``/v1`` (``http://localhost:8000/v1``); empty = no endpoint."""
+    model: str = ""
+    """Model name sent with each request."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding the API key (none needed when it is unset)."""
+    temperature: float = 0.0
+    """Sampling temperature (tau2's user simulator samples at 0)."""
+    timeout_s: float = 60.0
+    """Seconds before a request counts as failed."""
+    retries: int = 4
+    """Retries of a failed request before giving up on it."""
+    backoff_s: float = 1.0
+    """Wait before the first retry; doubled at each further retry."""
+
+    _limits: ClassVar[dict[str, tuple]] = {"temperature": (0.0, None),
+                                           "timeout_s": (0.0, None, "open"),
+                                           "retries": (0, None), "backoff_s": (0.0, None)}
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+@dataclass(frozen=True)
+class TauConfig:
+    """tau2-bench retail and airline (``env.name=tau-retail`` or ``tau-airline``)."""
+
+    instruction: Literal["policy", "brief"] = "policy"
+    """What the agent is told each step: ``policy`` = the action format and the domain policy
+    (tau2's agent prompt), ``brief`` = the action format only (a tiny model's prompt budget)."""
+    max_tasks: int = 0
+    """Use only the first this many tasks of each split; 0 = all."""
+    observation_chars: int = 0
+    """Cut longer observations to this many characters, marked ``…``; 0 = never (tau2). For
+    small models' context; the reward and snapshot never read the observation."""
+    max_errors: int = 10
+    """End the episode, with reward 0, after this many tool errors (tau2's ``max_errors``)."""
+    user: Literal["scripted", "llm"] = "scripted"
+    """Who plays the customer: ``scripted`` answers from the task's known information
+    (deterministic, for tests and the expert); ``llm`` is tau2's LLM user simulator on
+    ``user_endpoint``."""
+    patience: int = 8
+    """Scripted user: replies after which it ends the conversation."""
+    user_endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    """LLM user: the chat endpoint and model."""
+    user_guidelines_file: str = ""
+    """LLM user: a file with the user simulator's guidelines (tau2's
+    ``simulation_guidelines.md``); empty = the guidelines shipped here."""
+    judge_endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    """Judge of NL assertions; without a ``base_url`` they are skipped and the skip reported."""
+
+    _limits: ClassVar[dict[str, tuple]] = {"max_tasks": (0, None), "observation_chars": (0, None),
+                                           "max_errors": (1, None),
+                                           "patience": (1, None)}
+
+    def __post_init__(self) -> None:
+        validate(self)
