@@ -69,7 +69,9 @@ def method_overrides(method: str) -> list[str]:
     """``NAME[/BACKBONE[/GATE]]`` -> ``method=NAME`` plus the estimator options.
 
     ``vict/gigpo`` = VICT on GiGPO's step-level advantage, ``adrs/gigpo/L3`` =
-    ADRS+TVA on GiGPO, ``grpo`` = plain GRPO.
+    ADRS+TVA on GiGPO, ``grpo`` = plain GRPO. The VICT paper's baselines (issue 18):
+    ``salt`` (``salt/rloo`` on RLOO), ``hcapo``, ``proxmo``, ``dapo``, and its
+    compatibility rows ``vict/salt``, ``vict/hcapo``, ``vict/gigpo``.
     """
     name, *rest = method.split("/")
     extra = [f"method={name}"]

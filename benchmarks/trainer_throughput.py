@@ -11,11 +11,14 @@ method, no evaluation. Per method, the medians over updates of:
   (every PPO epoch and mini-batch);
 - ``<phase>_share_pct``: share of the update's wall time in each phase
   (rollout, score = old and reference log-probs, teacher = ADRS rescoring,
+  hindsight = HCAPO's rescoring with the final observation in the prompt,
   trace = verifier tracing, credit = the estimator, optimiser = the PPO step);
-- ``update_s``: wall time of one whole update.
+- ``update_s``: wall time of one whole update;
+- ``hcapo_extra_pass_share_pct``: HCAPO's hindsight pass as a share of its update
+  (``hindsight_share_pct.hcapo``; the HCAPO paper reports +8.3% of training time).
 
     python benchmarks/trainer_throughput.py [--quick] [--model SFT_DIR]
-        [--methods grpo,gigpo,vict/grpo,adrs/grpo/L2] [--updates N] [key=value ...]
+        [--methods grpo,gigpo,vict/grpo,adrs/grpo/L2,hcapo] [--updates N] [key=value ...]
 
 Without ``--model`` the embedded SFT warm start is trained first (several
 minutes); pass a checkpoint (a run's ``reference`` directory) to skip it.
@@ -31,7 +34,8 @@ from pathlib import Path
 
 from bench_common import phase_shares_pct, run_method, sft_start, write_result
 
-DEFAULT_METHODS = "grpo,gigpo,vict/grpo,adrs/grpo/L2"
+DEFAULT_METHODS = "grpo,gigpo,vict/grpo,adrs/grpo/L2,hcapo"
+HCAPO_PAPER_EXTRA_PCT = 8.3  # the HCAPO paper's extra training time of its hindsight pass
 
 
 def summarise(updates: list[dict]) -> dict[str, float]:
@@ -78,6 +82,10 @@ def main() -> None:
         metrics.update({f"{key}.{method}": round(value, 3) for key, value in summary.items()})
         print(f"{method}: {summary['update_s']:.1f} s/update, "
               f"{summary['rollout_steps_per_s']:.1f} steps/s", flush=True)
+    if "hindsight_share_pct.hcapo" in metrics:
+        metrics["hcapo_extra_pass_share_pct"] = metrics["hindsight_share_pct.hcapo"]
+        print(f"hcapo: hindsight pass {metrics['hcapo_extra_pass_share_pct']:.1f}% of an update "
+              f"(paper: +{HCAPO_PAPER_EXTRA_PCT}%)", flush=True)
     path = write_result(
         "trainer_throughput",
         config={"methods": methods, "updates": updates, "start": str(start), "overrides": common},
@@ -87,6 +95,9 @@ def main() -> None:
                "per update, up to 20 steps, bare actions, CPU threads=2. Medians over updates "
                "of one run per method from one SFT start; phases are measured inside the loop "
                "(metrics.jsonl time/*). Phase shares are of the summed phase times. "
+               "HCAPO's hindsight pass rescores every response token once more (the ADRS "
+               f"teacher pass with the final observation); its paper reports "
+               f"+{HCAPO_PAPER_EXTRA_PCT}% training time on 7B models with vLLM rollouts. "
                f"Wall time {time.perf_counter() - began:.0f} s."),
         quick=args.quick)
     print(path)

@@ -156,7 +156,7 @@ def finished_run(tmp_path_factory, tiny_fake_run):
     (["method=vict", "credit.options.backbone=gigpo", "run.updates=5"],
      ["credit.estimator (grpo -> vict)", "credit.options.backbone.name (unset -> gigpo)"]),
     (["sft.epochs=1", "rollout.group_size=4", "optim.lr=0.5", "env.valid_games_per_type=3"],
-     ["sft.epochs (20.0 -> 1.0)", "rollout.group_size (2 -> 4)", "optim.lr (0.0001 -> 0.5)",
+     ["sft.epochs (20.0 -> 1.0)", "rollout.group_size (2 -> 4)", "optim.lr (0.001 -> 0.5)",
       "env.valid_games_per_type (1 -> 3)"]),
 ])
 def test_resume_refuses_changes_to_the_runs_meaning_naming_each_key(finished_run, overrides,
@@ -170,7 +170,9 @@ def test_resume_refuses_changes_to_the_runs_meaning_naming_each_key(finished_run
     assert listed.startswith(", ".join(refused))
     assert "run.updates" not in listed  # safe: it would be accepted
     assert err.endswith("Resume accepts only run.updates, run.eval_every, run.checkpoint_every, "
-                        "run.keep_checkpoints, run.progress, run.threads, run.device, eval.probes")
+                        "run.keep_checkpoints, run.progress, run.threads, run.device, "
+                        "run.save_rollouts, run.keep_rollouts, run.tensorboard, run.wandb, "
+                        "eval.probes")
     assert before == {name: (finished_run / name).read_bytes() for name in before}
 
 
@@ -255,7 +257,7 @@ def test_config_list_prints_every_key_with_its_type_and_doc(capsys):
     assert set(all_keys()) <= set(lines)
     assert lines["rollout.group_size"].split()[1] == "int"
     assert "rollouts per task" in lines["rollout.group_size"]
-    assert lines["rollout.action_format"].split()[1] == "bare|tagged"
+    assert lines["rollout.action_format"].split()[1] == "bare|tagged|raw"
     assert lines["env.generator.max_receptacles"].split()[1:3] == ["int", "|"]
     assert "room size cap" in lines["env.generator.max_receptacles"]
     assert "credit.options with credit.estimator=vict (or method=vict):" in out

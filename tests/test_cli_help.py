@@ -46,6 +46,7 @@ def test_train_help_names_what_resume_accepts(capsys):
     text = " ".join(_help(["train"], capsys).split())
     assert ("It accepts only settings that keep the run's meaning: run.updates, run.eval_every, "
             "run.checkpoint_every, run.keep_checkpoints, run.progress, run.threads, run.device, "
+            "run.save_rollouts, run.keep_rollouts, run.tensorboard, run.wandb, "
             "eval.probes.") in text
 
 

@@ -5,6 +5,7 @@
     agentcredit eval --checkpoint PATH [--config FILE] [key=value ...]
     agentcredit audit [--env NAME] [--checkpoint PATH] [--split S] [--copies N] [key=value ...]
     agentcredit config --show [--config FILE] [key=value ...] | --list
+    agentcredit report RUN_DIR [RUN_DIR ...] [-o report.html] [--viewer-mb MB]
 
 The help texts below are what a user reads first; they are plain text, and
 listing the method names must not import torch (``--help`` loads neither torch
@@ -33,13 +34,17 @@ from agentcredit.config_schema import ConfigError
 #: (tests/test_cli_help.py keeps them equal to the registry and ``train.config.METHODS``)
 ESTIMATOR_METHODS = ("grpo", "rloo", "gigpo", "vict", "dense_atom_reward", "commit_only",
                      "temporal_nearest", "random_edges", "no_core", "no_proof_edges", "adrs",
-                     "rlsd")
+                     "rlsd", "salt", "hcapo", "proxmo")
 PRESET_METHODS = ("skill_prompt", "skill_grpo", "skill_grpo_star", "vanilla", "opsd", "sdar",
-                  "skill_sd", "opsd_only", "adrs_webshop")
+                  "skill_sd", "opsd_only", "adrs_webshop", "dapo")
+#: ``eval --mode`` (``train.eval_modes.EVAL_MODES``, kept equal by tests/train/test_eval_modes.py)
+EVAL_MODES = ("standard", "react", "reflexion")
 #: settings a resumed run may change: how long it runs, how often it evaluates and saves, where
-#: it runs; everything else would make the resumed updates a different run from the logged ones
+#: it runs and what it records on the side; everything else would make the resumed updates a
+#: different run from the logged ones
 RESUME_SAFE_KEYS = ("run.updates", "run.eval_every", "run.checkpoint_every",
                     "run.keep_checkpoints", "run.progress", "run.threads", "run.device",
+                    "run.save_rollouts", "run.keep_rollouts", "run.tensorboard", "run.wandb",
                     "eval.probes")
 
 SETTINGS_HELP = "dotted settings such as rollout.group_size=4 (see below)"
@@ -78,6 +83,7 @@ examples:
   agentcredit audit --env alfworld --copies 4
   agentcredit config --show method=adrs
   agentcredit config --list
+  agentcredit report runs/embedded -o report.html
 """
 
 TRAIN_EXAMPLES = """\
@@ -103,13 +109,20 @@ examples:
   agentcredit eval --checkpoint runs/embedded/checkpoints/update_00010
   agentcredit eval --checkpoint runs/embedded/reference method=skill_prompt
   agentcredit eval --checkpoint path/to/model_folder --config my_run.yaml
+  agentcredit eval --checkpoint path/to/model_folder --mode reflexion \\
+      --trials 10 rollout.max_new_tokens=256
 
 Inside a run (a run directory, one of its checkpoints, its reference/) the
 run's config.yaml is used, else the embedded default or --config. The
 evaluation is seeded for the model's update, so evaluating a run's checkpoint
 repeats the eval line the run logged for that update. The result is written as
 JSON: eval.json in the checkpoint folder, else eval_NAME.json beside the model
-folder NAME.
+folder NAME (eval_react.json, eval_NAME_reflexion.json, ... with --mode).
+
+--mode react and --mode reflexion are the prompting baselines: the model reasons
+in <think> before each <action> (free decoding); reflexion gives each task up to
+--trials trials, each failed one followed by a reflection, the last 3 kept in
+the prompt, a trial ending when an action repeats.
 """
 
 AUDIT_EXAMPLES = """\
@@ -129,6 +142,22 @@ examples:
   agentcredit config --show method=vict rollout.group_size=4
   agentcredit config --show --config my_run.yaml > resolved.yaml
   agentcredit config --list
+"""
+
+
+REPORT_EXAMPLES = """\
+examples:
+  agentcredit report runs/embedded              # one run
+  agentcredit report /tmp/learn/runs -o learning.html   # every run in a folder
+  agentcredit report runs/grpo_seed0 runs/vict_seed0 --viewer-mb 20
+
+The page is one HTML file that opens offline: learning curves (mean over
+seeds with a band), success and AUC per method and task type, the VICT
+audit, the ledger, the timing of an update, and a rollout viewer for runs
+trained with run.save_rollouts=K. Runs named METHOD_seedN are grouped by
+METHOD. A run still training is shown as far as it has got; a missing or
+damaged file is named on the page. Needs the report extra:
+pip install 'agentcredit[report]'. See docs/report.md.
 """
 
 
@@ -181,6 +210,10 @@ def _parser() -> argparse.ArgumentParser:
                                "RUN/reference or a model folder")
     evaluate.add_argument("--config", help="YAML config (default: the run's, else the "
                                            "embedded default)")
+    evaluate.add_argument("--mode", choices=EVAL_MODES, default="standard",
+                          help="standard (the run's own prompts), react or reflexion")
+    evaluate.add_argument("--trials", type=int, default=10,
+                          help="reflexion: trials per task (default 10)")
     evaluate.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
 
     audit = command("audit", "print the VICT verifier-interface audit", AUDIT_EXAMPLES)
@@ -206,6 +239,20 @@ def _parser() -> argparse.ArgumentParser:
                       help="print every key with its type and what it does")
     config.add_argument("--config", help="YAML config (default: the embedded default)")
     config.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
+
+    summary = "write an HTML report of runs: curves, tables and a credit viewer"
+    report = commands.add_parser("report", help=summary, description=summary[0].upper()
+                                 + summary[1:] + ".", epilog=REPORT_EXAMPLES,
+                                 formatter_class=_HelpFormatter, parents=[common])
+    report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                        help="a run directory, or a folder of run directories (a benchmark's "
+                             "--output-dir)")
+    report.add_argument("-o", "--output", default="report.html",
+                        help="the HTML file to write (default: report.html)")
+    report.add_argument("--viewer-mb", type=float, default=8.0,
+                        help="MB of saved rollouts the viewer may embed, shared by the runs "
+                             "(default 8; 0 leaves the viewer out)")
+    report.set_defaults(overrides=[])  # main() adds the left-over arguments to it
     return parser
 
 
@@ -221,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "config":
             return _config(args)
+        if args.command == "report":
+            return _write_report(args)
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one bar per checkpoint save/load would drown the run's
@@ -328,18 +377,30 @@ def _show(value) -> str:
 
 
 def _eval(args) -> int:
+    import dataclasses
+
     from agentcredit.train.config import load_config
+    from agentcredit.train.eval_modes import ReflexionConfig, evaluate_model_mode
     from agentcredit.train.evaluate import evaluate_model, locate_model, write_eval_result
 
+    if args.trials < 1:
+        raise ConfigError(f"--trials {args.trials}: reflexion needs at least 1 trial per task")
     source = locate_model(args.checkpoint)
     config_path = args.config or source.run_config
     config = load_config(config_path, [*args.overrides])
-    print(f"evaluating {source.describe()}")
+    print(f"evaluating {source.describe()}" + (f" in {args.mode} mode"
+                                                if args.mode != "standard" else ""))
     print(f"config: {config_path or 'the embedded default'}"
           + (f" with {' '.join(args.overrides)}" if args.overrides else ""))
-    metrics = evaluate_model(config, source.model_dir, update=source.update or 0)
+    if args.mode == "standard":
+        metrics = evaluate_model(config, source.model_dir, update=source.update or 0)
+    else:  # the prompting baselines write beside the standard result, never over it
+        metrics = evaluate_model_mode(config, source.model_dir, source.update or 0, args.mode,
+                                      ReflexionConfig(trials=args.trials))
+        source = dataclasses.replace(source, result=source.result.with_name(
+            f"{source.result.stem}_{args.mode}.json"))
     written = write_eval_result(source, metrics, config=str(config_path) if config_path else None,
-                                overrides=list(args.overrides))
+                                overrides=list(args.overrides), mode=args.mode)
     print(json.dumps(metrics, indent=1))
     print(f"success: {metrics['eval/success']:.3f} ({source.describe()})")
     print(f"wrote {written}")
@@ -361,6 +422,27 @@ def _audit(args) -> int:
     if source is not None:
         print(f"policy: {source.describe()}")
     run_audit(config, args.split, args.copies, source.model_dir if source else None)
+    return 0
+
+
+def _write_report(args) -> int:
+    try:
+        from agentcredit.report.page import ReportError, write_report
+    except ModuleNotFoundError as err:
+        if (err.name or "").split(".")[0] != "plotly":
+            raise
+        print("error: agentcredit report draws its plots with Plotly, which is not installed: "
+              "pip install 'agentcredit[report]'", file=sys.stderr)
+        return 2
+    try:
+        result = write_report(args.run_dirs, args.output, viewer_mb=args.viewer_mb)
+    except ReportError as err:
+        print(f"error: {_first_line(err)}", file=sys.stderr)
+        return 2
+    for problem in result.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    print(f"wrote {result.path} ({result.runs} runs of {result.methods} methods, "
+          f"{result.size_bytes / 1e6:.1f} MB, {result.seconds:.1f} s)")
     return 0
 
 

@@ -31,7 +31,18 @@ def test_tagged_format_marks_malformed_responses_unparsable(response):
     assert parse_action(response, "tagged") is None
 
 
-@pytest.mark.parametrize("fmt", ["bare", "tagged"])
+def test_raw_format_passes_the_whole_stripped_response_line_breaks_included():
+    response = "  <think>Velmor is a city.\nI should search.</think>\n<search> Velmor </search>\n"
+    assert parse_action(response, "raw") == (
+        "<think>Velmor is a city.\nI should search.</think>\n<search> Velmor </search>")
+
+
+@pytest.mark.parametrize("response", ["", " \n\t "])
+def test_raw_format_marks_an_empty_response_unparsable(response):
+    assert parse_action(response, "raw") is None
+
+
+@pytest.mark.parametrize("fmt", ["bare", "tagged", "raw"])
 def test_format_action_round_trips_through_parse_action(fmt):
     action = "take pen 1 from desk 2"
     assert parse_action(format_action(action, fmt), fmt) == action

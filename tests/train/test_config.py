@@ -31,6 +31,8 @@ def test_the_packaged_embedded_default_loads():
     # the embedded departures from the papers' setting (README, docs/settings.md)
     assert config.rollout.decoding == "admissible" and config.rollout.history_style == "compact"
     assert config.env.valid_games_per_type * 6 * 2 >= 108  # 6 task types, 2 validation splits
+    # an RL step that moves a tiny freshly cloned policy (the 1e-6 of real checkpoints does not)
+    assert config.optim.lr == 1e-3 and config.optim.mini_batches == 4
 
 
 def test_dotted_overrides_are_parsed_as_yaml_values():
@@ -58,10 +60,19 @@ def test_a_bad_value_names_the_field_the_value_and_the_allowed_range():
     assert _error("rollout.temperature=-1") == (
         "rollout.temperature = -1.0 is out of range; allowed [0.0, inf]")
     assert _error("rollout.action_format=xml") == (
-        "rollout.action_format = 'xml' is not allowed; choose one of bare, tagged")
+        "rollout.action_format = 'xml' is not allowed; choose one of bare, tagged, raw")
     assert _error("run.updates=many") == "run.updates = 'many' must be an integer"
     assert "grpo" in _error("credit.estimator=grpp")
     assert _error("optim.kl_coef=true") == "optim.kl_coef = True must be a number"
+
+
+def test_raw_responses_with_admissible_decoding_are_refused_with_the_fix():
+    # the trie samples one suggested action verbatim: no room for raw's reasoning
+    says = _error("rollout.action_format=raw", "rollout.decoding=admissible")
+    assert says.startswith("rollout.decoding = 'admissible' samples exactly one suggested action")
+    assert "set rollout.decoding=free" in says
+    assert load_config(None, ["rollout.action_format=raw", "rollout.decoding=free"]
+                       ).rollout.action_format == "raw"
 
 
 def test_errors_from_nested_dataclasses_name_the_full_key():
@@ -73,7 +84,8 @@ def test_errors_from_nested_dataclasses_name_the_full_key():
         "credit.options.backbone.mode = 'mean' is not allowed; choose one of mean_std_norm, "
         "mean_norm; did you mean 'mean_norm'?")
     assert _error("credit.estimator=vict", "credit.options.backbone=ppo") == (
-        "credit.options.backbone.name = 'ppo' is not allowed; choose one of grpo, rloo, gigpo")
+        "credit.options.backbone.name = 'ppo' is not allowed; choose one of grpo, rloo, gigpo, "
+        "salt, hcapo, proxmo")
 
 
 def test_a_malformed_override_or_file_is_one_line(tmp_path):

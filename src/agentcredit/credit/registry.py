@@ -9,8 +9,9 @@ registered together with its config dataclass and the inputs its batch must carr
     get_estimator("vict")(batch)  # default config
 
 The trainer prepares exactly what an estimator declares (``INPUTS``): verifier
-traces (``batch.traces``), the privileged teacher's scores (``batch.tokens``) or the
-reference policy's log-probs; it never branches on an estimator's name. A config
+traces (``batch.traces``), the privileged teacher's scores (``batch.tokens``), the
+reference policy's log-probs or HCAPO's hindsight scores (``batch.hindsight``); it
+never branches on an estimator's name. A config
 may ask for more than the estimator's fixed needs through an ``extra_inputs``
 property (ADRS's L1 gate reads the reference).
 """
@@ -27,7 +28,7 @@ from agentcredit.credit.result import CreditResult
 
 EstimatorFn = Callable[[CreditBatch, Any], CreditResult]
 #: what an estimator or auxiliary loss can ask the trainer to prepare.
-INPUTS = ("traces", "teacher", "reference")
+INPUTS = ("traces", "teacher", "reference", "hindsight")
 
 
 @dataclass(frozen=True)

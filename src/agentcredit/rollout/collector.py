@@ -278,11 +278,14 @@ def broadcast_to_tokens(step_values: Tensor, loss_mask: Tensor) -> Tensor:
 
 
 def credit_batch(trajectories: Sequence[Trajectory], traces=None) -> CreditBatch:
-    """The ``CreditBatch`` of the trajectories: group ids, per-step rewards, anchor keys,
+    """The ``CreditBatch`` of the trajectories: group ids, per-step rewards, anchor keys, the
+    action each step sent (the parsed action, else the raw response, as the environment got it)
     and, for VICT, one ``RolloutTrace`` per trajectory (``train.verifier_traces``)."""
     return CreditBatch.from_lists(
         step_rewards=[[s.reward for s in t.steps] for t in trajectories],
         group_ids=[t.group_id for t in trajectories],
         anchor_keys=[[s.anchor_key for s in t.steps] for t in trajectories],
         traces=traces,
+        action_keys=[[s.response if s.action is None else s.action for s in t.steps]
+                     for t in trajectories],
     )

@@ -29,6 +29,7 @@ from agentcredit.envs.alfworld.options import GeneratorConfig
 from agentcredit.envs.searchqa.tasks import SearchQAConfig
 from agentcredit.envs.tau.options import TauConfig
 from agentcredit.envs.webshop.tasks import WebShopConfig
+from agentcredit.rollout.actions import ActionFormat
 from agentcredit.train.tiny_model import TinyModelConfig
 
 EMBEDDED_CONFIG = "embedded.yaml"
@@ -62,10 +63,24 @@ class RunConfig:
     progress: bool = True
     """Show progress on stderr for every long phase (game generation, demonstrations, SFT,
     evaluation, updates): a redrawn bar on a terminal, a few plain lines in a log."""
+    save_rollouts: int = 0
+    """Save every this many updates the update's rollouts with their credit (steps, per-step and
+    per-token advantages, VICT proof edges and ledger rows, ADRS teacher scores) to
+    ``rollouts/update_NNNNN.json.gz`` for the viewer of ``agentcredit report``; 0 = off."""
+    keep_rollouts: int = 10
+    """Most recent saved updates kept in ``rollouts/``; older files are deleted (each file is
+    gzip-compressed, its texts cut to 4,000 characters, ``train/saved_rollouts.py``)."""
+    tensorboard: bool = False
+    """Also write every metrics line as TensorBoard scalars to ``tensorboard/`` (needs
+    ``pip install 'agentcredit[tensorboard]'``); ``metrics.jsonl`` stays the record."""
+    wandb: str = ""
+    """Also log every metrics line to this Weights & Biases project (needs ``pip install
+    wandb``); empty = off. ``metrics.jsonl`` stays the record."""
 
     _limits: ClassVar[dict[str, tuple]] = {"seed": (0, None), "updates": (0, None),
                "eval_every": (0, None), "checkpoint_every": (1, None),
-               "keep_checkpoints": (1, None), "threads": (0, None)}
+               "keep_checkpoints": (1, None), "threads": (0, None),
+               "save_rollouts": (0, None), "keep_rollouts": (1, None)}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -152,9 +167,10 @@ class RolloutConfig:
     """How past steps are shown: ``pairs`` (``Observation:``/``Action:`` lines) or ``compact``
     (one ``> action | what followed`` line per step; with a long window, the memory of what
     the agent did and saw, ``rollout/prompts.py``)."""
-    action_format: Literal["bare", "tagged"] = "bare"
+    action_format: ActionFormat = "bare"
     """``bare``: the response is the action (tiny model); ``tagged``: ``<think>`` + ``<action>``
-    (LLMs)."""
+    (LLMs); ``raw``: the whole response goes to the environment, which reads its own format
+    and decides validity (Search-R1's reasoning then ``<search>``/``<answer>``, env=searchqa)."""
     max_prompt_tokens: int = 1536
     """Prompt length cap; the oldest history pairs are dropped to fit."""
     invalid_penalty: float = -0.1
@@ -180,14 +196,31 @@ class RolloutConfig:
     """Show the task's skill text in training rollout prompts (the ``skill_grpo`` and
     ``skill_grpo*`` baselines, docs/adrs.md §5.6); the prefix comes on top of
     ``max_prompt_tokens``."""
+    overlong_buffer: float = 0.0
+    """DAPO's soft overlong penalty (``train/dapo.py``): the last ``overlong_buffer`` share of
+    ``max_new_tokens`` is a buffer in which a step's reward falls linearly to
+    ``−overlong_penalty`` at the limit; 0 = off (``method=dapo``: 0.2, DAPO's 4096/20480)."""
+    overlong_penalty: float = 0.1
+    """Largest overlong penalty, reached by a response the ``max_new_tokens`` limit cut off."""
+    dynamic_sampling_rounds: int = 0
+    """DAPO dynamic sampling (``train/dapo.py``): drop task groups whose rollouts all have the
+    same return and collect new tasks in their place, for at most this many extra rounds per
+    update; 0 = off (``method=dapo``: 3)."""
 
     _limits: ClassVar[dict[str, tuple]] = {"group_size": (1, None), "tasks_per_update": (1, None),
                "max_steps": (1, None), "temperature": (0.0, None), "max_new_tokens": (1, None),
                "history_window": (0, None), "max_prompt_tokens": (16, None),
-               "invalid_penalty": (None, 0.0), "generation_batch_size": (1, None)}
+               "invalid_penalty": (None, 0.0), "generation_batch_size": (1, None),
+               "overlong_buffer": (0.0, 1.0), "overlong_penalty": (0.0, None),
+               "dynamic_sampling_rounds": (0, None)}
 
     def __post_init__(self) -> None:
         validate(self)
+        if self.decoding == "admissible" and self.action_format == "raw":
+            raise ConfigError("RolloutConfig.decoding = 'admissible' samples exactly one suggested "
+                              "action, leaving no room for the reasoning rollout.action_format = "
+                              "raw asks for; set rollout.decoding=free (or "
+                              "rollout.action_format=bare to pick among the suggested actions)")
 
 
 @dataclass
@@ -357,7 +390,7 @@ class TrainConfig:
     @property
     def inputs(self) -> frozenset[str]:
         """What the trainer prepares each update for the estimator and the auxiliary loss
-        (``credit.registry.INPUTS``: ``traces``, ``teacher``, ``reference``)."""
+        (``credit.registry.INPUTS``: ``traces``, ``teacher``, ``reference``, ``hindsight``)."""
         from agentcredit.credit import get_estimator
         from agentcredit.credit.aux_losses import get_aux_loss
 
@@ -420,6 +453,11 @@ METHODS: dict[str, dict[str, Any]] = {
     "adrs_webshop": {"credit.estimator": "adrs", **_NO_SKILLS, "optim.clip_high": 0.28,
                      "credit.options.eta": 0.02, "credit.options.scope": "per_step",
                      "credit.options.gate": "L2", "credit.options.gate_norm": False},
+    # DAPO (train/dapo.py): GRPO with clip-higher (0.2 / 0.28), the token-level loss every
+    # method uses, the soft overlong penalty (buffer 20% of max_new_tokens) and dynamic sampling
+    "dapo": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.clip_low": 0.2,
+             "optim.clip_high": 0.28, "rollout.overlong_buffer": 0.2,
+             "rollout.overlong_penalty": 0.1, "rollout.dynamic_sampling_rounds": 3},
 }
 #: Spellings from the papers that are awkward on a command line.
 METHOD_ALIASES = {"skill_grpo*": "skill_grpo_star"}

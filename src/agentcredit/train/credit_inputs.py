@@ -2,9 +2,10 @@
 
 An estimator (``credit.registry``) and an auxiliary loss (``credit.aux_losses``)
 declare the inputs they read: verifier ``traces`` (VICT and its controls), the
-privileged ``teacher``'s scores ``ℓ^T`` (ADRS, OPSD, SDAR) and the ``reference``
-policy's log-probs. ``CreditInputs`` builds exactly those and nothing else, so
-the loop never asks which method it runs.
+privileged ``teacher``'s scores ``ℓ^T`` (ADRS, OPSD, SDAR), the ``reference``
+policy's log-probs and HCAPO's ``hindsight`` scores. ``CreditInputs`` builds exactly
+those and nothing else, so the loop never asks which method it runs. It also adds
+DAPO's overlong penalty to the step rewards when ``rollout.overlong_buffer`` is set.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from agentcredit.credit import CreditBatch, TokenScores
+from agentcredit.credit.hindsight import HindsightScores
 from agentcredit.rollout.collector import StepTensors, credit_batch
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train.config import TrainConfig
+from agentcredit.train.dapo import overlong_penalty, response_lengths
 from agentcredit.train.env_suites import EnvSuite
+from agentcredit.train.hindsight import HindsightSplicer, hindsight_logprobs
 from agentcredit.train.privileged import teacher_logprobs
 from agentcredit.train.verifier_traces import VerifierTracer
 
@@ -33,12 +37,14 @@ class PreparedCredit:
     Attributes:
         batch: the credit batch, with ``traces`` / ``tokens`` when declared.
         teacher: ``ℓ^T [S, L]`` for an auxiliary loss, or ``None``.
-        seconds: time spent per preparation phase (``teacher``, ``trace``).
+        seconds: time spent per preparation phase (``teacher``, ``hindsight``, ``trace``).
+        metrics: what the preparation logs (``reward/overlong_*`` with DAPO's penalty).
     """
 
     batch: CreditBatch
     teacher: Tensor | None
     seconds: dict[str, float]
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 class CreditInputs:
@@ -58,6 +64,9 @@ class CreditInputs:
         # the skill shares the prompt budget: the privileged prompt is left-truncated to it
         self.splicer = (SkillSplicer(tokenizer, config.rollout.max_prompt_tokens)
                         if "teacher" in needs else None)
+        self.hindsight = (HindsightSplicer(tokenizer, config.rollout.max_prompt_tokens)
+                          if "hindsight" in needs else None)
+        self.rollout = config.rollout
         self.provider = provider
         self.micro_batch_size = config.optim.score_micro_batch_size
         self.reuse_prefix = config.skills.reuse_prefix
@@ -74,13 +83,30 @@ class CreditInputs:
                                        micro_batch_size=self.micro_batch_size,
                                        reuse_prefix=self.reuse_prefix)  # [S, L]
             seconds["teacher"] = time.perf_counter() - began
+        hindsight = None
+        if self.hindsight is not None:  # ℓ^H: the same pass with the final observation
+            began = time.perf_counter()
+            hindsight = HindsightScores.from_step_rows(steps.loss_mask, hindsight_logprobs(
+                model, self.hindsight, trajectories, steps, micro_batch_size=self.micro_batch_size),
+                old_logprobs)
+            seconds["hindsight"] = time.perf_counter() - began
         traces = None
         if self.tracer is not None:
             began = time.perf_counter()
             traces = self.tracer.trace(trajectories)
             seconds["trace"] = time.perf_counter() - began
         batch = credit_batch(trajectories, traces)
+        if hindsight is not None:
+            batch = dataclasses.replace(batch, hindsight=hindsight)
         if teacher is not None:
             batch = dataclasses.replace(batch, tokens=TokenScores.from_step_rows(
                 steps.loss_mask, teacher, old_logprobs, ref_logprobs, update=update))
-        return PreparedCredit(batch, teacher, seconds)
+        metrics = {}
+        if self.rollout.overlong_buffer > 0:  # DAPO: shaped before any estimator reads it
+            penalty = overlong_penalty(response_lengths(trajectories), self.rollout.max_new_tokens,
+                                       self.rollout.overlong_buffer, self.rollout.overlong_penalty)
+            batch = dataclasses.replace(batch, step_rewards=batch.step_rewards
+                                        + penalty.to(batch.step_rewards))
+            metrics = {"reward/overlong_step_share": float((penalty < 0).float().mean()),
+                       "reward/overlong_penalty_mean": float(penalty.mean())}
+        return PreparedCredit(batch, teacher, seconds, metrics)

@@ -71,8 +71,16 @@ def evaluate(
         trajectories = collector.collect([task for _, task in order], 1,
                                          temperature=temperature, generator=generator,
                                          skills=skills, on_step=bar.update)
+    return outcome_metrics([split for split, _ in order], trajectories)
+
+
+def outcome_metrics(splits: Sequence[str], trajectories: Sequence[Trajectory]
+                    ) -> dict[str, float | str]:
+    """``evaluate``'s metrics of one finished trajectory per task: ``trajectories[n]`` is a task
+    of split ``splits[n]``, in each split's task order (the ReAct and Reflexion modes of
+    ``train/eval_modes.py`` summarise their episodes with it too)."""
     by_split: dict[str, list[Trajectory]] = defaultdict(list)
-    for (split, _), traj in zip(order, trajectories, strict=True):
+    for split, traj in zip(splits, trajectories, strict=True):
         by_split[split].append(traj)
     metrics = {"eval/success": _mean([t.won for t in trajectories])}
     for split, trajs in by_split.items():

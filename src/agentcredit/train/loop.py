@@ -18,6 +18,7 @@ resumed writes the same metrics as an uninterrupted run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,13 +33,16 @@ from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.collector import broadcast_to_tokens, tensorize_steps
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import check_device, load_model, make_collector, validation_tasks
-from agentcredit.train.config import TrainConfig, estimator_config, save_config
+from agentcredit.train.config import TrainConfig, config_to_dict, estimator_config, save_config
 from agentcredit.train.credit_inputs import CreditInputs
+from agentcredit.train.dapo import collect_with_signal, round_first_group_id, shaped_return
 from agentcredit.train.env_suites import build_env_suite
 from agentcredit.train.evaluate import evaluate, evaluation_generator, rollout_metrics
+from agentcredit.train.live_metrics import LiveMetrics
 from agentcredit.train.ppo import ppo_update, score_steps
 from agentcredit.train.privileged import check_skill_texts, probe_gap_metrics, probe_set
 from agentcredit.train.run_dir import RandomStreams, RunDirectory
+from agentcredit.train.saved_rollouts import save_rollouts
 from agentcredit.train.warm_start import prepare_start_policy
 
 
@@ -121,11 +125,14 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         torch.set_num_threads(config.run.threads)
     seed = config.run.seed
     RandomStreams.seeded(seed)
+    live = LiveMetrics.open(config.run, run.path, config_to_dict(config),  # before any log line
+                            point.update if point is not None else 0)
     metrics_log = JsonlLog(run.metrics)
     ledger = JsonlLog(run.ledger)
 
     def log(record: dict) -> None:
         metrics_log.append([finite_or_null(record)])
+        live.log(record)
 
     # TASKS
     suite = build_env_suite(config.env)
@@ -188,6 +195,22 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         evals = [r for r in read_jsonl(run.metrics) if r.get("kind") == "eval"]
         success_end = evals[-1]["eval/success"] if evals else None
 
+    k, rounds = config.rollout.tasks_per_update, config.rollout.dynamic_sampling_rounds
+    shaped = functools.partial(shaped_return, max_tokens=config.rollout.max_new_tokens,
+                               buffer=config.rollout.overlong_buffer,
+                               penalty=config.rollout.overlong_penalty)
+
+    def collect_groups(update: int, round_index: int, count: int) -> list:
+        """``count`` new task groups of update ``update``, collection round ``round_index``."""
+        tasks = (streams.task_rng.sample(train_tasks, count) if count <= len(train_tasks)
+                 else streams.task_rng.choices(train_tasks, k=count))
+        return collector.collect(tasks, config.rollout.group_size,
+                                 temperature=config.rollout.temperature,
+                                 generator=streams.sampling,
+                                 first_group_id=round_first_group_id(update, round_index, k,
+                                                                     rounds),
+                                 skills=provider if config.rollout.skills else None)
+
     # UPDATES
     bar = Progress("updates", config.run.updates, unit="updates", initial=start_update,
                    delay_s=0)
@@ -196,14 +219,10 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         times = {}
         # COLLECT
         began = time.perf_counter()
-        k = config.rollout.tasks_per_update
-        tasks = (streams.task_rng.sample(train_tasks, k) if k <= len(train_tasks)
-                 else streams.task_rng.choices(train_tasks, k=k))
-        trajectories = collector.collect(tasks, config.rollout.group_size,
-                                         temperature=config.rollout.temperature,
-                                         generator=streams.sampling,
-                                         first_group_id=(update - 1) * k,
-                                         skills=provider if config.rollout.skills else None)
+        # DAPO's dynamic sampling collects again while groups lack signal (rounds > 0)
+        sampled = collect_with_signal(functools.partial(collect_groups, update), k, rounds,
+                                      shaped)
+        trajectories = sampled.trajectories
         times["rollout"] = time.perf_counter() - began
         # SCORE
         began = time.perf_counter()
@@ -230,6 +249,11 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
             advantages = broadcast_to_tokens(credit.step_advantages, steps.loss_mask)  # [S, L]
         times["credit"] = time.perf_counter() - began
         ledger.append(credit.ledger_rows, update=update)
+        if config.run.save_rollouts and update % config.run.save_rollouts == 0:
+            began = time.perf_counter()
+            save_rollouts(run.rollouts, update, config.credit.estimator, trajectories,
+                          prepared.batch, credit, tokenizer, keep=config.run.keep_rollouts)
+            times["save_rollouts"] = time.perf_counter() - began
         # PPO UPDATE
         began = time.perf_counter()
         model.train()
@@ -240,7 +264,8 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         times["update"] = time.perf_counter() - began
 
         metrics = {"kind": "update", "update": update,
-                   **rollout_metrics(trajectories), **update_stats,
+                   **rollout_metrics(trajectories), **update_stats, **prepared.metrics,
+                   **(sampled.metrics() if rounds else {}),
                    **{f"credit/{key}": value for key, value in credit.diagnostics.items()},
                    "advantage/mean_abs": float(credit.step_advantages.abs().mean()),
                    **sampling_gap,
@@ -264,4 +289,5 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
     bar.close()
     metrics_log.close()
     ledger.close()
+    live.close()
     return TrainResult(run.path, success_start, success_end, update)

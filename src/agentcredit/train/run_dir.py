@@ -9,6 +9,8 @@
       init_model/       the bootstrapped tiny model (embedded default only)
       reference/        the RL starting policy (after SFT), also the frozen KL reference
       checkpoints/update_NNNNN/{policy/, trainer_state.pt}
+      rollouts/         saved updates for the report's viewer (run.save_rollouts)
+      tensorboard/      TensorBoard events (run.tensorboard)
 
 What a kill can leave, and what ``RunDirectory.resume`` does with it:
 
@@ -46,6 +48,8 @@ import numpy as np
 import torch
 
 from agentcredit.jsonl_log import count_lines, read_jsonl, repair_torn_tail, truncate_lines
+from agentcredit.train.live_metrics import TENSORBOARD_FOLDER
+from agentcredit.train.saved_rollouts import FOLDER
 
 CHECKPOINT_STATE = "trainer_state.pt"
 LOGS = ("metrics.jsonl", "ledger.jsonl")
@@ -143,7 +147,7 @@ class RunDirectory:
     def overwrite(self) -> None:
         """Delete what a previous run left (the caller holds the lock)."""
         for name in ("config.yaml", *LOGS, "init_model", "reference", ".tmp_reference",
-                     "checkpoints"):
+                     "checkpoints", FOLDER, TENSORBOARD_FOLDER):
             target = self.path / name
             if target.is_dir():
                 shutil.rmtree(target)
@@ -169,6 +173,11 @@ class RunDirectory:
     def checkpoints(self) -> Path:
         """``checkpoints/``."""
         return self.path / "checkpoints"
+
+    @property
+    def rollouts(self) -> Path:
+        """``rollouts/``, the saved updates (``train/saved_rollouts.py``)."""
+        return self.path / FOLDER
 
     def create(self) -> None:
         """Make the folder for a new run; refuse one that already holds a run."""

@@ -9,7 +9,11 @@ from typing import ClassVar, Literal
 from agentcredit.config_schema import validate
 from agentcredit.credit.gigpo import GiGPOConfig
 from agentcredit.credit.grpo import GRPOConfig
+from agentcredit.credit.hcapo import HCAPOConfig
+from agentcredit.credit.proxmo import ProxMOConfig
+from agentcredit.credit.registry import get_estimator
 from agentcredit.credit.rloo import RLOOConfig
+from agentcredit.credit.salt import SALTConfig
 
 
 @dataclass(frozen=True)
@@ -18,11 +22,13 @@ class VICTConfig:
 
     Backbone:
         backbone: the base estimator whose advantage VICT corrects, with its own
-            options: a ``GRPOConfig``, ``RLOOConfig`` or ``GiGPOConfig`` (in YAML and on
-            the command line ``backbone.name=gigpo backbone.mode=mean_norm``; a bare
-            name ``backbone=gigpo`` takes that backbone's defaults). GiGPO runs in the
-            paper's compatibility mode: its step-level advantage is ``A^base_{i,t}``;
-            the direction ``q_i`` comes from its episode level.
+            options: a ``GRPOConfig``, ``RLOOConfig``, ``GiGPOConfig``, ``SALTConfig``,
+            ``HCAPOConfig`` or ``ProxMOConfig`` (in YAML and on the command line
+            ``backbone.name=gigpo backbone.mode=mean_norm``; a bare name ``backbone=gigpo``
+            takes that backbone's defaults). A step-level backbone (GiGPO, SALT, HCAPO,
+            ProxMO) runs in the paper's compatibility mode: its step advantage is
+            ``A^base_{i,t}``; the direction ``q_i`` comes from its episode level. The
+            backbone's inputs (HCAPO's hindsight pass) are prepared too.
 
     Core attribution (docs/vict.md §4.4):
         budget: ``B`` ≥ 1, greedy additions before abstaining with reason ``budget`` (8).
@@ -52,7 +58,8 @@ class VICTConfig:
         "budget": (1, None), "eps_q": (0.0, None), "conformance_tolerance": (0.0, None),
         "gamma_lambda": (0.0, None), "eps": (0.0, None, "open"), "clip_quantile": (0.0, 1.0)}
 
-    backbone: GRPOConfig | RLOOConfig | GiGPOConfig = field(default_factory=GRPOConfig)
+    backbone: (GRPOConfig | RLOOConfig | GiGPOConfig | SALTConfig | HCAPOConfig
+               | ProxMOConfig) = field(default_factory=GRPOConfig)
     budget: int = 8
     eps_q: float = 1e-6
     conformance_tolerance: float = 0.0
@@ -64,3 +71,8 @@ class VICTConfig:
 
     def __post_init__(self) -> None:
         validate(self)
+
+    @property
+    def extra_inputs(self) -> frozenset[str]:
+        """What the backbone reads besides the traces (HCAPO: its hindsight scores)."""
+        return get_estimator(self.backbone.config_name).inputs(self.backbone)

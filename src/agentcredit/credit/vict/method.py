@@ -176,10 +176,14 @@ def require_traces(batch: CreditBatch, method: str) -> tuple[RolloutTrace, ...]:
 
 
 def backbone_advantages(batch: CreditBatch, config: VICTConfig) -> tuple[CreditResult, Tensor]:
-    """The backbone's result and the rollout-level ``A^base_i [B]`` that sets ``q_i``."""
+    """The backbone's result and the rollout-level ``A^base_i [B]`` that sets ``q_i``: the
+    ``episode_advantage`` a step-level backbone returns (SALT, HCAPO, ProxMO), GiGPO's
+    episode level, else the (rollout-constant) advantage of the rollout's first step."""
     backbone_config = config.backbone
     result = get_estimator(backbone_config.config_name)(batch, backbone_config)
-    if isinstance(backbone_config, GiGPOConfig):
+    if "episode_advantage" in result.extras:
+        rollout_base = result.extras["episode_advantage"]
+    elif isinstance(backbone_config, GiGPOConfig):
         rollout_base = group_relative(batch.returns, batch.group_index, batch.num_groups,
                                       norm_by_std=backbone_config.mode == "mean_std_norm",
                                       eps=backbone_config.eps)

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import bm25s
-import numpy as np
 
+from agentcredit.envs.ranking import top_k_positive
 from agentcredit.envs.searchqa.corpus import Passage
 
 _TOKEN = re.compile(r"[a-z0-9]+")
@@ -62,16 +62,9 @@ class BM25Retriever:
     def ranked(self, query: str, k: int) -> list[int]:
         """Indices of the ``k`` best passages with a positive score, ties by index."""
         terms = [self._vocab[t] for t in bm25_tokens(query) if t in self._vocab]
-        if not terms or k < 1:
+        if not terms:
             return []
-        scores = self._bm25.get_scores_from_ids(terms)
-        hits = np.flatnonzero(scores > 0)
-        if hits.size > k:
-            # keep every passage tied with the k-th score so the tie-break stays exact
-            kth = np.partition(scores[hits], hits.size - k)[hits.size - k]
-            hits = hits[scores[hits] >= kth]
-        order = np.lexsort((hits, -scores[hits]))
-        return [int(i) for i in hits[order[:k]]]
+        return top_k_positive(self._bm25.get_scores_from_ids(terms), k)
 
     def search(self, query: str, k: int) -> list[Passage]:
         return [self.passages[i] for i in self.ranked(query, k)]

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 
 import bm25s
-import numpy as np
 
+from agentcredit.envs.ranking import top_k_positive
 from agentcredit.envs.webshop.catalog import Catalog, Product
 
 RESULTS_PER_SEARCH = 50
@@ -60,11 +60,4 @@ class SearchIndex:
         terms = search_tokens(query)
         if not terms:
             return ()
-        scores = self._bm25.get_scores(terms)
-        hits = np.flatnonzero(scores > 0)
-        if hits.size > k:
-            # keep every doc tied with the k-th score so the tie-break below stays exact
-            kth = np.partition(scores[hits], hits.size - k)[hits.size - k]
-            hits = hits[scores[hits] >= kth]
-        order = np.lexsort((hits, -scores[hits]))
-        return tuple(int(i) for i in hits[order[:k]])
+        return tuple(top_k_positive(self._bm25.get_scores(terms), k))

@@ -1,0 +1,165 @@
+"""The rollout viewer's data: saved updates chosen to fit a size budget, shaped for the page.
+
+The viewer (``assets/report.js``) lets a reader pick a run, one of its saved
+updates (``run.save_rollouts``, ``train/saved_rollouts.py``) and a task group, and
+shows each rollout as its steps coloured by final advantage; opening a step shows
+its atoms, proof edges, witness (ledger) rows, base advantage and correction, and
+with teacher scores a per-token heat-map.
+
+This module only selects and arranges what the runs saved:
+
+- **Budget.** The page must stay small however many runs it holds, so each run
+  with saved updates gets an equal share of ``budget_bytes`` of viewer JSON. Its
+  newest saved update comes first, then its first, then the others newest first,
+  while they fit; an update too large on its own keeps the groups that fit.
+  What was left out is said in ``notes`` (shown on the page).
+- **Colours.** Steps are coloured by advantage on Plotly's ``RdBu`` scale
+  (``plotly.colors.sample_colorscale``): red negative, blue positive, each update
+  scaled by its largest |advantage|. Tokens are coloured by the teacher signal
+  ``ℓ^T − ℓ^b`` (docs/adrs.md §5.5), or ``ℓ^T`` when the behaviour log-prob was not
+  saved, each step scaled by its own largest |value|.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from plotly.colors import get_colorscale, sample_colorscale
+
+from agentcredit.report.run_files import RunData, clean_json, has_escaped_surrogate
+from agentcredit.train.saved_rollouts import read_saved_rollouts
+
+SCALE = "RdBu"
+_STOPS = get_colorscale(SCALE)
+#: opacity of the colours over the white page
+ALPHA = 0.6
+HEAT_GAP = "ℓ^T − ℓ^b (teacher minus behaviour log-prob)"
+HEAT_TEACHER = "ℓ^T (teacher log-prob)"
+
+
+def viewer_data(runs: Sequence[RunData], budget_bytes: int
+                ) -> tuple[dict[str, Any], list[str], list[str]]:
+    """``({"runs": [...]}, notes, problems)``: the saved updates the page embeds, what the
+    budget left out, and the saved files that could not be read."""
+    saving = [run for run in runs if run.saved]
+    share = budget_bytes // max(1, len(saving))
+    shown, notes, problems = [], [], []
+    for run in saving:
+        left = share
+        views = []
+        for update, path in _priority(run.saved):
+            try:
+                view = shape_update(read_saved_rollouts(path))
+            except ValueError as err:
+                problems.append(f"{run.name}: {err}")
+                continue
+            except (KeyError, TypeError, IndexError, AttributeError) as err:
+                problems.append(f"{run.name}: {path.name} has an unexpected layout "
+                                f"({type(err).__name__}: {err}); it is left out of the viewer")
+                continue
+            text = json.dumps(view)
+            if has_escaped_surrogate(text):  # rare: clean only then
+                view = clean_json(view)
+                text = json.dumps(view)
+            size = len(text)
+            if size > left:
+                if views:
+                    break
+                view, size = _fit(view, left)
+                notes.append(f"{run.name}: update {update} shows {len(view['groups'])} of "
+                             f"{view['groups_total']} groups (raise --viewer-mb to see all)")
+            views.append(view)
+            left -= size
+        if len(views) < len(run.saved):
+            notes.append(f"{run.name}: the viewer holds {len(views)} of {len(run.saved)} saved "
+                         f"updates ({', '.join(str(v['update']) for v in sorted(views, key=_u))}"
+                         "); raise --viewer-mb to include more")
+        if views:
+            shown.append({"name": run.name, "method": run.method,
+                          "updates": sorted(views, key=_u)})
+    return {"runs": shown, "scale": SCALE}, notes, problems
+
+
+def shape_update(saved: dict[str, Any]) -> dict[str, Any]:
+    """One saved update as the viewer reads it: rollouts grouped by task group, steps and
+    tokens coloured."""
+    steps = [step for rollout in saved["rollouts"] for step in rollout["steps"]]
+    scale = max((abs(s["advantage"]) for s in steps if s["advantage"] is not None), default=0.0)
+    positions = _positions([s["advantage"] for s in steps], scale)
+    heated = [step["tokens"] for step in steps if "tokens" in step]
+    for tokens in heated:
+        tokens["heat"] = _heat(tokens)
+        positions += _positions(tokens["heat"], max(
+            (abs(v) for v in tokens["heat"] if v is not None), default=0.0))
+    colours = _colours(positions)  # one call: Plotly's sampling has a cost per call
+    for step, colour in zip(steps, colours[:len(steps)], strict=True):
+        step["colour"] = colour
+    used = len(steps)
+    for tokens in heated:
+        tokens["colours"] = colours[used:used + len(tokens["heat"])]
+        used += len(tokens["heat"])
+    groups: dict[Any, dict[str, Any]] = {}
+    for rollout in saved["rollouts"]:
+        group = groups.setdefault(rollout["group_id"], {
+            "group_id": rollout["group_id"], "task_id": rollout["task_id"],
+            "task_type": rollout["task_type"], "rollouts": []})
+        rollout["return"] = sum(s["reward"] or 0.0 for s in rollout["steps"])
+        group["rollouts"].append(rollout)
+    token_fields = saved["token_fields"]
+    heat = (HEAT_GAP if {"teacher_logprob", "behaviour_logprob"} <= set(token_fields)
+            else HEAT_TEACHER if "teacher_logprob" in token_fields else "")
+    return {"update": saved["update"], "estimator": saved["estimator"],
+            "step_fields": saved["step_fields"], "token_fields": token_fields, "heat": heat,
+            "scale": scale, "groups": list(groups.values()), "groups_total": len(groups)}
+
+
+def _heat(tokens: dict[str, list]) -> list[float | None]:
+    """Each token's heat value (see the module docstring)."""
+    teacher = tokens.get("teacher_logprob", [])
+    behaviour = tokens.get("behaviour_logprob")
+    if behaviour is None:
+        return list(teacher)
+    return [None if t is None or b is None else t - b
+            for t, b in zip(teacher, behaviour, strict=True)]
+
+
+def _positions(values: Sequence[float | None], scale: float) -> list[float]:
+    """``values`` in ``[−scale, scale]`` as positions on the colour scale (0.5 for 0 or a
+    missing value)."""
+    return [0.5 if v is None or scale <= 0 else min(1.0, max(0.0, 0.5 + v / (2 * scale)))
+            for v in values]
+
+
+def _colours(positions: list[float]) -> list[str]:
+    """``RdBu`` colours at ``positions``, see-through (``ALPHA``) so text on them stays
+    readable."""
+    if not positions:
+        return []
+    return [colour.replace("rgb(", "rgba(").replace(")", f", {ALPHA})")
+            for colour in sample_colorscale(_STOPS, positions)]
+
+
+def _fit(view: dict[str, Any], budget: int) -> tuple[dict[str, Any], int]:
+    """``view`` with only its leading groups that fit ``budget`` bytes (at least one)."""
+    kept, used = [], 0
+    for group in view["groups"]:
+        size = len(json.dumps(group))
+        if kept and used + size > budget:
+            break
+        kept.append(group)
+        used += size
+    view = {**view, "groups": kept}
+    return view, len(json.dumps(view))
+
+
+def _priority(saved: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+    """The newest saved update, the first, then the others newest first."""
+    if len(saved) <= 2:
+        return saved[::-1]
+    return [saved[-1], saved[0], *saved[-2:0:-1]]
+
+
+def _u(view: dict[str, Any]) -> int:
+    return view["update"]

@@ -1,0 +1,151 @@
+"""DAPO's rollout-side options (Yu et al. 2025, "DAPO: An Open-Source LLM Reinforcement
+Learning System at Scale"): the soft overlong penalty and dynamic sampling.
+
+``method=dapo`` is GRPO with DAPO's four changes; two are loss settings and two live here:
+
+- clip-higher: ``optim.clip_low = 0.2``, ``optim.clip_high = 0.28`` (``train/loss.py``);
+- token-level loss: every method here already averages the PPO loss over the valid
+  tokens of the whole mini-batch (docs/backbones.md §1), DAPO's aggregation;
+- soft overlong punishment (``overlong_penalty``), added to each step's reward before
+  credit (``rollout.overlong_buffer``, ``rollout.overlong_penalty``);
+- dynamic sampling (``collect_with_signal``): groups whose rollouts all have the same
+  return are dropped and new tasks are collected in their place
+  (``rollout.dynamic_sampling_rounds``).
+
+Overlong penalty, per step with a response of ``|y|`` tokens, ``L_max`` =
+``rollout.max_new_tokens``, ``L_c = max(1, round(buffer · L_max))``, ``c`` = ``overlong_penalty``:
+
+    r_len(|y|) = c · clip(((L_max − L_c) − |y|) / L_c, −1, 0)
+
+0 up to ``L_max − L_c`` tokens, then linear down to ``−c`` at the limit (a response
+the limit cut off). [choice] DAPO's penalty ranges over [−1, 0] next to ±1 rewards;
+here it is per step, and ``method=dapo`` sets ``c`` to one invalid-action penalty (0.1),
+as both mark a malformed step.
+
+Dynamic sampling: [choice] "equal rewards" means equal returns ``R_i`` as the estimator sees
+them (outcome, invalid-action and overlong penalties; ``shaped_return``), within
+``SIGNAL_TOLERANCE``: exactly the groups whose GRPO advantage is 0, so an all-failed group
+whose rollouts differ in invalid actions is kept (it still teaches fewer invalid actions).
+Each extra round collects as many groups as are still missing, at most
+``rounds`` extra rounds. [choice] The update is never empty: if no group with signal
+turned up, it trains on the last round's groups (advantage 0 everywhere, so only the
+KL term acts), and ``dynamic/empty`` says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from agentcredit.rollout.records import Trajectory
+
+#: returns closer than this count as equal (the estimator sums float32 step rewards)
+SIGNAL_TOLERANCE = 1e-4
+
+
+def overlong_penalty(lengths: Tensor, max_tokens: int, buffer: float, penalty: float) -> Tensor:
+    """``r_len [S]`` for response lengths ``lengths [S]`` (see the module docstring); all 0 when
+    ``buffer`` is 0."""
+    if buffer <= 0:
+        return torch.zeros(lengths.shape, dtype=torch.float32)
+    cache = max(1, round(buffer * max_tokens))  # L_c
+    excess = ((max_tokens - cache) - lengths.to(torch.float32)) / cache
+    return penalty * excess.clamp(-1.0, 0.0)
+
+
+def response_lengths(trajectories: Sequence[Trajectory]) -> Tensor:
+    """``|y| [S]``: sampled response tokens of every step, in the batch's flat step order."""
+    return torch.tensor([len(s.response_ids) for t in trajectories for s in t.steps],
+                        dtype=torch.long)
+
+
+def shaped_return(trajectory: Trajectory, max_tokens: int, buffer: float, penalty: float
+                  ) -> float:
+    """``R_i`` as the estimator sees it: the trajectory's return plus its steps' overlong
+    penalties."""
+    lengths = response_lengths([trajectory])
+    return trajectory.total_reward + float(overlong_penalty(lengths, max_tokens, buffer,
+                                                            penalty).sum())
+
+
+def has_signal(group: Sequence[Trajectory], returns: Callable[[Trajectory], float]) -> bool:
+    """Whether the rollouts of one group have different ``returns`` (a non-zero GRPO advantage)."""
+    values = [returns(t) for t in group]
+    return max(values) - min(values) > SIGNAL_TOLERANCE
+
+
+def by_group(trajectories: Sequence[Trajectory]) -> list[list[Trajectory]]:
+    """The trajectories split into their groups, in order of first appearance."""
+    groups: dict[int, list[Trajectory]] = {}
+    for trajectory in trajectories:
+        groups.setdefault(trajectory.group_id, []).append(trajectory)
+    return list(groups.values())
+
+
+@dataclass
+class SampledBatch:
+    """What dynamic sampling collected for one update.
+
+    Attributes:
+        trajectories: the trajectories to train on (whole groups, in collection order).
+        rounds: collection rounds run (1 = no resampling).
+        dropped: groups dropped for equal returns.
+        empty: no group with signal was found, so ``trajectories`` are the last round's
+            equal-return groups.
+    """
+
+    trajectories: list[Trajectory]
+    rounds: int
+    dropped: int
+    empty: bool
+
+    def metrics(self) -> dict[str, float]:
+        """``dynamic/rounds``, ``dynamic/dropped_groups``, ``dynamic/empty`` for metrics.jsonl."""
+        return {"dynamic/rounds": float(self.rounds), "dynamic/dropped_groups": float(self.dropped),
+                "dynamic/empty": float(self.empty)}
+
+
+def collect_with_signal(collect: Callable[[int, int], list[Trajectory]], groups: int,
+                        rounds: int, returns: Callable[[Trajectory], float]) -> SampledBatch:
+    """DAPO dynamic sampling over ``collect(round, count)``, which returns ``count`` new groups.
+
+    ``rounds = 0`` collects ``groups`` groups once and keeps them all (sampling off).
+    Otherwise groups whose ``returns`` (``shaped_return``) are all equal are dropped and the
+    missing groups collected again, for at most ``rounds`` extra rounds; at most ``groups``
+    groups are kept. Never empty (see the module docstring).
+    """
+    batch = collect(0, groups)
+    if rounds == 0:
+        return SampledBatch(batch, rounds=1, dropped=0, empty=False)
+    kept: list[Trajectory] = []
+    count, dropped, done = 0, 0, 0
+    for round_index in range(rounds + 1):
+        if round_index:
+            batch = collect(round_index, groups - count)
+        done = round_index + 1
+        for group in by_group(batch):
+            if has_signal(group, returns):
+                kept += group
+                count += 1
+            else:
+                dropped += 1
+        if count == groups:
+            break
+    if not kept:
+        return SampledBatch(batch, rounds=done, dropped=dropped, empty=True)
+    return SampledBatch(kept, rounds=done, dropped=dropped, empty=False)
+
+
+def round_first_group_id(update: int, round_index: int, groups: int, rounds: int) -> int:
+    """The first group id of collection round ``round_index`` of update ``update`` (1-based).
+
+    Round 0 keeps the ids ``(update − 1)·groups, …`` a run without dynamic sampling uses;
+    later rounds take negative ids, a distinct block of ``groups`` per (update, round),
+    so no two groups of a run share an id.
+    """
+    if round_index == 0:
+        return (update - 1) * groups
+    return -((update - 1) * rounds + round_index) * groups

@@ -1,0 +1,127 @@
+"""The report in a real browser: headless Chromium opens the page of real tiny runs (one of
+them hostile, ``conftest.hostile_run``) and checks that the curves, the tables and the
+viewer render, that opening a step shows its credit, that no injected script runs and
+nothing is fetched, and saves a screenshot under ``$TMPDIR`` that is not blank."""
+
+from __future__ import annotations
+
+import base64
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from agentcredit.report.page import write_report
+
+from .chromium import Page, find_chromium
+from .conftest import HOSTILE_NAME, IMG, SCRIPT
+
+CHROMIUM = find_chromium()
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install -y "
+                             "chromium; .ci/run installs it)")
+READY = "document.body.dataset.ready === '1'"
+
+
+def _open_step(page: Page, run_name: str, step: int) -> dict:
+    """Pick ``run_name`` in the viewer, open ``step`` of the first rollout of the first group;
+    what the detail panel shows."""
+    page.evaluate(f"""(() => {{
+        const pick = document.getElementById('viewer-run');
+        pick.value = String([...pick.options].findIndex(
+            (o) => o.text.startsWith({json.dumps(run_name)} + ' (')));
+        pick.dispatchEvent(new Event('change'));
+        document.querySelectorAll('#viewer-rollouts .rollout')[0]
+            .querySelectorAll('.step')[{step}].click();
+    }})()""")
+    return page.evaluate("""(() => {
+        const detail = document.getElementById('viewer-detail');
+        const text = (selector) => detail.querySelector(selector)?.textContent ?? null;
+        return {heading: text('h3'), observation: text('pre.observation'),
+                response: text('pre.response'),
+                headings: [...detail.querySelectorAll('h3')].map((h) => h.textContent),
+                tables: [...detail.querySelectorAll('table')].map(
+                    (t) => t.querySelectorAll('tr').length - 1),
+                tokens: [...detail.querySelectorAll('.token')].map(
+                    (s) => [s.textContent, s.style.backgroundColor]),
+                open: document.querySelectorAll('#viewer-rollouts .step.open').length};
+    })()""")
+
+
+def _distinct_colours(page: Page, png: bytes) -> int:
+    """How many distinct colours a sample of the PNG's pixels has (decoded by the browser)."""
+    return page.evaluate(f"""new Promise((resolve) => {{
+        const image = new Image();
+        image.onload = () => {{
+            const canvas = document.createElement('canvas');
+            canvas.width = image.width;
+            canvas.height = image.height;
+            const context = canvas.getContext('2d');
+            context.drawImage(image, 0, 0);
+            const pixels = context.getImageData(0, 0, canvas.width, canvas.height).data;
+            const seen = new Set();
+            for (let i = 0; i < pixels.length; i += 4 * 37) {{
+                seen.add((pixels[i] << 16) | (pixels[i + 1] << 8) | pixels[i + 2]);
+            }}
+            resolve(seen.size);
+        }};
+        image.src = 'data:image/png;base64,{base64.b64encode(png).decode()}';
+    }})""", awaited=True)
+
+
+def test_the_report_renders_in_chromium_opens_a_step_and_runs_no_injected_script(hostile_run,
+                                                                                tmp_path):
+    result = write_report([hostile_run], tmp_path / "report.html")
+    figures = json.loads(result.path.read_text().split(
+        '<script type="application/json" id="report-figures">')[1].split("</script>")[0])
+    with Page(CHROMIUM) as page:
+        page.open(result.path.as_uri(), READY)
+
+        # CURVES: every figure drawn by Plotly, a line and a band per method
+        drawn = page.evaluate("""({
+            plots: document.querySelectorAll('.figure .main-svg').length > 0
+                ? document.querySelectorAll('.figure.js-plotly-plot').length : 0,
+            traces: [...document.querySelectorAll('.figure.js-plotly-plot')].map(
+                (f) => f.querySelectorAll('.scatterlayer .trace').length),
+            markers: document.querySelectorAll('.scatterlayer .trace .points path').length,
+            bands: [...document.querySelectorAll('.figure.js-plotly-plot')].map(
+                (f) => f.querySelectorAll('.scatterlayer path.js-fill').length),
+            legend: [...document.querySelectorAll('.legendtext')].map((t) => t.textContent),
+        })""")
+        assert drawn["plots"] == len(figures) >= 10
+        assert drawn["traces"] == [len(f["figure"]["data"]) for f in figures]
+        methods = [len(f["figure"]["data"]) // 2 for f in figures]  # a band + a line each
+        assert drawn["bands"] == methods and drawn["markers"] > 0
+        assert IMG in drawn["legend"]  # the hostile method's name, shown as text
+
+        # TABLES
+        rows = page.evaluate("""Object.fromEntries([...document.querySelectorAll('table[id]')]
+            .map((t) => [t.id, t.querySelectorAll('tbody tr').length]))""")
+        assert rows["table-runs"] == 3 and rows["table-success-final"] == 3
+        assert rows["table-vict-audit"] == 2 and rows["table-ledger"] > 0
+        assert rows["table-timing"] == 3
+
+        # VIEWER: a VICT step opened shows its values, atoms and proof edges, as text
+        detail = _open_step(page, HOSTILE_NAME, 0)
+        assert detail["open"] == 1 and detail["heading"] == "Rollout 0, step 0"
+        assert (detail["observation"], detail["response"]) == (SCRIPT, IMG)
+        assert "Atoms (status before → after this step)" in detail["headings"]
+        assert "Proof edges of this step" in detail["headings"]
+        assert detail["tables"][1] == 3  # the fake verifier's three atoms
+        assert _open_step(page, HOSTILE_NAME, 1)["observation"] == "before \ufffd after"
+        adrs = _open_step(page, "adrs_seed0", 0)
+        assert "Token heat-map" in adrs["headings"] and adrs["tokens"]
+        assert all(colour.startswith("rgba(") for _, colour in adrs["tokens"])
+
+        # nothing injected ran, nothing was fetched, nothing failed
+        assert page.evaluate("document.querySelectorAll('img, #viewer script').length") == 0
+        assert page.dialogs == [] and page.exceptions == []
+        assert {url.split(":", 1)[0] for url in page.requests} == {"file"}
+
+        # SCREENSHOT, under $TMPDIR, not blank
+        page.evaluate("document.getElementById('viewer-section').scrollIntoView()")
+        shot = Path(tempfile.gettempdir()) / "agentcredit-report-viewer.png"
+        png = page.screenshot(shot)
+        assert shot.is_file() and png[:8] == b"\x89PNG\r\n\x1a\n"
+        assert _distinct_colours(page, png) > 20

@@ -1,0 +1,103 @@
+"""``run.save_rollouts``: each saved update holds the rollouts as they were credited, bounded on
+disk (``train/saved_rollouts.py``)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+import torch
+
+from agentcredit.config_schema import ConfigError
+from agentcredit.credit import CreditBatch, CreditResult
+from agentcredit.jsonl_log import read_jsonl
+from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.train.config import load_config
+from agentcredit.train.saved_rollouts import (
+    TEXT_LIMIT,
+    read_saved_rollouts,
+    save_rollouts,
+    saved_updates,
+)
+
+
+def test_the_trainer_keeps_only_the_newest_saved_updates_compressed(report_runs):
+    saved = saved_updates(report_runs / "vict_seed0" / "rollouts")
+    assert [u for u, _ in saved] == [2, 3]  # 3 updates saved, run.keep_rollouts=2
+    for _, path in saved:
+        raw = gzip.decompress(path.read_bytes())
+        assert len(path.read_bytes()) < len(raw) / 3
+    assert not list((report_runs / "vict_seed0" / "rollouts").glob(".*"))  # no temporary file
+
+
+def test_a_saved_vict_update_holds_each_steps_base_correction_edges_and_ledger_rows(report_runs):
+    run = report_runs / "vict_seed0"
+    ledger = list(read_jsonl(run / "ledger.jsonl"))
+    for update, path in saved_updates(run / "rollouts"):
+        record = read_saved_rollouts(path)
+        assert record["update"] == update and record["estimator"] == "vict"
+        assert {"base_advantage", "correction", "vict_advantage"} <= set(record["step_fields"])
+        rows = []
+        for rollout in record["rollouts"]:
+            trace = rollout["trace"]
+            assert len(trace["statuses"]) == len(rollout["steps"]) + 1
+            for t, step in enumerate(rollout["steps"]):
+                values = step["values"]  # A^final = A^base + correction, per step
+                assert step["advantage"] == pytest.approx(
+                    values["base_advantage"] + values["correction"], abs=1e-4)
+                assert all(e["step"] < len(rollout["steps"]) for e in trace["edges"])
+                rows += [(rollout["rollout"], t, r["atom_id"], r["atom_credit"])
+                         for r in step["ledger"]]
+        logged = [(r["rollout"], r["step"], r["atom_id"], round(r["atom_credit"], 5))
+                  for r in ledger if r["update"] == update]
+        assert sorted(rows) == sorted(logged)
+    assert ledger, "the fixture's VICT run should have credited some steps"
+
+
+def test_a_saved_adrs_update_holds_every_response_tokens_teacher_scores(report_runs):
+    for _, path in saved_updates(report_runs / "adrs_seed0" / "rollouts"):
+        record = read_saved_rollouts(path)
+        assert {"teacher_logprob", "behaviour_logprob", "token_advantage",
+                "teacher_reward"} <= set(record["token_fields"])
+        for rollout in record["rollouts"]:
+            assert rollout["trace"] is None
+            for step in rollout["steps"]:
+                tokens = step["tokens"]
+                assert tokens["text"] and "".join(tokens["text"]).startswith(
+                    step["response"][:2])
+                assert all(len(tokens[f]) == len(tokens["text"])
+                           for f in record["token_fields"])
+
+
+def test_a_damaged_saved_update_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "update_00001.json.gz"
+    path.write_bytes(gzip.compress(b'{"format": 1, "upd')[:-6])
+    with pytest.raises(ValueError, match="update_00001.json.gz is damaged"):
+        read_saved_rollouts(path)
+    path.write_bytes(gzip.compress(json.dumps({"format": 99}).encode()))
+    with pytest.raises(ValueError, match="format 99"):
+        read_saved_rollouts(path)
+
+
+def test_long_texts_are_cut_to_the_limit_and_non_finite_values_saved_as_null(tmp_path,
+                                                                             make_fake_task):
+    step = Step(observation="x" * (TEXT_LIMIT + 50), response="go right", action="go right",
+                valid=True, reward=0.0, anchor_key="", snapshot={}, prompt_ids=[1],
+                response_ids=[2], sampling_logprobs=[-0.1])
+    trajectory = Trajectory(task=make_fake_task("train", 0), group_id=0, steps=[step])
+    batch = CreditBatch.from_lists([[0.0]], [0])
+    credit = CreditResult(step_advantages=torch.tensor([float("nan")]),
+                          extras={"base_advantage": torch.tensor([0.5])})
+    path = save_rollouts(tmp_path, 7, "grpo", [trajectory], batch, credit, None, keep=1)
+    saved = read_saved_rollouts(path)["rollouts"][0]["steps"][0]
+    assert saved["observation"].startswith("x" * TEXT_LIMIT)
+    assert saved["observation"].endswith("[50 characters cut]")
+    assert saved["advantage"] is None and saved["values"] == {"base_advantage": 0.5}
+
+
+@pytest.mark.parametrize("setting", ["run.save_rollouts=-1", "run.keep_rollouts=0"])
+def test_a_negative_save_interval_or_an_empty_keep_is_refused_by_name(setting):
+    key = setting.split("=")[0]
+    with pytest.raises(ConfigError, match=f"{key} = .* out of range"):
+        load_config(None, [setting])

@@ -1,0 +1,121 @@
+"""DAPO (train/dapo.py, ``method=dapo``): the soft overlong penalty, dynamic sampling that drops
+equal-return groups and never leaves an update empty, and the preset's settings."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from agentcredit.envs.base import Task
+from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.train.config import load_config
+from agentcredit.train.dapo import (
+    collect_with_signal,
+    overlong_penalty,
+    round_first_group_id,
+    shaped_return,
+)
+
+
+def _trajectory(group_id: int, reward: float, length: int = 1) -> Trajectory:
+    task = Task(f"t{group_id}", "fake", "train", "take the apple", "type0")
+    step = Step("obs", "go", "go", True, reward, "obs", {}, [1], [2] * length, [-1.0] * length)
+    return Trajectory(task=task, group_id=group_id, steps=[step])
+
+
+def dapo_return(trajectory: Trajectory) -> float:
+    """``R_i`` with the overlong penalty of L_max = 20, buffer 0.2, c = 0.1."""
+    return shaped_return(trajectory, max_tokens=20, buffer=0.2, penalty=0.1)
+
+
+class FakeCollect:
+    """``collect(round, count)``: ``count`` groups of two rollouts; ``signal[round]`` says which of
+    a round's groups have different returns (cycling), and every call is recorded."""
+
+    def __init__(self, signal: dict[int, list[bool]]):
+        self.signal = signal
+        self.calls: list[tuple[int, int]] = []
+        self.ids = itertools.count()
+
+    def __call__(self, round_index: int, count: int) -> list[Trajectory]:
+        self.calls.append((round_index, count))
+        pattern = itertools.cycle(self.signal.get(round_index, [False]))
+        out = []
+        for _ in range(count):
+            gid = next(self.ids)
+            out += [_trajectory(gid, 10.0), _trajectory(gid, 0.0 if next(pattern) else 10.0)]
+        return out
+
+
+def test_the_overlong_penalty_ramps_from_zero_to_minus_c_over_the_buffer():
+    lengths = torch.tensor([3, 16, 17, 18, 19, 20])
+    # L_max = 20, buffer 0.2 → L_c = 4: 0 up to 16 tokens, then −c·(|y| − 16)/4
+    expected = [0.0, 0.0, -0.25 * 0.1, -0.5 * 0.1, -0.75 * 0.1, -0.1]
+    assert overlong_penalty(lengths, 20, 0.2, 0.1).tolist() == pytest.approx(expected)
+    assert overlong_penalty(lengths, 20, 0.0, 0.1).tolist() == [0.0] * 6
+
+
+def test_returns_are_judged_after_the_overlong_penalty():
+    # the same outcome, but one response ran to the limit: −0.1 sets the pair apart
+    assert dapo_return(_trajectory(0, 10.0, length=20)) == pytest.approx(9.9)
+    assert dapo_return(_trajectory(0, 10.0, length=16)) == 10.0
+    pair = [_trajectory(0, 10.0, length=20), _trajectory(0, 10.0)]
+    assert len(collect_with_signal(lambda r, n: pair, 1, 2, dapo_return).trajectories) == 2
+    invalid_and_overlong = [_trajectory(0, 9.9), _trajectory(0, 10.0, length=20)]
+    assert collect_with_signal(lambda r, n: invalid_and_overlong, 1, 2, dapo_return).empty
+
+
+def test_dynamic_sampling_drops_equal_return_groups_and_collects_the_missing_ones():
+    collect = FakeCollect({0: [True, False, False], 1: [False, True], 2: [True]})
+    sampled = collect_with_signal(collect, groups=3, rounds=4, returns=dapo_return)
+    assert collect.calls == [(0, 3), (1, 2), (2, 1)]  # it stops once three groups have signal
+    kept = {t.group_id for t in sampled.trajectories}
+    assert kept == {0, 4, 5} and len(sampled.trajectories) == 6
+    assert (sampled.rounds, sampled.dropped, sampled.empty) == (3, 3, False)
+    assert all(len({t.total_reward for t in sampled.trajectories if t.group_id == g}) == 2
+               for g in kept)
+
+
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_dynamic_sampling_never_leaves_an_update_empty(rounds):
+    collect = FakeCollect({})  # every group of every round has equal returns
+    sampled = collect_with_signal(collect, groups=2, rounds=rounds, returns=dapo_return)
+    assert len(collect.calls) == rounds + 1
+    assert sampled.trajectories and sampled.empty
+    assert len({t.group_id for t in sampled.trajectories}) == 2  # the last round's groups
+    assert sampled.metrics() == {"dynamic/rounds": rounds + 1.0,
+                                 "dynamic/dropped_groups": 2.0 * (rounds + 1),
+                                 "dynamic/empty": 1.0}
+
+
+def test_dynamic_sampling_keeps_what_it_found_when_the_rounds_run_out():
+    collect = FakeCollect({0: [True, False, False]})
+    sampled = collect_with_signal(collect, groups=3, rounds=2, returns=dapo_return)
+    assert {t.group_id for t in sampled.trajectories} == {0} and not sampled.empty
+
+
+def test_without_rounds_one_collection_is_kept_whole():
+    collect = FakeCollect({})
+    sampled = collect_with_signal(collect, groups=2, rounds=0, returns=dapo_return)
+    assert collect.calls == [(0, 2)] and len(sampled.trajectories) == 4 and not sampled.empty
+
+
+def test_every_collection_round_of_a_run_has_its_own_group_ids():
+    groups, rounds = 4, 3
+    seen = set()
+    for update, round_index in itertools.product(range(1, 6), range(rounds + 1)):
+        first = round_first_group_id(update, round_index, groups, rounds)
+        block = set(range(first, first + groups))
+        assert not block & seen
+        seen |= block
+    assert round_first_group_id(3, 0, groups, rounds) == 2 * groups  # no sampling: unchanged
+
+
+def test_the_dapo_preset_is_grpo_with_clip_higher_overlong_penalty_and_dynamic_sampling():
+    config = load_config(None, ["method=dapo"])
+    assert config.credit.estimator == "grpo"
+    assert (config.optim.clip_low, config.optim.clip_high) == (0.2, 0.28)
+    assert config.rollout.overlong_buffer == 0.2 and config.rollout.overlong_penalty == 0.1
+    assert config.rollout.dynamic_sampling_rounds == 3
