@@ -129,12 +129,12 @@ def test_an_unknown_history_style_is_refused_with_the_allowed_ones():
         PromptConfig(history_style="full")
 
 
-def test_compact_lists_untaken_actions_first_and_marks_the_ones_the_history_holds():
+def test_compact_marks_the_admissible_actions_the_history_already_holds():
     history = [("room", "go to cabinet 1"), ("The cabinet 1 is closed.", "go to drawer 2")]
     actions = ("go to cabinet 1", "go to drawer 1", "go to drawer 2", "look")
     (_, user) = build_messages("x", history, "now", actions, COMPACT)
     assert user["content"].endswith(
-        "Admissible actions:\ngo to drawer 1\nlook\n"
-        "go to cabinet 1 (done before)\ngo to drawer 2 (done before)\nYour task is to: x")
+        "Admissible actions:\ngo to cabinet 1 (done before)\ngo to drawer 1\n"
+        "go to drawer 2 (done before)\nlook\nYour task is to: x")
     (_, pairs) = build_messages("x", history, "now", actions, PromptConfig(history_window=2))
     assert "(done before)" not in pairs["content"]

@@ -6,21 +6,21 @@ nothing in the agent's observation reveals. A policy cloned from it learns to
 guess. ``demonstrate`` plays the game knowing only what the agent knows:
 
 - the room (the receptacles the first observation lists, in the order of the
-  admissible ``go to`` actions) and the task's types (target, goal receptacle,
-  appliance, lamp);
+  admissible ``go to`` actions), the task's types (target, goal receptacle,
+  appliance, lamp) and which receptacle types can hold which object types
+  (the game's ``receptacletype`` and ``cancontain`` facts: common sense the
+  agent learns across games);
 - objects only once an observation names them.
 
-It searches the receptacles in list order, going to each and opening it when
-closed, never searching one twice: the next receptacle searched is always the
-first one whose ``go to`` the agent has not taken, a rule the policy can read off
-its prompt (``rollout.prompts`` lists the actions not yet taken first). It uses
-no knowledge of which receptacle types hold which objects, so nothing it does
-depends on a fact the prompt does not show. Once an instance is seen it is
-taken; then the appliance (clean / heat / cool: the first of its type in list
-order), then the first goal receptacle (opened when the move needs it). Look
-tasks then search for the lamp (or go back to where one was seen) and switch it
-on; pick-two goes back to a second instance it has seen, or resumes the search
-where it stopped.
+It searches the receptacles that can hold what it needs, in list order, going
+to each and opening it when closed, never searching one twice (so it never
+visits a receptacle twice before the target is seen). Receptacles of the goal
+type are searched last, since a target already in place would make a trivial
+game. Once an instance is seen it is taken; then the appliance (clean / heat /
+cool: the first of its type in list order), then the first goal receptacle
+(opened when the move needs it). Look tasks then search for the lamp (or go
+back to where one was seen) and switch it on; pick-two goes back to a second
+instance it has seen, or resumes the search where it stopped.
 
 Every action is chosen among the admissible ones, so a demonstration is a
 valid episode; ``demonstrate`` returns None when the rules do not win the game
@@ -51,6 +51,8 @@ class _Knowledge:
     """Receptacles in the order of the first observation's ``go to`` actions."""
     rtype: dict[str, str]
     """Receptacle -> its type (``drawertype``)."""
+    can_hold: set[tuple[str, str]]
+    """(receptacle type, object type) pairs of the game's ``cancontain`` facts."""
     targets: tuple[str, ...]
     """Instances of the target type (recognised when an observation names them)."""
     lamps: tuple[str, ...]
@@ -90,7 +92,7 @@ def _knowledge(task: Task, snapshot, pddl_problem: str, admissible) -> _Knowledg
     appliance = TRANSFORMS.get(task.task_type, (None, None))[0]
     return _Knowledge(
         order=[a.removeprefix("go to ") for a in admissible if a.startswith("go to ")],
-        rtype=rtype,
+        rtype=rtype, can_hold={(r, o) for r, o in facts.get("cancontain", [])},
         targets=game.targets, lamps=game.lamps,
         goal_type=min(goal_types) if goal_types else None,
         appliance_type=f"{appliance.lower()}type" if appliance else None)
@@ -120,37 +122,43 @@ def _go_or(k: _Knowledge, receptacle: str, admissible: set[str], *commands: str)
     return f"open {receptacle}" if f"open {receptacle}" in admissible else None
 
 
-def _search(k: _Knowledge, admissible: set[str]) -> str | None:
-    """The next search move: open (or examine) the receptacle here, or go to the next one."""
-    unsearched = [r for r in k.order if r not in k.searched]
-    if not unsearched:
+def _search(k: _Knowledge, otype: str | None, admissible: set[str]) -> str | None:
+    """The next search move for an object of ``otype``: open here, or go to the next holder."""
+    holders = [r for r in k.order
+               if r not in k.searched and (k.rtype.get(r), otype) in k.can_hold]
+    holders.sort(key=lambda r: k.rtype.get(r) == k.goal_type)  # stable: list order within
+    if not holders:  # the type facts missed it: search everything left
+        holders = [r for r in k.order if r not in k.searched]
+    if not holders:
         return None
-    if not _here(k, unsearched[0], admissible):
-        return f"go to {unsearched[0]}"
+    if not _here(k, holders[0], admissible):
+        return f"go to {holders[0]}"
     # a closed one is opened; a co-located one (its contents not shown on arrival) examined
-    return f"open {unsearched[0]}" if f"open {unsearched[0]}" in admissible \
-        else f"examine {unsearched[0]}"
+    return f"open {holders[0]}" if f"open {holders[0]}" in admissible else f"examine {holders[0]}"
 
 
-def _fetch(k: _Knowledge, names: tuple[str, ...], admissible: set[str]) -> str | None:
+def _fetch(k: _Knowledge, names: tuple[str, ...], otype: str | None,
+           admissible: set[str]) -> str | None:
     """Take a seen instance of ``names`` (going back to it if needed), else search on."""
     for name in names:
         where = k.seen.get(name)
         if where is not None and name not in k.placed:
             return _go_or(k, where, admissible, f"take {name} from {where}")
-    return _search(k, admissible)
+    return _search(k, otype, admissible)
 
 
-def _next_action(k: _Knowledge, task_type: str, admissible: set[str]) -> str | None:
+def _next_action(k: _Knowledge, task_type: str, types: dict[str, str],
+                 admissible: set[str]) -> str | None:
+    target_type = types.get(k.targets[0]) if k.targets else None
     if task_type == "look_at_obj_in_light":
         if k.holding is None:
-            return _fetch(k, k.targets, admissible)
+            return _fetch(k, k.targets, target_type, admissible)
         for lamp in k.lamps:
             if lamp in k.seen:
                 return _go_or(k, k.seen[lamp], admissible, f"use {lamp}")
-        return _search(k, admissible)
+        return _search(k, types.get(k.lamps[0]) if k.lamps else None, admissible)
     if k.holding is None:
-        return _fetch(k, k.targets, admissible)
+        return _fetch(k, k.targets, target_type, admissible)
     if task_type in _VERBS and not k.transformed:
         appliance = _first_of_type(k, k.appliance_type)
         if appliance is None:
@@ -199,10 +207,11 @@ def demonstrate(env, task: Task, max_steps: int = 60) -> list[str] | None:
     snapshot = env.snapshot()
     problem = read_game_file(task.payload["game_file"])["pddl_problem"]
     k = _knowledge(task, snapshot, problem, obs.admissible_actions)
+    types = dict(_parse_facts(snapshot).get("objecttype", []))
     actions: list[str] = []
     for _ in range(max_steps):
         admissible = set(obs.admissible_actions)
-        action = _next_action(k, task.task_type, admissible)
+        action = _next_action(k, task.task_type, types, admissible)
         if action is None or action not in admissible:
             return None
         obs, _, _, info = env.step(action)

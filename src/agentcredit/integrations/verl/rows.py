@@ -1,0 +1,242 @@
+"""verl's per-step rows ⇄ the project's ``CreditBatch`` (docs/verl.md, "The advantage step").
+
+In verl every training row is one step of one rollout (the layout verl-agent uses):
+the step's prompt, its response, and a ``response_mask [R, L]`` over the response
+tokens. The agent loop (``agent_loop.py``) attaches to each row the fields named
+below, as plain data; verl keeps them in its non-tensor batch and may reorder the
+rows (``balance_batch``). This module turns such rows into the ``CreditBatch`` the
+embedded trainer builds (``rollout.collector.credit_batch``), runs the estimator
+from the same registry (``credit.get_estimator``), and writes the advantages back
+per token in verl's row order. It never imports verl: the rows are plain
+sequences and tensors, exactly what a ``DataProto`` holds, so it is tested without
+verl (tests/integrations/verl/test_equivalence.py).
+
+Flat order: rollouts sorted by trajectory id, each rollout's steps in time order;
+``RowCredit.order[s]`` is the verl row of flat step ``s``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from agentcredit.credit import CreditBatch, CreditResult, TokenScores, get_estimator
+from agentcredit.credit.tokens import to_step_rows
+from agentcredit.rollout.collector import broadcast_to_tokens
+from agentcredit.rollout.records import Trajectory
+from agentcredit.verifier.trace import RolloutTrace
+
+# THE ROW FIELDS (verl non-tensor batch keys; the group is verl's own prompt ``uid``)
+GROUP = "uid"
+TRAJECTORY = "ac_trajectory"  # str: one rollout, "{uid}_{session_id}"
+STEP = "ac_step"  # int: t, the step's index in its rollout
+NUM_STEPS = "ac_num_steps"  # int: T_i, so a rollout with a lost row is caught
+REWARD = "ac_reward"  # float: r_{i,t} (docs/backbones.md §2)
+ANCHOR = "ac_anchor"  # str: GiGPO's anchor state, the observation before the step
+ACTION = "ac_action"  # str: the action sent (parsed action, else the raw response)
+TRACE = "ac_trace"  # RolloutTrace on step 0 when VICT needs it, None on every other row
+SKILL = "ac_skill"  # str: "<env>/<task_type>", the task's skill for ADRS's teacher pass
+#: the per-step fields the agent loop emits (``step_fields``); the hook reads them back.
+STEP_FIELDS = (TRAJECTORY, STEP, NUM_STEPS, REWARD, ANCHOR, ACTION, TRACE, SKILL)
+#: the teacher pass's ``ℓ^T [R, L]``, response-aligned, that the trainer hook adds.
+TEACHER = "ac_teacher_log_probs"
+
+#: inputs an estimator may declare that the verl path prepares (``credit.registry.INPUTS``).
+SUPPORTED_INPUTS = frozenset({"traces", "teacher", "reference"})
+
+
+def skill_id(env: str, task_type: str) -> str:
+    """The ``SKILL`` field of a task: which skill text the teacher pass splices in."""
+    return f"{env}/{task_type}"
+
+
+def step_fields(trajectory: Trajectory, trajectory_id: str,
+                trace: RolloutTrace | None = None) -> list[dict[str, Any]]:
+    """The ``STEP_FIELDS`` of every step of ``trajectory``, in time order (plain data).
+
+    The trace rides on step 0 only, so a batch carries each trace once.
+    """
+    steps = trajectory.steps
+    task = trajectory.task
+    return [{
+        TRAJECTORY: trajectory_id,
+        STEP: t,
+        NUM_STEPS: len(steps),
+        REWARD: float(step.reward),
+        ANCHOR: step.anchor_key,
+        ACTION: step.response if step.action is None else step.action,
+        TRACE: trace if t == 0 else None,
+        SKILL: skill_id(task.env, task.task_type),
+    } for t, step in enumerate(steps)]
+
+
+@dataclass(frozen=True)
+class StepRows:
+    """The rows of one verl batch as the advantage step reads them (``R`` rows).
+
+    Attributes:
+        fields: per ``STEP_FIELDS`` name and ``GROUP``, ``R`` values in verl's row order.
+        response_mask: ``[R, L]``, 1 on the response tokens the policy wrote.
+        old_log_probs: ``[R, L]`` ``ℓ^b``, verl's recomputed behaviour log-probs, or ``None``.
+        ref_log_prob: ``[R, L]`` ``ℓ_ref`` of the reference policy, or ``None``.
+        teacher_log_probs: ``[R, L]`` ``ℓ^T`` from the skill-prefixed pass, or ``None``.
+    """
+
+    fields: dict[str, Sequence[Any]]
+    response_mask: Tensor
+    old_log_probs: Tensor | None = None
+    ref_log_prob: Tensor | None = None
+    teacher_log_probs: Tensor | None = None
+
+    @property
+    def num_rows(self) -> int:
+        """``R``."""
+        return self.response_mask.shape[0]
+
+
+@dataclass(frozen=True)
+class RowCredit:
+    """A credit batch built from rows, and where each of its flat steps came from.
+
+    Attributes:
+        batch: the ``CreditBatch``.
+        order: ``[S]`` int64, the verl row of flat step ``s`` (``S = R``).
+        trajectory_ids: ``B`` trajectory ids in rollout order.
+    """
+
+    batch: CreditBatch
+    order: Tensor
+    trajectory_ids: tuple[str, ...]
+
+
+def credit_batch_from_rows(rows: StepRows, inputs: frozenset[str] = frozenset(),
+                           update: int | None = None) -> RowCredit:
+    """The ``CreditBatch`` of ``rows`` with the ``inputs`` an estimator declared.
+
+    Raises ``ValueError`` (saying what to fix) when a field is missing, a rollout lost a
+    row or repeats a step, or a declared input is absent from the rows.
+    """
+    unsupported = set(inputs) - SUPPORTED_INPUTS
+    if unsupported:
+        raise ValueError(f"the verl path cannot prepare {sorted(unsupported)}; it prepares "
+                         f"{sorted(SUPPORTED_INPUTS)}. Use the embedded trainer for this method.")
+    need = [GROUP, TRAJECTORY, STEP, NUM_STEPS, REWARD, ANCHOR, ACTION]
+    need += [TRACE] if "traces" in inputs else []
+    missing = [name for name in need if name not in rows.fields]
+    if missing:
+        raise ValueError(f"the batch has no {missing} field; run rollouts with agentcredit's "
+                         "agent loop (actor_rollout_ref.rollout.agent.default_agent_loop="
+                         "agentcredit), which emits them on every row.")
+    count = rows.num_rows
+    for name in need:
+        if len(rows.fields[name]) != count:
+            raise ValueError(f"field {name!r} has {len(rows.fields[name])} values for {count} rows")
+    column = {name: list(rows.fields[name]) for name in need}
+
+    # ORDER: rollouts by trajectory id, steps by time
+    trajectory_ids = sorted(set(map(str, column[TRAJECTORY])))
+    rollout_of = {tid: i for i, tid in enumerate(trajectory_ids)}
+    keys = [(rollout_of[str(column[TRAJECTORY][r])], int(column[STEP][r])) for r in range(count)]
+    order = sorted(range(count), key=keys.__getitem__)
+    _check_complete(order, keys, column, trajectory_ids)
+
+    first_row = {}  # rollout -> its step-0 row
+    for r in order:
+        first_row.setdefault(keys[r][0], r)
+    uids = [str(column[GROUP][first_row[i]]) for i in range(len(trajectory_ids))]
+    dense = {uid: g for g, uid in enumerate(sorted(set(uids)))}
+    for r in order:
+        if str(column[GROUP][r]) != uids[keys[r][0]]:
+            raise ValueError(f"trajectory {column[TRAJECTORY][r]!r} has rows of two groups "
+                             f"({uids[keys[r][0]]!r}, {column[GROUP][r]!r}); a rollout's steps "
+                             "must share the uid of the prompt they answer.")
+    lengths = torch.tensor([int(column[NUM_STEPS][first_row[i]])
+                            for i in range(len(trajectory_ids))], dtype=torch.long)
+    step_rollout = torch.repeat_interleave(torch.arange(len(trajectory_ids)), lengths)
+    traces = None
+    if "traces" in inputs:
+        traces = tuple(column[TRACE][first_row[i]] for i in range(len(trajectory_ids)))
+        absent = [trajectory_ids[i] for i, trace in enumerate(traces) if trace is None]
+        if absent:
+            raise ValueError(f"trajectory {absent[0]!r} has no verifier trace on its step 0; "
+                             "the estimator needs traces: set agentcredit's credit.estimator "
+                             "before the rollouts so the agent loop traces them.")
+    batch = CreditBatch(
+        group_ids=torch.tensor([dense[uid] for uid in uids], dtype=torch.long),
+        step_rollout=step_rollout,
+        step_index=torch.tensor([keys[r][1] for r in order], dtype=torch.long),
+        step_rewards=torch.tensor([float(column[REWARD][r]) for r in order], dtype=torch.float32),
+        anchor_keys=tuple(str(column[ANCHOR][r]) for r in order),
+        traces=traces,
+        action_keys=tuple(str(column[ACTION][r]) for r in order),
+    )
+    order_t = torch.tensor(order, dtype=torch.long)
+    if "teacher" in inputs:
+        if rows.teacher_log_probs is None:
+            raise ValueError(f"the estimator needs the teacher's log-probs ({TEACHER}); train "
+                             "with agentcredit's trainer (trainer.v1.trainer_mode=agentcredit), "
+                             "whose teacher pass adds them.")
+        batch = dataclasses.replace(batch, tokens=TokenScores.from_step_rows(
+            rows.response_mask[order_t], rows.teacher_log_probs[order_t],
+            _rows_or_none(rows.old_log_probs, order_t), _rows_or_none(rows.ref_log_prob, order_t),
+            update=update))
+    elif "reference" in inputs:
+        raise ValueError("an estimator that reads the reference without a teacher is not "
+                         "supported on the verl path")
+    return RowCredit(batch, order_t, tuple(trajectory_ids))
+
+
+def advantages_to_rows(result: CreditResult, credit: RowCredit, response_mask: Tensor) -> Tensor:
+    """``[R, L]`` per-token advantages in verl's row order, 0 off the response.
+
+    Token-level results (ADRS) are scattered to their tokens, step-level ones broadcast
+    over the step's response, exactly as the embedded loop does (``train/loop.py``).
+    """
+    mask = response_mask[credit.order].bool()  # [S, L], flat step order
+    if result.token_advantages is not None:
+        in_steps = to_step_rows(result.token_advantages.to(torch.float32), mask)
+    else:
+        in_steps = broadcast_to_tokens(result.step_advantages, mask)
+    out = torch.zeros(response_mask.shape, dtype=torch.float32)
+    out[credit.order] = in_steps.cpu()
+    return out
+
+
+def compute_row_credit(rows: StepRows, estimator: str, options: Any = None,
+                       update: int | None = None) -> tuple[Tensor, CreditResult, RowCredit]:
+    """Run ``estimator`` (the project's registry) on ``rows``: ``(advantages [R, L], result,
+    row credit)``. ``options`` is the estimator's config dataclass (``None``: defaults)."""
+    registered = get_estimator(estimator)
+    options = registered.config_cls() if options is None else options
+    credit = credit_batch_from_rows(rows, registered.inputs(options), update)
+    result = registered(credit.batch, options)
+    return advantages_to_rows(result, credit, rows.response_mask), result, credit
+
+
+def _rows_or_none(values: Tensor | None, order: Tensor) -> Tensor | None:
+    return None if values is None else values[order]
+
+
+def _check_complete(order: list[int], keys: list[tuple[int, int]], column: dict,
+                    trajectory_ids: list[str]) -> None:
+    """Raise unless every rollout has exactly its steps ``0..T_i − 1``, once each."""
+    expected: dict[int, int] = {}
+    seen: dict[int, int] = {}
+    for r in order:
+        rollout, t = keys[r]
+        expected.setdefault(rollout, int(column[NUM_STEPS][r]))
+        if t != seen.get(rollout, 0):
+            raise ValueError(f"trajectory {trajectory_ids[rollout]!r} has step {t} where step "
+                             f"{seen.get(rollout, 0)} was due; a rollout's rows must all reach "
+                             "the advantage step (do not filter single steps of a rollout).")
+        seen[rollout] = t + 1
+    short = [trajectory_ids[i] for i, n in seen.items() if n != expected[i]]
+    if short:
+        i = trajectory_ids.index(short[0])
+        raise ValueError(f"trajectory {short[0]!r} has {seen[i]} rows but {expected[i]} steps; "
+                         "a rollout's rows must all reach the advantage step.")
