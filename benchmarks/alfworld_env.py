@@ -18,11 +18,8 @@ that part and merges its figures into the existing results file.
 from __future__ import annotations
 
 import argparse
-import datetime
-import importlib
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,9 +31,8 @@ from agentcredit.envs.alfworld.options import GeneratorConfig
 from agentcredit.envs.alfworld.tasks import TASK_TYPES
 from bench_common import (
     FUZZ_NOTE,
-    FUZZ_SEED,
     FUZZ_TARGETS,
-    git_commit,
+    fuzz_figures,
     merge_fuzz,
     write_result,
 )
@@ -64,17 +60,6 @@ def _games(config: GeneratorConfig, games_per_type: int, cache: Path) -> list:
             for i in range(games_per_type)]
 
 
-def measure_fuzz(tasks: list, actions: int) -> tuple[dict[str, float], dict]:
-    """``actions`` hostile actions over ``tasks``: figures and config."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "envs"))
-    fuzz_actions = importlib.import_module("fuzz_actions")
-    report = fuzz_actions.fuzz(AlfWorldEnv(), tasks, actions, FUZZ_SEED)
-    print(report.summary())
-    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return report.metrics(), {"seed": FUZZ_SEED, "tasks": f"{len(tasks)} small games",
-                              "date": date, "git_commit": git_commit(), **report.record()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
@@ -88,8 +73,9 @@ def main() -> None:
     sizes = {"small": GeneratorConfig(seed=11, max_receptacles=12),
              "large": GeneratorConfig(seed=11, max_receptacles=None)}
     if args.only_fuzz:
-        fuzz_metrics, fuzz_config = measure_fuzz(
-            _games(sizes["small"], games_per_type, cache), fuzz_count)
+        tasks = _games(sizes["small"], games_per_type, cache)
+        fuzz_metrics, fuzz_config = fuzz_figures(AlfWorldEnv(), tasks, fuzz_count,
+                                                 f"{len(tasks)} small games")
         name = "alfworld_env.quick.json" if args.quick else "alfworld_env.json"
         print(merge_fuzz(name, fuzz_metrics, fuzz_config).read_text())
         return
@@ -119,7 +105,8 @@ def main() -> None:
                                                  / metrics[f"step_median_ms_{size}"])
         metrics[f"load_median_ms_{size}"] = statistics.median(load_ms)
         if size == "small":
-            fuzz_metrics, fuzz_config = measure_fuzz(tasks, fuzz_count)
+            fuzz_metrics, fuzz_config = fuzz_figures(AlfWorldEnv(), tasks, fuzz_count,
+                                                     f"{len(tasks)} small games")
     metrics = {**{k: round(v, 3) for k, v in metrics.items()}, **fuzz_metrics}
     path = write_result(
         "alfworld_env",

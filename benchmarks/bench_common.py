@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib
 import json
 import os
 import platform
@@ -181,13 +182,26 @@ def phase_shares_pct(phases: dict[str, float]) -> dict[str, float]:
     return {phase: 100.0 * seconds / total for phase, seconds in phases.items()}
 
 
-# THE ENVIRONMENT FUZZ (run safety): shared by alfworld_env.py and webshop_env.py
+# THE ENVIRONMENT FUZZ (run safety): shared by the alfworld, webshop and searchqa benchmarks
 
 FUZZ_SEED = 0
 FUZZ_NOTE = ("Fuzz: hostile actions (random, edited, 10k-100k-character, non-UTF-8, control "
              "characters) mixed with valid ones, checked after every step; config.fuzz has "
              "its own date and commit.")
 FUZZ_TARGETS = {"fuzz_exceptions": {"max": 0}, "fuzz_inconsistencies": {"max": 0}}
+
+
+def fuzz_figures(env, tasks: list, actions: int,
+                 tasks_label: str) -> tuple[dict[str, float], dict]:
+    """``actions`` hostile actions (``tests/envs/fuzz_actions.py``) over ``tasks`` in ``env``: the
+    figures, and the config (``tasks_label`` names the tasks) with its own date and commit."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "envs"))
+    fuzz_actions = importlib.import_module("fuzz_actions")
+    report = fuzz_actions.fuzz(env, tasks, actions, FUZZ_SEED)
+    print(report.summary())
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return report.metrics(), {"seed": FUZZ_SEED, "tasks": tasks_label, "date": date,
+                              "git_commit": git_commit(), **report.record()}
 
 
 def merge_fuzz(name: str, metrics: dict, config: dict) -> Path:

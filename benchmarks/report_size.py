@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,9 +39,13 @@ from agentcredit.train.config import estimator_config, load_config, save_config
 from agentcredit.train.evaluate import rollout_metrics
 from agentcredit.train.saved_rollouts import save_rollouts
 from agentcredit.train.verifier_traces import VerifierTracer
-from agentcredit.verifier.atoms import Atom, Status, Verifier
+from agentcredit.verifier.atoms import Verifier
 from bench_common import method_overrides, write_result
 from learning_alfworld import DEFAULT_METHODS
+
+# the corridor's verifier lives with the tests' FakeEnv, which shares it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from corridor import corridor_verifier
 
 SEEDS = (0, 1, 2)
 TASKS, GROUP, MAX_STEPS, ROOMS = 4, 8, 20, 8
@@ -58,26 +63,7 @@ class Corridor:
     protocol's ``verifier`` is all the tracer needs."""
 
     def verifier(self, task: Task) -> Verifier:
-        apple = task.payload["apple"]
-
-        def sat(ok: bool) -> Status:
-            return Status.SAT if ok else Status.UNSAT
-
-        atoms = (
-            Atom("apple_seen", lambda s, e: sat("seen:apple" in e), "on_evidence", (),
-                 ("seen:apple",), "prerequisite"),
-            Atom("at_apple", lambda s, e: sat(s.get("room") == apple), "online",
-                 ("apple_seen",), ("room",), "prerequisite"),
-            Atom("apple_taken", lambda s, e: sat(bool(s.get("won"))), "online", ("at_apple",),
-                 ("won",), "hard"),
-        )
-        return Verifier(
-            task_id=task.task_id, atoms=atoms,
-            aggregate=lambda z: float(z["apple_taken"] is Status.SAT),
-            original=lambda s: float(bool(s.get("won"))),
-            is_commit=lambda a: a.strip() == "take apple",
-            commit_scope=lambda a: ("apple_taken",) if a.strip() == "take apple" else (),
-            extract_evidence=lambda text, s: {"seen:apple": True} if "an apple" in text else {})
+        return corridor_verifier(task)
 
 
 def play(task: Task, group_id: int, rng: random.Random) -> Trajectory:

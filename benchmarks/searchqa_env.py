@@ -20,18 +20,14 @@ world's test tasks (``tests/envs/fuzz_actions.py``) and records ``fuzz_actions``
 from __future__ import annotations
 
 import argparse
-import datetime
-import importlib
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
 from agentcredit.envs.searchqa import SearchQAConfig, SearchQAEnv, build_tasks
 from agentcredit.envs.searchqa.engine import task_question
 from agentcredit.envs.searchqa.sources import bm25_index, generated_world
-from bench_common import FUZZ_NOTE, FUZZ_TARGETS, git_commit, write_result
+from bench_common import FUZZ_NOTE, FUZZ_TARGETS, fuzz_figures, write_result
 
 SEED = 0
 
@@ -99,18 +95,6 @@ def measure(size: int, questions: int) -> tuple[dict[str, float], dict]:
                      "queries": len(queries), "steps_timed": len(step_ms)}
 
 
-def measure_fuzz(actions: int) -> tuple[dict[str, float], dict]:
-    """``actions`` hostile actions on the embedded world's test tasks: figures and config."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "envs"))
-    fuzz_actions = importlib.import_module("fuzz_actions")
-    report = fuzz_actions.fuzz(SearchQAEnv(), build_tasks("test", SearchQAConfig()), actions,
-                               SEED)
-    print(report.summary())
-    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return report.metrics(), {"seed": SEED, "tasks": "embedded world, test split", "date": date,
-                              "git_commit": git_commit(), **report.record()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
@@ -124,7 +108,9 @@ def main() -> None:
         runs[_label(size)] = run
         print({k: round(v, 3) for k, v in m.items()})
     # after the timings: the fuzz part reuses the cached 10k world and index
-    fuzz_metrics, fuzz_config = measure_fuzz(1_000 if args.quick else 10_000)
+    fuzz_metrics, fuzz_config = fuzz_figures(SearchQAEnv(), build_tasks("test", SearchQAConfig()),
+                                             1_000 if args.quick else 10_000,
+                                             "embedded world, test split")
     big = _label(sizes[-1])
     metrics |= {"expert_em_pct": metrics[f"expert_em_pct_{big}"],
                 "random_em_pct": metrics[f"random_em_pct_{big}"]}

@@ -18,13 +18,9 @@ part and merges its figures into the existing results file.
 from __future__ import annotations
 
 import argparse
-import datetime
-import importlib
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
 from agentcredit.envs.webshop import WebShopConfig, WebShopEnv, build_tasks
 from agentcredit.envs.webshop.catalog import generate_catalog
@@ -36,7 +32,7 @@ from agentcredit.envs.webshop.tasks import goal_tasks
 from bench_common import (
     FUZZ_NOTE,
     FUZZ_TARGETS,
-    git_commit,
+    fuzz_figures,
     merge_fuzz,
     write_result,
 )
@@ -108,25 +104,15 @@ def measure(size: int, goals: int, episodes: int) -> tuple[dict[str, float], dic
                      "steps_timed": len(step_ms)}
 
 
-def measure_fuzz(actions: int) -> tuple[dict[str, float], dict]:
-    """``actions`` hostile actions on the embedded shop's test tasks: figures and config."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "envs"))
-    fuzz_actions = importlib.import_module("fuzz_actions")
-    report = fuzz_actions.fuzz(WebShopEnv(), build_tasks("test", WebShopConfig()), actions,
-                               SEED)
-    print(report.summary())
-    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return report.metrics(), {"seed": SEED, "tasks": "embedded shop, test split", "date": date,
-                              "git_commit": git_commit(), **report.record()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
     parser.add_argument("--only-fuzz", action="store_true",
                         help="run only the fuzz part and merge it into the results file")
     args = parser.parse_args()
-    fuzz_metrics, fuzz_config = measure_fuzz(1_000 if args.quick else 10_000)
+    fuzz_metrics, fuzz_config = fuzz_figures(WebShopEnv(), build_tasks("test", WebShopConfig()),
+                                             1_000 if args.quick else 10_000,
+                                             "embedded shop, test split")
     if args.only_fuzz:
         name = "webshop_env.quick.json" if args.quick else "webshop_env.json"
         print(merge_fuzz(name, fuzz_metrics, fuzz_config).read_text())

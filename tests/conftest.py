@@ -17,7 +17,9 @@ from agentcredit.envs.base import Observation, StepInfo, Task
 from agentcredit.rollout.prompts import system_message
 from agentcredit.train.tiny_model import TinyModelConfig, bootstrap_tiny_model
 from agentcredit.train.tokenizer_bootstrap import train_bpe_tokenizer
-from agentcredit.verifier.atoms import Atom, Status, Verifier
+from agentcredit.verifier.atoms import Verifier
+
+from .corridor import corridor_verifier
 
 NOTHING_HAPPENS = "Nothing happens."
 
@@ -70,28 +72,7 @@ class FakeEnv:
         return {"room": self.room, "won": self.won}
 
     def verifier(self, task: Task) -> Verifier:
-        """Atoms: the apple was seen, the agent stands at it, the apple is taken (F = taken)."""
-        apple = task.payload["apple"]
-
-        def sat(ok: bool) -> Status:
-            return Status.SAT if ok else Status.UNSAT
-
-        atoms = (
-            Atom("apple_seen", lambda s, e: sat("seen:apple" in e), "on_evidence", (),
-                 ("seen:apple",), "prerequisite"),
-            Atom("at_apple", lambda s, e: sat(s.get("room") == apple), "online",
-                 ("apple_seen",), ("room",), "prerequisite"),
-            Atom("apple_taken", lambda s, e: sat(bool(s.get("won"))), "online", ("at_apple",),
-                 ("won",), "hard"),
-        )
-        return Verifier(
-            task_id=task.task_id, atoms=atoms,
-            aggregate=lambda z: float(z["apple_taken"] is Status.SAT),
-            original=lambda s: float(bool(s.get("won"))),
-            is_commit=lambda a: a.strip() == "take apple",
-            commit_scope=lambda a: ("apple_taken",) if a.strip() == "take apple" else (),
-            extract_evidence=lambda text, s: {"seen:apple": True} if "an apple" in text else {},
-        )
+        return corridor_verifier(task)
 
     def expert(self, task: Task) -> list[str]:
         start, apple = task.payload["start"], task.payload["apple"]

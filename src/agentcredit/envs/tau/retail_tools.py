@@ -116,6 +116,17 @@ class RetailTools:
             raise ValueError("Variant not found")
         return product["variants"][variant_id]
 
+    def _replacement(self, order, item_id, new_item_id) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The order's item ``item_id`` and the available variant ``new_item_id`` of its product
+        that is to replace it (exchanges and item modifications)."""
+        item = _order_item(order, item_id)
+        if item is None:
+            raise ValueError(f"Item {item_id} not found")
+        variant = self._variant(item["product_id"], new_item_id)
+        if not variant["available"]:
+            raise ValueError(f"New item {new_item_id} not found or available")
+        return item, variant
+
     def _payment_method(self, user_id, payment_method_id) -> dict[str, Any]:
         user = self._user(user_id)
         if payment_method_id not in user["payment_methods"]:
@@ -201,12 +212,7 @@ class RetailTools:
             raise ValueError("The number of items to be exchanged should match.")
         diff_price = 0
         for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
-            item = _order_item(order, item_id)
-            if item is None:
-                raise ValueError(f"Item {item_id} not found")
-            variant = self._variant(item["product_id"], new_item_id)
-            if not variant["available"]:
-                raise ValueError(f"New item {new_item_id} not found or available")
+            item, variant = self._replacement(order, item_id, new_item_id)
             diff_price += variant["price"] - item["price"]
         diff_price = round(diff_price, 2)
         method = self._payment_method(order["user_id"], payment_method_id)
@@ -241,12 +247,7 @@ class RetailTools:
         for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
             if item_id == new_item_id:
                 raise ValueError("The new item id should be different from the old item id")
-            item = _order_item(order, item_id)
-            if item is None:
-                raise ValueError(f"Item {item_id} not found")
-            variant = self._variant(item["product_id"], new_item_id)
-            if not variant["available"]:
-                raise ValueError(f"New item {new_item_id} not found or available")
+            item, variant = self._replacement(order, item_id, new_item_id)
             diff_price += variant["price"] - item["price"]
         method = self._payment_method(order["user_id"], payment_method_id)
         if _is_gift_card(method) and method["balance"] < diff_price:

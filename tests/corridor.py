@@ -1,0 +1,33 @@
+"""The corridor's verifier, shared by the test suite's ``FakeEnv`` (``conftest.py``) and the
+synthetic runs of ``benchmarks/report_size.py``."""
+
+from __future__ import annotations
+
+from agentcredit.envs.base import Task
+from agentcredit.verifier.atoms import Atom, Status, Verifier
+
+
+def corridor_verifier(task: Task) -> Verifier:
+    """Atoms: the apple was seen, the agent stands at it, the apple is taken (F = taken); the
+    apple lies in ``task.payload["apple"]``."""
+    apple = task.payload["apple"]
+
+    def sat(ok: bool) -> Status:
+        return Status.SAT if ok else Status.UNSAT
+
+    atoms = (
+        Atom("apple_seen", lambda s, e: sat("seen:apple" in e), "on_evidence", (),
+             ("seen:apple",), "prerequisite"),
+        Atom("at_apple", lambda s, e: sat(s.get("room") == apple), "online",
+             ("apple_seen",), ("room",), "prerequisite"),
+        Atom("apple_taken", lambda s, e: sat(bool(s.get("won"))), "online", ("at_apple",),
+             ("won",), "hard"),
+    )
+    return Verifier(
+        task_id=task.task_id, atoms=atoms,
+        aggregate=lambda z: float(z["apple_taken"] is Status.SAT),
+        original=lambda s: float(bool(s.get("won"))),
+        is_commit=lambda a: a.strip() == "take apple",
+        commit_scope=lambda a: ("apple_taken",) if a.strip() == "take apple" else (),
+        extract_evidence=lambda text, s: {"seen:apple": True} if "an apple" in text else {},
+    )
