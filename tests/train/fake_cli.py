@@ -5,10 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+# the tests folder as the package ``tests`` (what pytest's importlib mode makes of it), so
+# conftest's relative imports resolve and no installed ``tests`` package can shadow it
 CHILD = """
-import sys
-sys.path.insert(0, sys.argv[1])
-from conftest import FakeSuite
+import sys, types
+package = types.ModuleType("tests")
+package.__path__ = [sys.argv[1]]
+sys.modules["tests"] = package
+from tests.conftest import FakeSuite
 from agentcredit.train.env_suites import register_env_suite
 from agentcredit.cli import main
 register_env_suite("fake", FakeSuite)
