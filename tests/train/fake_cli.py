@@ -6,9 +6,13 @@ import sys
 from pathlib import Path
 
 # the tests folder as the package ``tests`` (what pytest's importlib mode makes of it), so
-# conftest's relative imports resolve and no installed ``tests`` package can shadow it
+# conftest's relative imports resolve and no installed ``tests`` package can shadow it; and
+# Ctrl-C given back: a test run started in the background of a shell (``make test &``,
+# ``nohup``) hands its children SIGINT ignored, and Python then never raises
+# KeyboardInterrupt (as a user's ``nohup agentcredit train`` rightly wants)
 CHILD = """
-import sys, types
+import signal, sys, types
+signal.signal(signal.SIGINT, signal.default_int_handler)
 package = types.ModuleType("tests")
 package.__path__ = [sys.argv[1]]
 sys.modules["tests"] = package
