@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	       "(Debian/Ubuntu: apt-get install -y g++ make cmake)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[alfworld,tau,report,tensorboard,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[alfworld,tau,report,tensorboard,verl,dev]'
 	touch $(STAMP)
 
 # Each `make run` starts a new run directory (runs/embedded-YYYYmmdd-HHMMSS).

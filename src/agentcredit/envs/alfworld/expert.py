@@ -12,13 +12,20 @@ guess. ``demonstrate`` plays the game knowing only what the agent knows:
   agent learns across games);
 - objects only once an observation names them.
 
-It searches the receptacles that can hold what it needs, in list order, going
-to each and opening it when closed, never searching one twice (so it never
-visits a receptacle twice before the target is seen). Receptacles of the goal
-type are searched last, since a target already in place would make a trivial
-game. Once an instance is seen it is taken; then the appliance (clean / heat /
-cool: the first of its type in list order), then the first goal receptacle
-(opened when the move needs it). Look tasks then search for the lamp (or go
+It searches the receptacles that can hold what it needs, going to each and
+opening it when closed, never searching one twice (so it never visits a
+receptacle twice before the target is seen). Receptacles of the goal type are
+searched last, since a target already in place would make a trivial game.
+Once an instance is seen it is taken; then the appliance (clean / heat /
+cool), then a goal receptacle (opened when the move needs it).
+
+Where several receptacles are equally good (the next one to search, which
+instance of the appliance or goal type to use) it takes the first in list order,
+or, given an ``rng``, one uniformly at random. The random tie-break is what a
+small policy can imitate: "any receptacle not searched yet" is a set it can
+read off the prompt, while "the first one in list order" asks it to find the
+earliest of several lines, which a cloned tiny model gets wrong most of the
+time. Every tie-break wins the same games. Look tasks then search for the lamp (or go
 back to where one was seen) and switch it on; pick-two goes back to a second
 instance it has seen, or resumes the search where it stopped.
 
@@ -29,6 +36,7 @@ within ``max_steps`` (the caller then falls back to the planner).
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass, field
 
@@ -73,6 +81,10 @@ class _Knowledge:
     """Targets moved to a goal receptacle."""
     transformed: bool = False
     """The held target has been cleaned / heated / cooled."""
+    chosen: dict[str | None, str | None] = field(default_factory=dict)
+    """Receptacle type -> the instance picked for it (appliance, goal), kept once picked."""
+    rng: random.Random | None = None
+    """Breaks ties between equally good receptacles at random; None: the first in list order."""
 
 
 def _parse_facts(snapshot) -> dict[str, list[tuple[str, ...]]]:
@@ -102,8 +114,18 @@ def _mentioned(name: str, text: str) -> bool:
     return re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text) is not None
 
 
+def _pick(k: _Knowledge, candidates: list[str]) -> str | None:
+    """The first of ``candidates`` (in list order), or a random one when ``k.rng`` is set."""
+    if not candidates:
+        return None
+    return k.rng.choice(candidates) if k.rng is not None else candidates[0]
+
+
 def _first_of_type(k: _Knowledge, rtype: str | None) -> str | None:
-    return next((r for r in k.order if k.rtype.get(r) == rtype), None)
+    """The receptacle of type ``rtype`` to use; the same one for the rest of the episode."""
+    if rtype not in k.chosen:
+        k.chosen[rtype] = _pick(k, [r for r in k.order if k.rtype.get(r) == rtype])
+    return k.chosen[rtype]
 
 
 def _here(k: _Knowledge, receptacle: str, admissible: set[str]) -> bool:
@@ -126,15 +148,19 @@ def _search(k: _Knowledge, otype: str | None, admissible: set[str]) -> str | Non
     """The next search move for an object of ``otype``: open here, or go to the next holder."""
     holders = [r for r in k.order
                if r not in k.searched and (k.rtype.get(r), otype) in k.can_hold]
-    holders.sort(key=lambda r: k.rtype.get(r) == k.goal_type)  # stable: list order within
     if not holders:  # the type facts missed it: search everything left
         holders = [r for r in k.order if r not in k.searched]
     if not holders:
         return None
-    if not _here(k, holders[0], admissible):
-        return f"go to {holders[0]}"
+    if k.location in holders and _here(k, k.location, admissible):  # finish searching here
+        where = k.location
+    else:
+        others = [r for r in holders if k.rtype.get(r) != k.goal_type]
+        where = _pick(k, others or holders)
+    if not _here(k, where, admissible):
+        return f"go to {where}"
     # a closed one is opened; a co-located one (its contents not shown on arrival) examined
-    return f"open {holders[0]}" if f"open {holders[0]}" in admissible else f"examine {holders[0]}"
+    return f"open {where}" if f"open {where}" in admissible else f"examine {where}"
 
 
 def _fetch(k: _Knowledge, names: tuple[str, ...], otype: str | None,
@@ -197,16 +223,19 @@ def _observe(k: _Knowledge, action: str, text: str, admissible: set[str]) -> Non
             k.seen[name] = shown
 
 
-def demonstrate(env, task: Task, max_steps: int = 60) -> list[str] | None:
+def demonstrate(env, task: Task, max_steps: int = 60,
+                rng: random.Random | None = None) -> list[str] | None:
     """Play ``task`` in ``env`` (an ``AlfWorldEnv``) with the search demonstrator.
 
     Resets ``env`` and leaves it in the final state. Returns the actions of a
     won episode, or None when the rules get stuck or exceed ``max_steps``.
+    ``rng`` breaks ties between equally good receptacles (None: list order).
     """
     obs = env.reset(task)
     snapshot = env.snapshot()
     problem = read_game_file(task.payload["game_file"])["pddl_problem"]
     k = _knowledge(task, snapshot, problem, obs.admissible_actions)
+    k.rng = rng
     types = dict(_parse_facts(snapshot).get("objecttype", []))
     actions: list[str] = []
     for _ in range(max_steps):
