@@ -4,6 +4,7 @@ synthetic runs of ``benchmarks/report_size.py``."""
 from __future__ import annotations
 
 from agentcredit.envs.base import Task
+from agentcredit.verifier.aggregators import ConjunctiveAggregator
 from agentcredit.verifier.atoms import Atom, Status, Verifier
 
 
@@ -25,7 +26,8 @@ def corridor_verifier(task: Task) -> Verifier:
     )
     return Verifier(
         task_id=task.task_id, atoms=atoms,
-        aggregate=lambda z: float(z["apple_taken"] is Status.SAT),
+        # F = 1 iff apple_taken (the one hard atom) is SAT; a dataclass, so traces pickle
+        aggregate=ConjunctiveAggregator.from_atoms(atoms),
         original=lambda s: float(bool(s.get("won"))),
         is_commit=lambda a: a.strip() == "take apple",
         commit_scope=lambda a: ("apple_taken",) if a.strip() == "take apple" else (),

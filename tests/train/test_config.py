@@ -116,3 +116,11 @@ def test_a_method_name_expands_in_place_among_the_overrides():
     assert adrs.credit.options["gate"] == "off"  # not YAML's False
     assert adrs.credit.options["backbone"]["name"] == "gigpo"
     assert not load_config(None, ["method=gigpo"]).uses_skills
+
+
+def test_noisy_or_repeated_demonstrations_are_refused_outside_alfworld():
+    message = _error("env.name=webshop", "sft.demonstration_noise=0.2")
+    assert "sft.demonstration_noise = 0.2" in message and "alfworld" in message
+    assert "sft.demonstrations_per_task = 3" in _error("env.name=webshop",
+                                                        "sft.demonstrations_per_task=3")
+    assert "demonstration_noise" in _error("sft.demonstration_noise=1.5")

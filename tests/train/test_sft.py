@@ -188,3 +188,29 @@ def test_admissible_demonstrations_carry_their_sets_and_sft_trains_the_restricte
     first_row = lp[0][steps.loss_mask[0]]
     assert (first_row[:1] < 0).all()  # two commands start differently: a real choice
     assert demonstration_steps([demo], tokenizer, PromptConfig())[0].steps[0].allowed_ids is None
+
+
+def test_a_labelled_step_trains_the_label_after_the_history_of_the_played_actions(
+        fake_tokenizer):
+    task = Task("t0", "fake", "train", "take the apple", "corridor")
+    start, middle = "You are in room 2. The room is empty.", "You are in room 1. The room is empty."
+    demo = Demonstration(task, [start, middle], [("go left", "go right"), ("go right",)],
+                         actions=["go left", "go right"], won=False,
+                         labels=["go right", "go right"])
+    prompt = PromptConfig(history_window=1)
+    (traj,) = demonstration_steps([demo], fake_tokenizer, prompt)
+    first, second = traj.steps
+    assert fake_tokenizer.decode(first.response_ids) == "go right<|im_end|>"
+    assert second.prompt_ids == build_prompt_ids(fake_tokenizer, "take the apple",
+                                                 [(start, "go left")], middle, ("go right",),
+                                                 prompt)
+    assert list(demonstration_texts([demo], "bare"))[2] == "go right"
+
+
+def test_several_or_noisy_demonstrations_need_an_environment_that_labels_them(
+        fake_suite, make_fake_task):
+    env = fake_suite(None).make_env()
+    with pytest.raises(ValueError, match="labelled_demonstration"):
+        expert_demonstrations(env, [make_fake_task("train", 2)], copies=2)
+    with pytest.raises(ValueError, match="labelled_demonstration"):
+        expert_demonstrations(env, [make_fake_task("train", 2)], noise=0.1)

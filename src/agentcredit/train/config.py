@@ -138,10 +138,20 @@ class SFTConfig:
     branch is a working policy; it cannot teach procedures the expert never needed, so expect a
     small ``eval/probe_gap``. Real instruction-tuned checkpoints need no such step (keep 0).
     Set it alike for every method of a comparison: it changes the shared SFT start."""
+    demonstrations_per_task: int = 1
+    """Demonstrations played per train task. Above 1 (or with ``demonstration_noise``) each is
+    played with random tie-breaks between equally good receptacles and its own seed
+    (``sft.expert_demonstrations``; ALFWorld only)."""
+    demonstration_noise: float = 0.0
+    """Probability per demonstration step that a random admissible command is played instead of
+    the expert's, which stays that step's training target; the expert then recovers from where
+    the command led, so SFT sees the states a cloned policy's own mistakes lead to (ALFWorld
+    only; ``envs.alfworld.expert.noisy_demonstration``)."""
 
     _limits: ClassVar[dict[str, tuple]] = {"epochs": (0.0, None), "lr": (0.0, None),
                "batch_size": (1, None), "micro_batch_size": (1, None), "weight_decay": (0.0, None),
-               "grad_clip": (0.0, None), "recovery": (0.0, 1.0), "skill_share": (0.0, 1.0)}
+               "grad_clip": (0.0, None), "recovery": (0.0, 1.0), "skill_share": (0.0, 1.0),
+               "demonstrations_per_task": (1, None), "demonstration_noise": (0.0, 1.0)}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -627,6 +637,13 @@ def _check_env(config: TrainConfig) -> None:
         if split not in splits:
             raise ConfigError(f"eval.splits: {split!r} is not a split of {config.env.name} "
                               f"(choose from {', '.join(splits)}){did_you_mean(split, splits)}")
+    sft = config.sft
+    if config.env.name != "alfworld" and (sft.demonstrations_per_task > 1
+                                          or sft.demonstration_noise > 0):
+        raise ConfigError(f"sft.demonstrations_per_task = {sft.demonstrations_per_task} and "
+                          f"sft.demonstration_noise = {sft.demonstration_noise} need env.name = "
+                          f"alfworld (its demonstrator recovers from random commands); "
+                          f"{config.env.name} takes 1 and 0.0")
 
 
 def _check_inputs(config: TrainConfig) -> None:

@@ -51,19 +51,43 @@ class Demonstration:
     won: bool
     invalid_observation: str | None = None
     """What the environment answers to an inadmissible action (``Nothing happens.``)."""
+    labels: list[str] | None = None
+    """The expert's action at each step, where it differs from the one played (noisy
+    demonstrations: the sample's target, while ``actions`` make its history); None: the
+    actions themselves."""
+
+    def targets(self) -> list[str]:
+        """The action each step is trained to produce."""
+        return self.labels if self.labels is not None else self.actions
 
 
-def expert_demonstrations(env: Environment, tasks: Sequence[Task]) -> list[Demonstration]:
+def expert_demonstrations(env: Environment, tasks: Sequence[Task], *, copies: int = 1,
+                          noise: float = 0.0, seed: int = 0) -> list[Demonstration]:
     """Replay the expert of every task and record what the agent saw before each action.
 
     The expert is ``env.demonstration(task)`` when the environment has one (ALFWorld:
     a search that uses only what the agent observes, which a policy can imitate),
     else ``env.expert(task)`` (the planner's full-state plan).
+
+    ``copies`` > 1 or ``noise`` > 0 need an environment with ``labelled_demonstration``
+    (ALFWorld): each task is then played ``copies`` times with random tie-breaks and
+    a random command instead of the expert's with probability ``noise`` per step, the
+    expert's choice kept as the step's label (``Demonstration.labels``); the draws are
+    seeded by ``seed``, the task id and the copy.
     """
+    labelled = copies > 1 or noise > 0
+    if labelled and not hasattr(env, "labelled_demonstration"):
+        raise ValueError(f"{type(env).__name__} has no labelled_demonstration: sft.demonstration"
+                         f" copies={copies} and noise={noise} need 1 and 0.0 for it")
     expert = getattr(env, "demonstration", env.expert)
     demos = []
-    for task in tasks:
-        plan = expert(task)
+    for task, copy in ((task, copy) for task in tasks for copy in range(copies)):
+        labels = None
+        if labelled:
+            rng = random.Random(f"{seed}/{task.task_id}/{copy}")
+            plan, labels = env.labelled_demonstration(task, rng, noise)
+        else:
+            plan = expert(task)
         env.reset(task)
         # an inadmissible action leaves the state unchanged (envs.base): ask for its answer
         invalid_observation = env.step("")[0].text
@@ -78,7 +102,8 @@ def expert_demonstrations(env: Environment, tasks: Sequence[Task]) -> list[Demon
             if done:
                 break
         demos.append(Demonstration(task, observations, admissible, actions, won,
-                                   invalid_observation))
+                                   invalid_observation,
+                                   labels[:len(actions)] if labels is not None else None))
     return demos
 
 
@@ -95,11 +120,11 @@ def demonstration_texts(demos: Sequence[Demonstration], action_format: str,
     window = LAYOUT_WINDOW[history_style]
     for demo in demos:
         history: list[tuple[str, str]] = []
-        for obs, admissible, action in zip(demo.observations, demo.admissible, demo.actions,
-                                           strict=True):
+        for obs, admissible, action, target in zip(demo.observations, demo.admissible,
+                                                   demo.actions, demo.targets(), strict=True):
             yield user_message(demo.task.instruction, recent(history, window), obs, admissible,
                                history_style)
-            yield format_action(action, action_format)
+            yield format_action(target, action_format)
             history.append((obs, action))
 
 
@@ -130,8 +155,8 @@ def demonstration_steps(demos: Sequence[Demonstration], tokenizer, prompt: Promp
     for group, demo in enumerate(demos):
         traj = Trajectory(task=demo.task, group_id=group, won=demo.won)
         history: list[tuple[str, str]] = []
-        for obs, admissible, action in zip(demo.observations, demo.admissible, demo.actions,
-                                           strict=True):
+        for obs, admissible, played, action in zip(demo.observations, demo.admissible,
+                                                   demo.actions, demo.targets(), strict=True):
             response = format_action(action, prompt.action_format)
             response_ids = tokenizer.encode(response, add_special_tokens=False) + [eos]
             allowed_ids = None
@@ -155,7 +180,7 @@ def demonstration_steps(demos: Sequence[Demonstration], tokenizer, prompt: Promp
                     response_ids=response_ids, sampling_logprobs=[0.0] * len(response_ids),
                     allowed_ids=allowed_ids,
                 ))
-            history.append((obs, action))
+            history.append((obs, played))
         if traj.steps:
             out.append(traj)
     return out

@@ -43,7 +43,9 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
         env = suite.make_env()
         # one task per call, so the bar moves with every episode
         demos = [demo for task in track(train_tasks, "expert demonstrations", unit="episodes")
-                 for demo in expert_demonstrations(env, [task])]
+                 for demo in expert_demonstrations(
+                     env, [task], copies=config.sft.demonstrations_per_task,
+                     noise=config.sft.demonstration_noise, seed=config.run.seed)]
         echo(f"expert demonstrations: {len(demos)} episodes, "
              f"{sum(len(d.actions) for d in demos)} steps ({time.perf_counter() - began:.1f} s)")
     if embedded:

@@ -104,3 +104,95 @@ def test_a_game_the_rules_cannot_win_falls_back_to_the_planner(env, games_by_typ
     task = games_by_type["pick_heat_then_place"][0]
     monkeypatch.setattr(engine, "demonstrate", lambda env, task: None)
     assert env.demonstration(task) == env.expert(task)
+
+
+@pytest.mark.parametrize("task_type", sorted(TASK_TYPES))
+def test_a_noisy_demonstration_is_won_and_labels_the_experts_admissible_choice(
+        env, games_by_type, task_type):
+    noisy = 0
+    for task in games_by_type[task_type]:
+        played = expert.noisy_demonstration(env, task, random.Random(task.task_id), 0.3)
+        assert played is not None, f"the demonstrator does not recover in {task.task_id}"
+        actions, labels = played
+        _, admissible, won = _replay(env, task, actions)
+        assert won and len(labels) == len(actions)
+        assert all(label in options for label, options in zip(labels, admissible, strict=True))
+        noisy += sum(a != b for a, b in zip(actions, labels, strict=True))
+    assert noisy, "noise 0.3 played no random command"
+
+
+class _Mistakes:
+    """An rng stand-in for ``noisy_demonstration`` at noise 1: at step ``t`` in ``mistakes``
+    it plays ``mistakes[t](commands)``, elsewhere the demonstrator's label; ties go to the
+    first candidate, as without an rng."""
+
+    def __init__(self, mistakes):
+        self.mistakes, self.step, self.pending = mistakes, -1, None
+
+    def random(self):
+        self.step += 1
+        self.pending = self.mistakes.get(self.step)
+        return 0.0 if self.pending else 1.0
+
+    def choice(self, seq):
+        pick, self.pending = self.pending, None
+        return seq[0] if pick is None else pick(seq)
+
+
+def _targets(task):
+    return read_game_facts(task.task_type, read_game_file(task.payload["game_file"])
+                           ["pddl_problem"])
+
+
+def test_after_taking_a_wrong_object_the_label_puts_it_back_down(env, games_by_type):
+    checked = 0
+    for task in games_by_type["pick_and_place"] + games_by_type["pick_cool_then_place"]:
+        targets = _targets(task).targets
+        clean = expert.demonstrate(env, task)
+        _, admissible, _ = _replay(env, task, clean)
+        wrong = [[c for c in options if c.startswith("take ")
+                  and c.removeprefix("take ").split(" from ")[0] not in targets]
+                 for options in admissible]
+        step = next((t for t, takes in enumerate(wrong) if takes), None)
+        if step is None:
+            continue
+        take = wrong[step][0]
+        actions, labels = expert.noisy_demonstration(
+            env, task, _Mistakes({step: lambda commands, take=take: take}), 1.0)
+        obj, where = take.removeprefix("take ").split(" from ")
+        assert actions[step] == take and labels[step] == clean[step]
+        assert labels[step + 1] == f"move {obj} to {where}", task.task_id
+        assert _replay(env, task, actions)[2]
+        checked += 1
+    assert checked, "no game offered a wrong object to take"
+
+
+def test_a_target_put_down_elsewhere_is_fetched_from_there(env, games_by_type):
+    checked = 0
+    for task in games_by_type["pick_and_place"] + games_by_type["pick_heat_then_place"]:
+        facts = _targets(task)
+        clean = expert.demonstrate(env, task)
+        taken = next(t for t, a in enumerate(clean) if a.startswith("take "))
+        target = clean[taken].removeprefix("take ").split(" from ")[0]
+        here = clean[taken].split(" from ")[1]
+        elsewhere = []
+
+        def carry(commands, here=here, facts=facts, elsewhere=elsewhere):
+            elsewhere.append(next(c.removeprefix("go to ") for c in commands
+                                  if c.startswith("go to ") and c[6:] != here
+                                  and c[6:] not in facts.goal_receptacles))
+            return f"go to {elsewhere[0]}"
+
+        def put_down(commands, target=target, elsewhere=elsewhere):  # a closed one takes nothing
+            move = f"move {target} to {elsewhere[0]}"
+            return move if move in commands else commands[0]
+
+        actions, labels = expert.noisy_demonstration(
+            env, task, _Mistakes({taken + 1: carry, taken + 2: put_down}), 1.0)
+        if actions[taken + 2] != f"move {target} to {elsewhere[0]}":
+            continue
+        assert labels[taken + 3:taken + 4] in ([f"take {target} from {elsewhere[0]}"],
+                                                [f"open {elsewhere[0]}"]), task.task_id
+        assert _replay(env, task, actions)[2]
+        checked += 1
+    assert checked, "no game let the target be put down elsewhere"

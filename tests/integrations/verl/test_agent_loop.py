@@ -94,7 +94,8 @@ def test_the_loop_emits_the_embedded_collectors_steps_one_output_per_step(
             assert fields[rows.ANCHOR] == step.anchor_key
             assert fields[rows.SKILL] == f"{task.env}/{task.task_type}"
             assert (fields[rows.TRACE] is not None) == (t == 0)  # VICT: traced, on step 0
-        assert outputs[0].extra_fields[rows.TRACE].num_steps == len(expected.steps)
+        trace = rows.unpack_trace(outputs[0].extra_fields[rows.TRACE], "u_0")
+        assert trace.num_steps == len(expected.steps)
 
 
 def test_a_rollout_whose_server_fails_is_dropped_and_counted(tiny_policy, monkeypatch):

@@ -9,6 +9,7 @@ The same rollouts go through the embedded trainer's credit step (``credit_batch`
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -66,7 +67,6 @@ def _embedded(trajectories, steps, estimator, options, teacher, old, ref, traces
     """The embedded trainer's credit step (train/credit_inputs.py + train/loop.py)."""
     batch = credit_batch(trajectories, traces)
     if teacher is not None:
-        import dataclasses
         batch = dataclasses.replace(batch, tokens=TokenScores.from_step_rows(
             steps.loss_mask, teacher, old, ref, update=1))
     result = get_estimator(estimator)(batch, options)
@@ -158,3 +158,27 @@ def test_a_rollout_that_lost_a_row_is_refused_with_its_id(fake_tokenizer, make_f
     with pytest.raises(ValueError, match=f"uid{trajectories[long_rollout].group_id}_"
                                          f"{long_rollout}"):
         verl_rows.compute_row_credit(rows, "gigpo")
+
+
+def test_a_trace_whose_aggregator_is_a_lambda_is_refused_before_it_leaves_the_loop(
+        fake_tokenizer, make_fake_task, fake_suite):
+    make_env = fake_suite(None).make_env
+    trajectories = _collect(fake_tokenizer, make_fake_task, make_env)
+    trace = VerifierTracer(make_env).trace(trajectories[:1])[0]
+    unpicklable = dataclasses.replace(trace, aggregate=lambda z: 0.0)
+    with pytest.raises(ValueError, match=f"task {trace.task_id!r} does not pickle"):
+        verl_rows.step_fields(trajectories[0], "uid0_0", unpicklable)
+
+
+def test_a_trace_that_arrives_as_a_dict_is_refused_with_its_trajectory(
+        fake_tokenizer, make_fake_task, fake_suite):
+    """What verl's pydantic dump makes of a ``RolloutTrace`` sent without pickling."""
+    make_env = fake_suite(None).make_env
+    trajectories = _collect(fake_tokenizer, make_fake_task, make_env)
+    steps = tensorize_steps(trajectories, fake_tokenizer.pad_token_id)
+    traces = VerifierTracer(make_env).trace(trajectories)
+    rows = _verl_rows(trajectories, steps, traces, None, None, None,
+                      list(range(steps.loss_mask.shape[0])))
+    rows.fields[verl_rows.TRACE][0] = dataclasses.asdict(traces[0])
+    with pytest.raises(TypeError, match=f"'uid{trajectories[0].group_id}_0' carries a dict"):
+        verl_rows.compute_row_credit(rows, "vict", METHODS["vict_gigpo"][1])

@@ -10,6 +10,7 @@ positive PDDL facts after each step (``not_*`` entries dropped), as
 
 from __future__ import annotations
 
+import random
 import weakref
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from alfworld.agents.utils.misc import Demangler
 from textworld.envs.pddl import PddlEnv
 
 from agentcredit.envs.alfworld import grammar_memo
-from agentcredit.envs.alfworld.expert import demonstrate
+from agentcredit.envs.alfworld.expert import demonstrate, noisy_demonstration
 from agentcredit.envs.alfworld.game_file import GameFileError, read_game_file
 from agentcredit.envs.alfworld.verifier import build_verifier
 from agentcredit.envs.base import Observation, StepInfo, Task
@@ -205,6 +206,19 @@ class AlfWorldEnv:
         rules do not win. Plays the game in this environment: reset before stepping.
         """
         return demonstrate(self, task) or self.expert(task)
+
+    def labelled_demonstration(self, task: Task, rng: random.Random,
+                               noise: float) -> tuple[list[str], list[str]]:
+        """``(actions, labels)`` of a won episode: ``demonstration`` with random tie-breaks
+        and, with probability ``noise`` per step, a random command played instead of the
+        demonstrator's, which stays the step's label (``envs.alfworld.expert``,
+        ``noisy_demonstration``). Falls back to the planner's plan, labels = actions, on a
+        game the rules do not win."""
+        played = noisy_demonstration(self, task, rng, noise)
+        if played is None:
+            plan = self.expert(task)
+            return plan, list(plan)
+        return played
 
     def verifier(self, task: Task):
         return build_verifier(task, read_game_file(task.payload["game_file"]))

@@ -79,8 +79,8 @@ class _Knowledge:
     """The object in hand."""
     placed: set[str] = field(default_factory=set)
     """Targets moved to a goal receptacle."""
-    transformed: bool = False
-    """The held target has been cleaned / heated / cooled."""
+    transformed: set[str] = field(default_factory=set)
+    """Targets that have been cleaned / heated / cooled."""
     chosen: dict[str | None, str | None] = field(default_factory=dict)
     """Receptacle type -> the instance picked for it (appliance, goal), kept once picked."""
     rng: random.Random | None = None
@@ -173,19 +173,31 @@ def _fetch(k: _Knowledge, names: tuple[str, ...], otype: str | None,
     return _search(k, otype, admissible)
 
 
+def _put_down(k: _Knowledge, admissible: set[str]) -> str | None:
+    """Put the held object down where the agent stands (else wherever a ``move`` is offered)."""
+    here = f"move {k.holding} to {k.location}"
+    if here in admissible:
+        return here
+    return next((a for a in sorted(admissible) if a.startswith(f"move {k.holding} to ")), None)
+
+
 def _next_action(k: _Knowledge, task_type: str, types: dict[str, str],
                  admissible: set[str]) -> str | None:
     target_type = types.get(k.targets[0]) if k.targets else None
     if task_type == "look_at_obj_in_light":
         if k.holding is None:
             return _fetch(k, k.targets, target_type, admissible)
+        if k.holding not in k.targets:
+            return _put_down(k, admissible)
         for lamp in k.lamps:
             if lamp in k.seen:
                 return _go_or(k, k.seen[lamp], admissible, f"use {lamp}")
         return _search(k, types.get(k.lamps[0]) if k.lamps else None, admissible)
     if k.holding is None:
         return _fetch(k, k.targets, target_type, admissible)
-    if task_type in _VERBS and not k.transformed:
+    if k.holding not in k.targets:  # a wrong object in hand (a policy's step): put it down here
+        return _put_down(k, admissible)
+    if task_type in _VERBS and k.holding not in k.transformed:
         appliance = _first_of_type(k, k.appliance_type)
         if appliance is None:
             return None
@@ -201,13 +213,19 @@ def _observe(k: _Knowledge, action: str, text: str, admissible: set[str]) -> Non
     if verb == "take":
         k.holding = rest.split(" from ")[0]
         k.seen.pop(k.holding, None)
+        k.placed.discard(k.holding)
         return
     if verb == "move":
-        k.placed.add(k.holding)
+        destination = rest.split(" to ")[-1]
+        if k.holding in k.targets and k.rtype.get(destination) == k.goal_type:
+            k.placed.add(k.holding)
+        elif k.holding in k.targets:  # put down elsewhere: fetched from there later
+            k.seen[k.holding] = destination
         k.holding = None
         return
     if verb in _VERBS.values():
-        k.transformed = True
+        if k.holding is not None:
+            k.transformed.add(k.holding)
         return
     if action.startswith("go to "):
         shown = k.location = action.removeprefix("go to ")
@@ -223,6 +241,10 @@ def _observe(k: _Knowledge, action: str, text: str, admissible: set[str]) -> Non
             k.seen[name] = shown
 
 
+#: commands a noisy step never takes: they change nothing (or only print help).
+_IDLE = ("help", "look", "inventory")
+
+
 def demonstrate(env, task: Task, max_steps: int = 60,
                 rng: random.Random | None = None) -> list[str] | None:
     """Play ``task`` in ``env`` (an ``AlfWorldEnv``) with the search demonstrator.
@@ -231,6 +253,26 @@ def demonstrate(env, task: Task, max_steps: int = 60,
     won episode, or None when the rules get stuck or exceed ``max_steps``.
     ``rng`` breaks ties between equally good receptacles (None: list order).
     """
+    played = noisy_demonstration(env, task, rng, 0.0, max_steps)
+    return None if played is None else played[0]
+
+
+def noisy_demonstration(env, task: Task, rng: random.Random | None, noise: float,
+                        max_steps: int = 60) -> tuple[list[str], list[str]] | None:
+    """Play ``task`` with the demonstrator, taking a random command instead with prob. ``noise``.
+
+    Returns ``(actions, labels)`` of a won episode: ``actions[t]`` is the command played at
+    step t, ``labels[t]`` the one the demonstrator chose there (they differ at the noisy
+    steps). After a noisy step the demonstrator carries on from wherever it led (a wrong
+    object in hand is put down, a target put down elsewhere is fetched from there), so the
+    labels teach a cloned policy to recover from the mistakes it will make, states the
+    demonstrator's own episodes never reach. A noisy command is drawn uniformly from the
+    admissible ones other than the label and ``help`` / ``look`` / ``inventory``. Returns
+    None when the rules get stuck or the episode exceeds ``max_steps``; ``rng`` also
+    breaks ties (``demonstrate``), and ``noise`` > 0 needs an ``rng``.
+    """
+    if noise > 0 and rng is None:
+        raise ValueError(f"noisy_demonstration: noise={noise} needs an rng to draw from")
     obs = env.reset(task)
     snapshot = env.snapshot()
     problem = read_game_file(task.payload["game_file"])["pddl_problem"]
@@ -238,14 +280,20 @@ def demonstrate(env, task: Task, max_steps: int = 60,
     k.rng = rng
     types = dict(_parse_facts(snapshot).get("objecttype", []))
     actions: list[str] = []
+    labels: list[str] = []
     for _ in range(max_steps):
         admissible = set(obs.admissible_actions)
-        action = _next_action(k, task.task_type, types, admissible)
-        if action is None or action not in admissible:
+        label = _next_action(k, task.task_type, types, admissible)
+        if label is None or label not in admissible:
             return None
+        action = label
+        if noise > 0 and rng.random() < noise:
+            others = sorted(a for a in admissible if a != label and a not in _IDLE)
+            action = rng.choice(others) if others else label
         obs, _, _, info = env.step(action)
         actions.append(action)
+        labels.append(label)
         if info.won:
-            return actions
+            return actions, labels
         _observe(k, action, obs.text, set(obs.admissible_actions))
     return None

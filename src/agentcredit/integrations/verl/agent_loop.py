@@ -4,8 +4,11 @@
 call through verl's async server manager (``LLMServerClient.generate``) and returns one
 ``AgentLoopOutput`` per step, the per-step layout verl-agent uses and verl 0.9's v1
 trainer stores as ``{uid}_{session_id}_{index}``. Each output carries the step's fields
-of ``rows.STEP_FIELDS`` (trajectory id, step index, anchor key, the verifier trace as
-plain data on step 0, the task's skill id) in ``extra_fields``.
+of ``rows.STEP_FIELDS`` (trajectory id, step index, anchor key, the verifier trace on
+step 0, the task's skill id) in ``extra_fields``. The fields are plain data but the
+trace, which travels pickled (``rows.pack_trace``): verl dumps each output with pydantic
+(``AgentLoopOutput.as_dict``), which would turn the ``RolloutTrace`` dataclass into
+dicts; the trainer unpickles it (``rows.credit_batch_from_rows``).
 
 The rollout itself is the embedded collector's (``episode.play_rollout``), so an
 environment answers bad actions exactly as it does in ``agentcredit train``. A rollout
@@ -137,7 +140,8 @@ def stop_ids(tokenizer) -> list[int]:
 
 
 def step_outputs(trajectory, trace, trajectory_id: str) -> list[AgentLoopOutput]:
-    """One ``AgentLoopOutput`` per step: the step's prompt, its response, its fields."""
+    """One ``AgentLoopOutput`` per step: the step's prompt, its response, its fields
+    (``rows.step_fields``; ``trace``, a ``RolloutTrace`` or ``None``, goes pickled)."""
     outputs = []
     for step, fields in zip(trajectory.steps, rows.step_fields(trajectory, trajectory_id, trace),
                             strict=True):

@@ -3,13 +3,19 @@
 In verl every training row is one step of one rollout (the layout verl-agent uses):
 the step's prompt, its response, and a ``response_mask [R, L]`` over the response
 tokens. The agent loop (``agent_loop.py``) attaches to each row the fields named
-below, as plain data; verl keeps them in its non-tensor batch and may reorder the
-rows (``balance_batch``). This module turns such rows into the ``CreditBatch`` the
-embedded trainer builds (``rollout.collector.credit_batch``), runs the estimator
-from the same registry (``credit.get_estimator``), and writes the advantages back
-per token in verl's row order. It never imports verl: the rows are plain
-sequences and tensors, exactly what a ``DataProto`` holds, so it is tested without
-verl (tests/integrations/verl/test_equivalence.py).
+below (``step_fields``), as plain data; verl keeps them in its non-tensor batch and may
+reorder the rows (``balance_batch``). The verifier trace travels pickled (``TRACE``,
+``pack_trace``): verl's agent loop dumps each output with pydantic
+(``AgentLoopOutput.as_dict``), which turns a dataclass in ``extra_fields`` into nested
+dicts that cannot be turned back into a ``RolloutTrace`` (its aggregator is a dataclass
+too), while bytes pass through unchanged. The rows hold those bytes on every path, the
+agent loop's and one built in process alike; ``credit_batch_from_rows`` unpickles them.
+
+This module turns such rows into the ``CreditBatch`` the embedded trainer builds
+(``rollout.collector.credit_batch``), runs the estimator from the same registry
+(``credit.get_estimator``), and writes the advantages back per token in verl's row
+order. It never imports verl: the rows are plain sequences and tensors, exactly what a
+``DataProto`` holds, so it is tested without verl (tests/integrations/verl/test_equivalence.py).
 
 Flat order: rollouts sorted by trajectory id, each rollout's steps in time order;
 ``RowCredit.order[s]`` is the verl row of flat step ``s``.
@@ -18,6 +24,7 @@ Flat order: rollouts sorted by trajectory id, each rollout's steps in time order
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +46,7 @@ NUM_STEPS = "ac_num_steps"  # int: T_i, so a rollout with a lost row is caught
 REWARD = "ac_reward"  # float: r_{i,t} (docs/backbones.md §2)
 ANCHOR = "ac_anchor"  # str: GiGPO's anchor state, the observation before the step
 ACTION = "ac_action"  # str: the action sent (parsed action, else the raw response)
-TRACE = "ac_trace"  # RolloutTrace on step 0 when VICT needs it, None on every other row
+TRACE = "ac_trace"  # bytes: the pickled RolloutTrace on step 0 when VICT needs it, else None
 SKILL = "ac_skill"  # str: "<env>/<task_type>", the task's skill for ADRS's teacher pass
 #: the per-step fields the agent loop emits (``step_fields``); the hook reads them back.
 STEP_FIELDS = (TRAJECTORY, STEP, NUM_STEPS, REWARD, ANCHOR, ACTION, TRACE, SKILL)
@@ -59,7 +66,8 @@ def step_fields(trajectory: Trajectory, trajectory_id: str,
                 trace: RolloutTrace | None = None) -> list[dict[str, Any]]:
     """The ``STEP_FIELDS`` of every step of ``trajectory``, in time order (plain data).
 
-    The trace rides on step 0 only, so a batch carries each trace once.
+    The trace rides on step 0 only, pickled (``pack_trace``), so a batch carries each
+    trace once.
     """
     steps = trajectory.steps
     task = trajectory.task
@@ -70,9 +78,35 @@ def step_fields(trajectory: Trajectory, trajectory_id: str,
         REWARD: float(step.reward),
         ANCHOR: step.anchor_key,
         ACTION: step.response if step.action is None else step.action,
-        TRACE: trace if t == 0 else None,
+        TRACE: pack_trace(trace) if t == 0 and trace is not None else None,
         SKILL: skill_id(task.env, task.task_type),
     } for t, step in enumerate(steps)]
+
+
+def pack_trace(trace: RolloutTrace) -> bytes:
+    """The ``TRACE`` field of ``trace``: its pickle (``unpack_trace`` reads it back).
+
+    Raises ``ValueError`` when the trace does not pickle: its verifier's aggregator is a
+    lambda or closure rather than a frozen dataclass (``verifier/aggregators.py``).
+    """
+    # pickle is safe here: these bytes only travel from our own agent-loop workers to our
+    # trainer within one job, never from outside it
+    try:
+        return pickle.dumps(trace, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, AttributeError, TypeError) as err:
+        raise ValueError(f"the verifier trace of task {trace.task_id!r} does not pickle ({err}); "
+                         "give the verifier's aggregate as a frozen dataclass of plain fields "
+                         "(verifier/aggregators.py), not a lambda or closure.") from err
+
+
+def unpack_trace(packed: bytes, trajectory_id: str) -> RolloutTrace:
+    """The ``RolloutTrace`` that ``pack_trace`` pickled into trajectory ``trajectory_id``'s
+    step 0; ``TypeError`` when the field holds anything but bytes."""
+    if not isinstance(packed, bytes):
+        raise TypeError(f"trajectory {trajectory_id!r} carries a {type(packed).__name__} in "
+                         f"{TRACE!r} where the pickled trace of rows.step_fields was due; emit "
+                         "the rows with rows.step_fields (verl turns a dataclass into dicts).")
+    return pickle.loads(packed)
 
 
 @dataclass(frozen=True)
@@ -160,12 +194,13 @@ def credit_batch_from_rows(rows: StepRows, inputs: frozenset[str] = frozenset(),
     step_rollout = torch.repeat_interleave(torch.arange(len(trajectory_ids)), lengths)
     traces = None
     if "traces" in inputs:
-        traces = tuple(column[TRACE][first_row[i]] for i in range(len(trajectory_ids)))
-        absent = [trajectory_ids[i] for i, trace in enumerate(traces) if trace is None]
+        packed = [column[TRACE][first_row[i]] for i in range(len(trajectory_ids))]
+        absent = [trajectory_ids[i] for i, trace in enumerate(packed) if trace is None]
         if absent:
             raise ValueError(f"trajectory {absent[0]!r} has no verifier trace on its step 0; "
                              "the estimator needs traces: set agentcredit's credit.estimator "
                              "before the rollouts so the agent loop traces them.")
+        traces = tuple(unpack_trace(trace, trajectory_ids[i]) for i, trace in enumerate(packed))
     batch = CreditBatch(
         group_ids=torch.tensor([dense[uid] for uid in uids], dtype=torch.long),
         step_rollout=step_rollout,

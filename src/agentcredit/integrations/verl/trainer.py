@@ -10,14 +10,16 @@ of the trainer's steps and nothing else, so verl is not forked:
   (``skills.SkillSplicer``, the embedded trainer's splice) whose response log-probs
   become ``ℓ^T`` (``rows.TEACHER``). It runs on the actor workers, before the update, so
   ``ℓ^T`` comes from the frozen behaviour snapshot as in ``train/privileged.py``.
-- ``_compute_advantage``: reads the per-step rows (``rows.STEP_FIELDS``) from the
-  TransferQueue, runs the project's estimator (``rows.compute_row_credit``, the same
-  registry as ``agentcredit train``), writes the per-token advantages back, logs the
-  estimator's diagnostics as ``credit/*`` and appends VICT's ledger rows to
-  ``<trainer.default_local_dir>/ledger.jsonl``.
+- ``_compute_advantage``: reads the per-step rows (``rows.STEP_FIELDS``, which verl's v1
+  agent loop stores in each row's ``extra_fields``) from the TransferQueue, runs the
+  project's estimator (``rows.compute_row_credit``, the same registry as ``agentcredit
+  train``), writes the per-token advantages back (0 on the padding rows ``_balance_batch``
+  adds), logs the estimator's diagnostics as ``credit/*`` and appends VICT's ledger rows
+  to ``<trainer.default_local_dir>/ledger.jsonl``.
 
-Not run here: this module needs GPUs, Ray workers and a TransferQueue; the CPU tests
-cover the conversion it calls (test_equivalence.py) and its registration (test_plugin.py).
+Not run here on GPUs: a real run needs Ray workers and a TransferQueue. On CPU,
+test_trainer_hook.py runs these steps against an in-memory TransferQueue and fake actor
+workers; test_equivalence.py covers the conversion and test_plugin.py the registration.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import transfer_queue as tq
 from tensordict import TensorDict
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 from verl.workers.utils.padding import response_from_nested, response_to_nested
 
 from agentcredit.credit import get_estimator
@@ -77,11 +80,13 @@ class AgentCreditTrainer(PPOTrainerSync):
         if not hasattr(self, "_splicer"):
             self._splicer = SkillSplicer(self.tokenizer, setup.config.rollout.max_prompt_tokens)
             self._skills = SkillProvider(setup.config.skills.root or None)
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
-                               select_fields=["prompts", "responses", rows.SKILL])
+        real = [batch.keys[i] for i in _real_rows(batch)]
+        data = tq.kv_batch_get(keys=real, partition_id=batch.partition_id,
+                               select_fields=["prompts", "responses", "extra_fields"])
+        skills = [extra[rows.SKILL] for extra in _column(data, "extra_fields")]
         fields = []
         for prompt, response, skill in zip(data["prompts"].unbind(0), data["responses"].unbind(0),
-                                           _column(data, rows.SKILL), strict=True):
+                                           skills, strict=True):
             env, task_type = str(skill).split("/", 1)
             prompt_ids = self._splicer.privileged_prompt_ids(
                 prompt.tolist(), self._skills.text_for(env, task_type))
@@ -92,43 +97,43 @@ class AgentCreditTrainer(PPOTrainerSync):
                            "position_ids": torch.arange(input_ids.numel()),
                            "response_mask": torch.ones_like(response),
                            "loss_mask": torch.ones_like(response)})
-        keys = [f"{key}__teacher" for key in batch.keys]
+        keys = [f"{key}__teacher" for key in real]
+        # ragged rows: nested tensors, as verl's agent loop stores them (a lazy stack of
+        # ragged TensorDicts is refused by the TransferQueue)
         teacher = tq.kv_batch_put(keys=keys, partition_id=batch.partition_id,
-                                  fields=TensorDict.lazy_stack(
-                                      [TensorDict(f) for f in fields]))
+                                  fields=list_of_dict_to_tensordict(fields))
         teacher.extra_info.update({**batch.extra_info, "calculate_entropy": False,
                                    "compute_loss": False})
         self.actor_rollout_wg.compute_log_prob(teacher)
         scored = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id,
                                  select_fields=["log_probs", "response_mask"])
         tq.kv_clear(keys, batch.partition_id)
-        log_probs = response_from_nested(scored["log_probs"], scored["response_mask"])
-        original = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
-                                   select_fields=["response_mask"])
-        tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict(
-            {rows.TEACHER: response_to_nested(log_probs, original["response_mask"])},
-            batch_size=len(batch)))
+        # the teacher rows' responses are the originals, so their response-level log-probs
+        # are already aligned with the original rows
+        tq.kv_batch_put(keys=real, partition_id=batch.partition_id, fields=TensorDict(
+            {rows.TEACHER: response_from_nested(scored["log_probs"], scored["response_mask"])},
+            batch_size=len(real)))
 
     # ADVANTAGE STEP
 
     def _compute_advantage(self, batch, metrics):
         _, name, options = self._credit()
         inputs = get_estimator(name).inputs(options)
-        wanted = ["uid", "response_mask", "old_log_probs", "ref_log_prob", *rows.STEP_FIELDS]
-        wanted += [rows.TEACHER] if "teacher" in inputs else []
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
-                               select_fields=[f for f in wanted if f != "ref_log_prob"
-                                              or self.use_reference_policy])
-        nested_mask = data["response_mask"]
-        mask = response_from_nested(nested_mask, nested_mask)
+        tensors = ["response_mask", "old_log_probs"]
+        tensors += ["ref_log_prob"] if self.use_reference_policy else []
+        tensors += [rows.TEACHER] if "teacher" in inputs else []
+        real = _real_rows(batch)
+        data = tq.kv_batch_get(keys=[batch.keys[i] for i in real],
+                               partition_id=batch.partition_id,
+                               select_fields=[rows.GROUP, "extra_fields", *tensors])
 
-        def padded(field):
-            return response_from_nested(data[field], nested_mask) if field in data else None
+        def padded(field):  # response-level nested rows -> [R, L], 0 past each response
+            return data[field].to_padded_tensor(0) if field in data else None
 
         step_rows = rows.StepRows(
-            fields={field: _column(data, field) for field in (rows.GROUP, *rows.STEP_FIELDS)},
-            response_mask=mask, old_log_probs=padded("old_log_probs"),
-            ref_log_prob=padded("ref_log_prob"), teacher_log_probs=padded(rows.TEACHER))
+            fields=_step_fields(data), response_mask=padded("response_mask"),
+            old_log_probs=padded("old_log_probs"), ref_log_prob=padded("ref_log_prob"),
+            teacher_log_probs=padded(rows.TEACHER))
         advantages, result, credit = rows.compute_row_credit(step_rows, name, options,
                                                              update=self.global_steps)
         metrics.update({f"credit/{key}": value for key, value in result.diagnostics.items()})
@@ -140,7 +145,12 @@ class AgentCreditTrainer(PPOTrainerSync):
             log = JsonlLog(ledger)
             log.append(result.ledger_rows, update=self.global_steps)
             log.close()
-        nested = response_to_nested(advantages, nested_mask)
+        # verl's padding rows (``_balance_batch``) train on nothing: advantage 0
+        out = torch.zeros(len(batch), advantages.shape[1])
+        out[real] = advantages
+        response_mask = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                                        select_fields=["response_mask"])["response_mask"]
+        nested = response_to_nested(out, response_mask)
         return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
                                fields=TensorDict({"advantages": nested, "returns": nested},
                                                  batch_size=len(batch)))
@@ -149,6 +159,23 @@ class AgentCreditTrainer(PPOTrainerSync):
         """Sessions missing from the groups that reached this step (their loop dropped them)."""
         per_group = Counter(int(g) for g in credit.batch.group_ids)
         return sum(self.config.actor_rollout_ref.rollout.n - n for n in per_group.values())
+
+
+def _real_rows(batch) -> list[int]:
+    """The batch's rows but verl's padding rows (tagged ``is_padding`` by ``_balance_batch``;
+    they copy a real row's fields, so they would repeat its step)."""
+    return [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
+
+
+def _step_fields(data: TensorDict) -> dict[str, list]:
+    """``rows.GROUP`` and the ``rows.STEP_FIELDS`` of each row. verl 0.9's v1 agent loop
+    stores an output's ``extra_fields`` as one dict per row; a field that some row lacks is
+    left out, so ``rows.credit_batch_from_rows`` names it."""
+    extras = _column(data, "extra_fields")
+    fields = {rows.GROUP: _column(data, rows.GROUP)}
+    fields.update({name: [extra[name] for extra in extras] for name in rows.STEP_FIELDS
+                   if all(name in extra for extra in extras)})
+    return fields
 
 
 def _column(data: TensorDict, field: str) -> list:
