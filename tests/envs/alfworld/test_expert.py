@@ -213,3 +213,37 @@ def test_relabelling_ignores_an_inadmissible_command(env, games_by_type):
     # answered "Nothing happens.": the target is not in hand, whatever the command says
     labels = expert.relabel(env, task, [f"take {target} from nowhere 1", *actions])
     assert labels == [actions[0], *actions]
+
+
+def test_a_wrong_object_carried_to_a_closed_receptacle_is_put_down_after_opening_it(
+        env, games_by_type):
+    checked = 0
+    for task in [g for games in games_by_type.values() for g in games]:
+        targets = _targets(task).targets
+        clean = expert.demonstrate(env, task)
+        _, admissible, _ = _replay(env, task, clean)
+        step = next((t for t, options in enumerate(admissible) for c in options
+                     if c.startswith("take ")
+                     and c.removeprefix("take ").split(" from ")[0] not in targets), None)
+        if step is None:
+            continue
+        take = next(c for c in admissible[step] if c.startswith("take ")
+                    and c.removeprefix("take ").split(" from ")[0] not in targets)
+        closed = [c for c in admissible[step] if c.startswith("go to ")
+                  and c.split()[2] in ("drawer", "cabinet", "fridge", "microwave", "safe")]
+        for go in closed:
+            actions, labels = expert.noisy_demonstration(env, task, _Mistakes(
+                {step: lambda commands, take=take: take,
+                 step + 1: lambda commands, go=go: go}), 1.0)
+            arrived = _replay(env, task, actions)[0][step + 2]
+            if "is closed" not in arrived:
+                continue
+            obj = take.removeprefix("take ").split(" from ")[0]
+            where = go.removeprefix("go to ")
+            source = take.split(" from ")[1]
+            assert labels[step + 2] == f"open {where}"
+            # put down here, or back where it came from when this receptacle cannot hold it
+            assert labels[step + 3] in (f"move {obj} to {where}", f"go to {source}")
+            checked += 1
+            break
+    assert checked, "no game had a closed receptacle to carry a wrong object to"

@@ -77,6 +77,8 @@ class _Knowledge:
     """Target or lamp instance -> receptacle an observation last showed it in."""
     holding: str | None = None
     """The object in hand."""
+    taken_from: str | None = None
+    """The receptacle the object in hand was taken from."""
     placed: set[str] = field(default_factory=set)
     """Targets moved to a goal receptacle."""
     transformed: set[str] = field(default_factory=set)
@@ -174,10 +176,15 @@ def _fetch(k: _Knowledge, names: tuple[str, ...], otype: str | None,
 
 
 def _put_down(k: _Knowledge, admissible: set[str]) -> str | None:
-    """Put the held object down where the agent stands (else wherever a ``move`` is offered)."""
+    """Put the held object down where the agent stands (opening it first), else go back to
+    where it was taken from."""
     here = f"move {k.holding} to {k.location}"
     if here in admissible:
         return here
+    if f"open {k.location}" in admissible:  # closed: it takes nothing yet
+        return f"open {k.location}"
+    if f"go to {k.taken_from}" in admissible:  # it cannot go here: back where it came from
+        return f"go to {k.taken_from}"
     return next((a for a in sorted(admissible) if a.startswith(f"move {k.holding} to ")), None)
 
 
@@ -211,7 +218,7 @@ def _observe(k: _Knowledge, action: str, text: str, admissible: set[str]) -> Non
     """Update what the agent knows after ``action`` produced ``text``."""
     verb, _, rest = action.partition(" ")
     if verb == "take":
-        k.holding = rest.split(" from ")[0]
+        k.holding, _, k.taken_from = rest.partition(" from ")
         k.seen.pop(k.holding, None)
         k.placed.discard(k.holding)
         return
