@@ -198,23 +198,6 @@ def test_a_target_put_down_elsewhere_is_fetched_from_there(env, games_by_type):
     assert checked, "no game let the target be put down elsewhere"
 
 
-@pytest.mark.parametrize("task_type", ["pick_and_place", "look_at_obj_in_light"])
-def test_relabelling_the_demonstrators_own_episode_gives_its_actions(env, games_by_type,
-                                                                      task_type):
-    for task in games_by_type[task_type]:
-        actions = expert.demonstrate(env, task)
-        assert expert.relabel(env, task, actions) == actions
-
-
-def test_relabelling_ignores_an_inadmissible_command(env, games_by_type):
-    task = games_by_type["pick_and_place"][0]
-    actions = expert.demonstrate(env, task)
-    target = _targets(task).targets[0]
-    # answered "Nothing happens.": the target is not in hand, whatever the command says
-    labels = expert.relabel(env, task, [f"take {target} from nowhere 1", *actions])
-    assert labels == [actions[0], *actions]
-
-
 def test_a_wrong_object_carried_to_a_closed_receptacle_is_put_down_after_opening_it(
         env, games_by_type):
     checked = 0

@@ -281,7 +281,7 @@ def noisy_demonstration(env, task: Task, rng: random.Random | None, noise: float
     if noise > 0 and rng is None:
         raise ValueError(f"noisy_demonstration: noise={noise} needs an rng to draw from")
 
-    def choose(label: str, admissible: set[str], step: int) -> str:
+    def choose(label: str, admissible: set[str]) -> str:
         if noise > 0 and rng.random() < noise:
             others = sorted(a for a in admissible if a != label and a not in _IDLE)
             return rng.choice(others) if others else label
@@ -291,22 +291,11 @@ def noisy_demonstration(env, task: Task, rng: random.Random | None, noise: float
     return played[:2] if played is not None and played[2] else None
 
 
-def relabel(env, task: Task, actions: list[str]) -> list[str] | None:
-    """The demonstrator's choice at each step of an episode that played ``actions``.
-
-    Replays ``actions`` (a policy's rollout) in ``env`` and returns, for every step, what the
-    demonstrator would have done there knowing what that history showed: DAgger's labels.
-    None when the demonstrator is stuck at some step (its rules have no move there).
-    """
-    played = _play(env, task, None, lambda label, admissible, step: actions[step],
-                   len(actions))
-    return None if played is None else played[1]
-
-
 def _play(env, task: Task, rng: random.Random | None, choose,
           max_steps: int) -> tuple[list[str], list[str], bool] | None:
     """``(actions, labels, won)``: the demonstrator labels each step, ``choose(label,
-    admissible, step)`` picks what is played; stops at a win or after ``max_steps``."""
+    admissible)`` picks the admissible command played; stops at a win or after
+    ``max_steps``."""
     obs = env.reset(task)
     snapshot = env.snapshot()
     problem = read_game_file(task.payload["game_file"])["pddl_problem"]
@@ -320,12 +309,11 @@ def _play(env, task: Task, rng: random.Random | None, choose,
         label = _next_action(k, task.task_type, types, admissible)
         if label is None or label not in admissible:
             return None
-        action = choose(label, admissible, len(actions))
+        action = choose(label, admissible)
         obs, _, done, info = env.step(action)
         actions.append(action)
         labels.append(label)
         if info.won or done:
             return actions, labels, info.won
-        if action in admissible:  # an inadmissible command changes nothing
-            _observe(k, action, obs.text, set(obs.admissible_actions))
+        _observe(k, action, obs.text, set(obs.admissible_actions))
     return actions, labels, False
