@@ -281,21 +281,6 @@ def noisy_demonstration(env, task: Task, rng: random.Random | None, noise: float
     if noise > 0 and rng is None:
         raise ValueError(f"noisy_demonstration: noise={noise} needs an rng to draw from")
 
-    def choose(label: str, admissible: set[str]) -> str:
-        if noise > 0 and rng.random() < noise:
-            others = sorted(a for a in admissible if a != label and a not in _IDLE)
-            return rng.choice(others) if others else label
-        return label
-
-    played = _play(env, task, rng, choose, max_steps)
-    return played[:2] if played is not None and played[2] else None
-
-
-def _play(env, task: Task, rng: random.Random | None, choose,
-          max_steps: int) -> tuple[list[str], list[str], bool] | None:
-    """``(actions, labels, won)``: the demonstrator labels each step, ``choose(label,
-    admissible)`` picks the admissible command played; stops at a win or after
-    ``max_steps``."""
     obs = env.reset(task)
     snapshot = env.snapshot()
     problem = read_game_file(task.payload["game_file"])["pddl_problem"]
@@ -309,11 +294,14 @@ def _play(env, task: Task, rng: random.Random | None, choose,
         label = _next_action(k, task.task_type, types, admissible)
         if label is None or label not in admissible:
             return None
-        action = choose(label, admissible)
-        obs, _, done, info = env.step(action)
+        action = label
+        if noise > 0 and rng.random() < noise:
+            others = sorted(a for a in admissible if a != label and a not in _IDLE)
+            action = rng.choice(others) if others else label
+        obs, _, _, info = env.step(action)
         actions.append(action)
         labels.append(label)
-        if info.won or done:
-            return actions, labels, info.won
+        if info.won:
+            return actions, labels
         _observe(k, action, obs.text, set(obs.admissible_actions))
-    return actions, labels, False
+    return None
