@@ -141,12 +141,14 @@ class SFTConfig:
     demonstrations_per_task: int = 1
     """Demonstrations played per train task. Above 1 (or with ``demonstration_noise``) each is
     played with random tie-breaks between equally good receptacles and its own seed
-    (``sft.expert_demonstrations``; ALFWorld only)."""
+    (``sft.expert_demonstrations``). ALFWorld only: other environments play one clean
+    demonstration per task, and the warm start says so."""
     demonstration_noise: float = 0.0
     """Probability per demonstration step that a random admissible command is played instead of
     the expert's, which stays that step's training target; the expert then recovers from where
-    the command led, so SFT sees the states a cloned policy's own mistakes lead to (ALFWorld
-    only; ``envs.alfworld.expert.noisy_demonstration``)."""
+    the command led, so SFT sees the states a cloned policy's own mistakes lead to
+    (``envs.alfworld.expert.noisy_demonstration``). ALFWorld only, as
+    ``demonstrations_per_task``."""
 
     _limits: ClassVar[dict[str, tuple]] = {"epochs": (0.0, None), "lr": (0.0, None),
                "batch_size": (1, None), "micro_batch_size": (1, None), "weight_decay": (0.0, None),
@@ -637,13 +639,6 @@ def _check_env(config: TrainConfig) -> None:
         if split not in splits:
             raise ConfigError(f"eval.splits: {split!r} is not a split of {config.env.name} "
                               f"(choose from {', '.join(splits)}){did_you_mean(split, splits)}")
-    sft = config.sft
-    if config.env.name != "alfworld" and (sft.demonstrations_per_task > 1
-                                          or sft.demonstration_noise > 0):
-        raise ConfigError(f"sft.demonstrations_per_task = {sft.demonstrations_per_task} and "
-                          f"sft.demonstration_noise = {sft.demonstration_noise} need env.name = "
-                          f"alfworld (its demonstrator recovers from random commands); "
-                          f"{config.env.name} takes 1 and 0.0")
 
 
 def _check_inputs(config: TrainConfig) -> None:

@@ -50,9 +50,14 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
     and ``config.entropy_coef`` subtracts that multiple of the token-mean entropy. New
     log-probs and entropies are renormalised over ``steps.allowed`` when it is set.
 
+    Rows without a gradient (``_rows_with_gradient``: zero advantage everywhere, and nothing
+    but the policy gradient in the loss) are not run; the loss keeps the mini-batch's whole
+    ``|V|``, so the update is the one that running them would give (to float rounding).
+
     Returns ``ppo/pg_loss``, ``ppo/kl`` (k3 to the reference), ``ppo/clip_frac``,
-    ``ppo/approx_kl``, ``ppo/ratio_mean``, ``ppo/entropy`` (token means) and the
-    pre-clip ``ppo/grad_norm``, each averaged over the mini-batches; with an auxiliary
+    ``ppo/approx_kl``, ``ppo/ratio_mean``, ``ppo/entropy`` (token means over the rows trained
+    on), ``ppo/trained_rows`` (their share of the batch) and the pre-clip ``ppo/grad_norm``,
+    each averaged over the mini-batches; with an auxiliary
     loss also ``ppo/aux_loss`` and its statistics (``ppo/opsd_gap``, ``ppo/sdar_gate_mean``, …).
     """
     aux = get_aux_loss(config.aux_loss) if config.aux_loss != "none" else None
@@ -61,11 +66,16 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
     device = next(model.parameters()).device
     order = torch.randperm(steps.input_ids.shape[0], generator=generator)
     mini_batches = [rows for rows in order.tensor_split(config.mini_batches) if len(rows)]
-    totals: dict[str, float] = {}
+    trained = _rows_with_gradient(steps, advantages, config, aux is not None)  # [S]
+    totals: dict[str, list[float]] = {}
     for rows in mini_batches:
         normalizer = steps.loss_mask[rows].sum().clamp(min=1).to(torch.float32)
+        # the statistics are token means over the rows trained on
+        rows = rows[trained[rows]]
+        share = float(normalizer / steps.loss_mask[rows].sum().clamp(min=1))
         sums: dict[str, float] = {}
-        for micro in by_length(rows, steps.attention_mask).split(config.micro_batch_size):
+        micro_batches = by_length(rows, steps.attention_mask).split(config.micro_batch_size)
+        for micro in micro_batches if len(rows) else ():
             parts = trim_padding(steps.input_ids[micro], steps.attention_mask[micro],
                                  steps.loss_mask[micro], old_logprobs[micro], advantages[micro],
                                  *([ref_logprobs[micro]] if ref_logprobs is not None else []),
@@ -91,11 +101,30 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
             loss.backward()
             stats["entropy"] = float((entropy.detach() * mask).sum() / normalizer.to(device))
             for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + value
+                sums[key] = sums.get(key, 0.0) + value * share
+        for param in model.parameters():  # an all-silent mini-batch: AdamW still steps
+            if param.requires_grad and param.grad is None:
+                param.grad = torch.zeros_like(param)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         sums["grad_norm"] = float(grad_norm)
         for key, value in sums.items():
-            totals[key] = totals.get(key, 0.0) + value / len(mini_batches)
-    return {f"ppo/{key}": value for key, value in totals.items()}
+            totals.setdefault(key, []).append(value)
+    # an all-silent mini-batch has a grad norm only: each figure is averaged where it exists
+    return {"ppo/trained_rows": float(trained.double().mean()),
+            **{f"ppo/{key}": sum(values) / len(values) for key, values in totals.items()}}
+
+
+def _rows_with_gradient(steps: StepTensors, advantages: torch.Tensor, config: OptimConfig,
+                        auxiliary: bool) -> torch.Tensor:
+    """``[S]`` bool: the step samples whose loss has a gradient.
+
+    With no KL term, no entropy bonus and no auxiliary loss, a row whose advantage is 0 on
+    every valid token adds exactly nothing to the loss's gradient (``−0 · ω``); its forward and
+    backward are skipped. That is every step of a group whose rollouts all got the same
+    return (GRPO, RLOO), often most of a batch.
+    """
+    if config.kl_coef != 0 or config.entropy_coef != 0 or auxiliary:
+        return torch.ones(steps.input_ids.shape[0], dtype=torch.bool)
+    return ((advantages != 0) & steps.loss_mask.bool()).any(dim=1)

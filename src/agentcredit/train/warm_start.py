@@ -41,11 +41,13 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
     if embedded or config.sft.enabled:
         began = time.perf_counter()
         env = suite.make_env()
+        copies, noise, note = demonstration_settings(config, env)
+        if note:
+            echo(note)
         # one task per call, so the bar moves with every episode
         demos = [demo for task in track(train_tasks, "expert demonstrations", unit="episodes")
-                 for demo in expert_demonstrations(
-                     env, [task], copies=config.sft.demonstrations_per_task,
-                     noise=config.sft.demonstration_noise, seed=config.run.seed)]
+                 for demo in expert_demonstrations(env, [task], copies=copies, noise=noise,
+                                                   seed=config.run.seed)]
         echo(f"expert demonstrations: {len(demos)} episodes, "
              f"{sum(len(d.actions) for d in demos)} steps ({time.perf_counter() - began:.1f} s)")
     if embedded:
@@ -77,6 +79,21 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
              f"({stats['sft/seconds']:.1f} s)")
     run.save_reference(model, tokenizer)
     return model, tokenizer
+
+
+def demonstration_settings(config: TrainConfig, env) -> tuple[int, float, str | None]:
+    """``(copies, noise, note)`` of the warm start's demonstrations on ``env``.
+
+    ``sft.demonstrations_per_task`` and ``sft.demonstration_noise`` need a demonstrator that
+    labels and recovers (``labelled_demonstration``, ALFWorld's); any other environment plays
+    one clean demonstration per task, and ``note`` is the line that says so (else None).
+    """
+    copies, noise = config.sft.demonstrations_per_task, config.sft.demonstration_noise
+    if (copies == 1 and noise == 0) or hasattr(env, "labelled_demonstration"):
+        return copies, noise, None
+    return 1, 0.0, (f"sft.demonstrations_per_task = {copies} and sft.demonstration_noise = "
+                    f"{noise} apply to ALFWorld's demonstrator only: {config.env.name} plays "
+                    "one clean demonstration per task")
 
 
 def _first_per_type(demos, per_type: int):

@@ -1,0 +1,100 @@
+"""The PPO update over step samples (train/ppo.py): rows without a gradient are skipped."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from agentcredit.rollout.collector import StepTensors
+from agentcredit.train.config import OptimConfig
+from agentcredit.train.ppo import ppo_update, score_steps
+
+ROWS, LENGTH, PROMPT = 12, 10, 6
+
+
+def _model() -> Qwen2ForCausalLM:
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=32, hidden_size=16, intermediate_size=32,
+                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                         max_position_embeddings=64, tie_word_embeddings=True)
+    return Qwen2ForCausalLM(config).float()
+
+
+def _steps() -> StepTensors:
+    g = torch.Generator().manual_seed(1)
+    lengths = torch.randint(PROMPT + 2, LENGTH + 1, (ROWS,), generator=g)
+    attention = (torch.arange(LENGTH)[None] < lengths[:, None]).long()
+    loss_mask = attention.bool() & (torch.arange(LENGTH)[None] >= PROMPT)
+    return StepTensors(input_ids=torch.randint(1, 32, (ROWS, LENGTH), generator=g) * attention,
+                       attention_mask=attention, loss_mask=loss_mask,
+                       sampling_logprobs=torch.zeros(ROWS, LENGTH),
+                       step_rollout=torch.arange(ROWS))
+
+
+def _update(advantage_rows: torch.Tensor, config: OptimConfig, forwards: list[int] | None = None):
+    """Two PPO updates from the same start; returns the weights and the last update's stats."""
+    model = _model()
+    if forwards is not None:
+        model.register_forward_hook(lambda _m, args, _out: forwards.append(1))
+    steps = _steps()
+    # plain SGD: a wrong loss scale (|V|) shows in the weights, which AdamW would normalise away
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    advantages = advantage_rows[:, None] * steps.loss_mask.float()
+    for update in range(2):
+        old = score_steps(model, steps, micro_batch_size=4)
+        stats = ppo_update(model, optimizer, steps, old, None, advantages, config,
+                           torch.Generator().manual_seed(update))
+    return copy.deepcopy(model.state_dict()), stats
+
+
+def _advantages() -> torch.Tensor:
+    # rows 0-3 one group with signal; rows 4-11 groups whose rollouts all scored alike
+    return torch.tensor([1.5, -0.5, -0.5, -0.5] + [0.0] * 8)
+
+
+def test_rows_without_advantage_are_not_run_and_the_update_is_unchanged():
+    """The update equals the update with the silent rows run (their zeros kept in |V|)."""
+    config = OptimConfig(lr=1e-2, kl_coef=0.0, mini_batches=3, micro_batch_size=2)
+    forwards: list[int] = []
+    skipped, stats = _update(_advantages(), config, forwards)
+    # an entropy coefficient of 0+ forces every row through and changes nothing else
+    reference, reference_stats = _update(_advantages(), config)
+    everything = OptimConfig(**{**config.__dict__, "entropy_coef": 1e-30})
+    ran_all, _ = _update(_advantages(), everything)
+    for name, weight in ran_all.items():
+        assert torch.allclose(skipped[name], weight, atol=1e-7), name
+    assert any(not torch.equal(weight, _model().state_dict()[name])
+               for name, weight in skipped.items())  # the update did move the weights
+    assert stats["ppo/trained_rows"] == pytest.approx(4 / 12)
+    # per update: 2 scoring passes of micro-batches of 4 (3 forwards) and 4 trained rows in
+    # micro-batches of at most 2 over 3 mini-batches (at most 4 forwards, at least 2)
+    per_update_training = (len(forwards) - 2 * 3) / 2
+    assert 2 <= per_update_training <= 4
+    assert reference_stats == stats
+
+
+def test_every_row_runs_when_the_loss_has_more_than_the_policy_gradient():
+    config = OptimConfig(lr=1e-2, kl_coef=0.0, entropy_coef=0.01, mini_batches=3,
+                         micro_batch_size=2)
+    assert _update(_advantages(), config)[1]["ppo/trained_rows"] == 1.0
+
+
+def test_a_batch_without_signal_still_steps_the_optimiser():
+    """AdamW keeps moving with its momentum on a zero gradient, as the unskipped update does."""
+    config = OptimConfig(lr=1e-2, kl_coef=0.0, mini_batches=2, micro_batch_size=4)
+    model = _model()
+    steps = _steps()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    signal = _advantages()[:, None] * steps.loss_mask.float()
+    old = score_steps(model, steps, micro_batch_size=4)
+    ppo_update(model, optimizer, steps, old, None, signal, config, torch.Generator())
+    before = copy.deepcopy(model.state_dict())
+    stats = ppo_update(model, optimizer, steps, old, None, torch.zeros_like(signal), config,
+                       torch.Generator())
+    assert stats["ppo/trained_rows"] == 0.0 and "ppo/grad_norm" in stats
+    moved = [name for name, weight in model.state_dict().items()
+             if not torch.equal(weight, before[name])]
+    assert moved  # momentum and weight decay, exactly as zero gradients give
