@@ -61,7 +61,6 @@ def test_rows_without_advantage_are_not_run_and_the_update_is_unchanged():
     forwards: list[int] = []
     skipped, stats = _update(_advantages(), config, forwards)
     # an entropy coefficient of 0+ forces every row through and changes nothing else
-    reference, reference_stats = _update(_advantages(), config)
     everything = OptimConfig(**{**config.__dict__, "entropy_coef": 1e-30})
     ran_all, _ = _update(_advantages(), everything)
     for name, weight in ran_all.items():
@@ -73,7 +72,6 @@ def test_rows_without_advantage_are_not_run_and_the_update_is_unchanged():
     # micro-batches of at most 2 over 3 mini-batches (at most 4 forwards, at least 2)
     per_update_training = (len(forwards) - 2 * 3) / 2
     assert 2 <= per_update_training <= 4
-    assert reference_stats == stats
 
 
 def test_every_row_runs_when_the_loss_has_more_than_the_policy_gradient():
