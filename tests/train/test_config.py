@@ -27,7 +27,8 @@ def test_the_packaged_embedded_default_loads():
     config = load_config()
     assert isinstance(config, TrainConfig)
     assert config.model.name == "embedded" and config.sft.enabled
-    assert config.env.generator.max_receptacles == 8
+    assert config.env.generator.max_receptacles == 5 and config.rollout.max_steps == 30
+    assert (config.sft.demonstrations_per_task, config.sft.demonstration_noise) == (2, 0.2)
     # the embedded departures from the papers' setting (README, docs/settings.md)
     assert config.rollout.decoding == "admissible" and config.rollout.history_style == "compact"
     assert config.env.valid_games_per_type * 6 * 2 >= 108  # 6 task types, 2 validation splits
