@@ -138,7 +138,7 @@ def test_sigkill_at_random_moments_then_resume_matches_the_uninterrupted_run(
             while child.poll() is None and not any(
                     mark in out.read_text() for mark in ("eval after update", "resuming after")):
                 time.sleep(0.05)
-            time.sleep(rng.uniform(0.5, 6.0))
+            time.sleep(rng.uniform(0.1, 2.0))
             if child.poll() is None:
                 child.send_signal(signal.SIGKILL)
                 child.wait()

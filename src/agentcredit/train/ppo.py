@@ -73,7 +73,10 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
         # the statistics are token means over the rows trained on
         rows = rows[trained[rows]]
         share = float(normalizer / steps.loss_mask[rows].sum().clamp(min=1))
-        sums: dict[str, float] = {}
+        # rows without a gradient have no loss and nothing clipped; what they would read for
+        # the ratio and the entropy is not measured
+        sums: dict[str, float] = {} if len(rows) else {"pg_loss": 0.0, "kl": 0.0,
+                                                        "clip_frac": 0.0}
         micro_batches = by_length(rows, steps.attention_mask).split(config.micro_batch_size)
         for micro in micro_batches if len(rows) else ():
             parts = trim_padding(steps.input_ids[micro], steps.attention_mask[micro],
