@@ -96,3 +96,17 @@ def test_a_batch_without_signal_still_steps_the_optimiser():
     moved = [name for name, weight in model.state_dict().items()
              if not torch.equal(weight, before[name])]
     assert moved  # momentum and weight decay, exactly as zero gradients give
+
+
+def test_statistics_are_token_means_over_the_rows_trained_on():
+    """One mini-batch scored by the model it updates: every trained token's ratio is exactly 1,
+    so the mean ratio is 1, however many silent rows the mini-batch held."""
+    config = OptimConfig(lr=1e-2, kl_coef=0.0, mini_batches=1, micro_batch_size=4)
+    model = _model()
+    steps = _steps()
+    advantages = _advantages()[:, None] * steps.loss_mask.float()
+    old = score_steps(model, steps, micro_batch_size=4)
+    stats = ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.5), steps, old, None,
+                       advantages, config, torch.Generator())
+    assert stats["ppo/ratio_mean"] == pytest.approx(1.0, abs=1e-6)
+    assert stats["ppo/approx_kl"] == pytest.approx(0.0, abs=1e-6)

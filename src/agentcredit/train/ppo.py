@@ -70,15 +70,16 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
     totals: dict[str, list[float]] = {}
     for rows in mini_batches:
         normalizer = steps.loss_mask[rows].sum().clamp(min=1).to(torch.float32)
-        # the statistics are token means over the rows trained on
         rows = rows[trained[rows]]
-        share = float(normalizer / steps.loss_mask[rows].sum().clamp(min=1))
+        # the loss divides by the whole mini-batch's |V|; the statistics become token means
+        # over the rows trained on
+        to_trained = float(normalizer / steps.loss_mask[rows].sum().clamp(min=1))
         # rows without a gradient have no loss and nothing clipped; what they would read for
         # the ratio and the entropy is not measured
         sums: dict[str, float] = {} if len(rows) else {"pg_loss": 0.0, "kl": 0.0,
                                                         "clip_frac": 0.0}
-        micro_batches = by_length(rows, steps.attention_mask).split(config.micro_batch_size)
-        for micro in micro_batches if len(rows) else ():
+        for micro in (by_length(rows, steps.attention_mask).split(config.micro_batch_size)
+                      if len(rows) else ()):
             parts = trim_padding(steps.input_ids[micro], steps.attention_mask[micro],
                                  steps.loss_mask[micro], old_logprobs[micro], advantages[micro],
                                  *([ref_logprobs[micro]] if ref_logprobs is not None else []),
@@ -104,10 +105,11 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
             loss.backward()
             stats["entropy"] = float((entropy.detach() * mask).sum() / normalizer.to(device))
             for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + value * share
-        for param in model.parameters():  # an all-silent mini-batch: AdamW still steps
-            if param.requires_grad and param.grad is None:
-                param.grad = torch.zeros_like(param)
+                sums[key] = sums.get(key, 0.0) + value * to_trained
+        if not len(rows):  # all silent: AdamW steps on the zero gradient running them gives
+            for param in model.parameters():
+                if param.requires_grad:
+                    param.grad = torch.zeros_like(param)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
