@@ -56,6 +56,22 @@ def test_restricted_log_probs_and_entropy_are_those_of_the_renormalised_distribu
     assert torch.isinf(masked[0, [0, 3]]).all() and torch.isfinite(masked[1]).all()
 
 
+def test_tempered_log_probs_are_those_of_the_scaled_logits():
+    # logits ln1 … ln4 at T = 1/2 give p ∝ (1, 4, 9, 16), /30; over allowed {1, 2}: (4, 9) / 13
+    logits = torch.log(torch.tensor([[1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]]))
+    allowed = torch.tensor([[1, 2, -1, -1], [0, 1, 2, 3]])
+    lp, ent = logprob_entropy_rows(logits, torch.tensor([2, 3]), True, allowed, temperature=0.5)
+    assert lp[0].item() == pytest.approx(math.log(9 / 13), abs=1e-6)
+    assert ent[0].item() == pytest.approx(-(4 / 13 * math.log(4 / 13) + 9 / 13 * math.log(9 / 13)),
+                                          abs=1e-6)
+    assert lp[1].item() == pytest.approx(math.log(16 / 30), abs=1e-6)
+
+
+def test_a_temperature_of_zero_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match="temperature 1"):
+        logprob_entropy_rows(torch.zeros(1, 3), torch.tensor([0]), False, temperature=0.0)
+
+
 def test_restricted_entropy_has_a_finite_gradient():
     logits = torch.randn(3, 6, requires_grad=True)
     allowed = torch.tensor([[0, 4, -1], [2, -1, -1], [-1, -1, -1]])
@@ -104,16 +120,17 @@ def test_every_sampled_response_is_an_admissible_command(policy):
         assert gens[2].logprobs == pytest.approx([0.0] * len(gens[2].logprobs), abs=1e-6)
 
 
-def test_sampled_and_rescored_log_probs_agree_to_1e_5(policy):
-    _, steps = _sample(policy, 1.0, seed=1)
+@pytest.mark.parametrize("temperature", [1.0, 0.4])
+def test_sampled_and_rescored_log_probs_agree_to_1e_5(policy, temperature):
+    _, steps = _sample(policy, temperature, seed=1)
     tensors = tensorize_steps([Trajectory(task=None, group_id=0, steps=steps)],
                               policy.tokenizer.pad_token_id)
-    rescored = score_steps(policy.model, tensors, micro_batch_size=2)
+    rescored = score_steps(policy.model, tensors, micro_batch_size=2, temperature=temperature)
     mask = tensors.loss_mask
     assert torch.allclose(rescored[mask], tensors.sampling_logprobs[mask], atol=1e-5)
     with_grad, _ = token_logprobs_and_entropy(policy.model, tensors.input_ids,
                                               tensors.attention_mask, 3, requires_grad=True,
-                                              allowed=tensors.allowed)
+                                              allowed=tensors.allowed, temperature=temperature)
     assert torch.allclose(with_grad.detach()[mask], tensors.sampling_logprobs[mask], atol=1e-5)
 
 
@@ -125,6 +142,16 @@ def test_unrestricted_rescoring_differs_so_the_check_above_can_fail(policy):
     rescored = score_steps(policy.model, tensors, micro_batch_size=2)
     gap = (rescored - tensors.sampling_logprobs)[tensors.loss_mask].abs().max()
     assert gap > 1e-2
+
+
+def test_tempered_samples_rescored_at_temperature_1_differ_so_the_check_above_can_fail(policy):
+    _, steps = _sample(policy, 0.4, seed=1)
+    tensors = tensorize_steps([Trajectory(task=None, group_id=0, steps=steps)],
+                              policy.tokenizer.pad_token_id)
+    rescored = score_steps(policy.model, tensors, micro_batch_size=2)
+    mask = tensors.loss_mask & (tensors.sampling_logprobs < -1e-3)  # tokens with a choice
+    assert mask.any()
+    assert (rescored - tensors.sampling_logprobs)[mask].abs().max() > 1e-2
 
 
 def test_the_teacher_renormalises_over_the_same_sets(policy):

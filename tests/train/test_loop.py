@@ -10,7 +10,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from agentcredit.config_schema import ConfigError
 from agentcredit.train.config import load_config
 from agentcredit.train.loop import train
 from agentcredit.train.run_dir import RunDirectory, RunDirectoryError
@@ -190,12 +189,14 @@ def test_admissible_decoding_in_the_loop_plays_only_valid_actions_and_rescores_e
         assert record["score/sampling_gap"] < 1e-5  # the sampler's p̃ is what PPO rescored
 
 
-def test_old_log_probs_taken_from_sampling_train_the_same_weights(tmp_path, tiny_config):
-    """At temperature 1 the recorded log-probs are PPO's old log-probs: skipping the rescoring
-    pass changes no weight (to float rounding)."""
+@pytest.mark.parametrize("temperature", ["1.0", "0.5"])
+def test_old_log_probs_taken_from_sampling_train_the_same_weights(tmp_path, tiny_config,
+                                                                   temperature):
+    """The recorded log-probs are PPO's old log-probs at any rollout temperature (every scoring
+    pass applies it): skipping the rescoring pass changes no weight (to float rounding)."""
     common = ("rollout.decoding=admissible", "run.updates=2", "run.eval_every=0",
-              "run.checkpoint_every=2", "rollout.temperature=1.0")
-    runs = {flag: train(tiny_config(tmp_path, f"recompute_{flag}", *common,
+              "run.checkpoint_every=2", f"rollout.temperature={temperature}")
+    runs = {flag: train(tiny_config(tmp_path, f"recompute_{flag}_{temperature}", *common,
                                     f"optim.recompute_old_logprobs={flag}"), echo=lambda _: None)
             for flag in ("true", "false")}
     weights = {flag: load_file(latest_checkpoint(r.run_dir) / "policy" / "model.safetensors")
@@ -205,7 +206,3 @@ def test_old_log_probs_taken_from_sampling_train_the_same_weights(tmp_path, tiny
     updates = [r for r in read_metrics(runs["false"].run_dir) if r["kind"] == "update"]
     assert "score/sampling_gap" not in updates[0]
 
-
-def test_old_log_probs_from_tempered_sampling_are_refused(tmp_path, tiny_config):
-    with pytest.raises(ConfigError, match="rollout.temperature=1"):
-        tiny_config(tmp_path, "x", "optim.recompute_old_logprobs=false", "rollout.temperature=0.7")

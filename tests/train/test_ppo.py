@@ -98,15 +98,17 @@ def test_a_batch_without_signal_still_steps_the_optimiser():
     assert moved  # momentum and weight decay, exactly as zero gradients give
 
 
-def test_statistics_are_token_means_over_the_rows_trained_on():
-    """One mini-batch scored by the model it updates: every trained token's ratio is exactly 1,
-    so the mean ratio is 1, however many silent rows the mini-batch held."""
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_statistics_are_token_means_over_the_rows_trained_on(temperature):
+    """One mini-batch scored by the model it updates, at the temperature it trains at: every
+    trained token's ratio is exactly 1, so the mean ratio is 1, however many silent rows the
+    mini-batch held."""
     config = OptimConfig(lr=1e-2, kl_coef=0.0, mini_batches=1, micro_batch_size=4)
     model = _model()
     steps = _steps()
     advantages = _advantages()[:, None] * steps.loss_mask.float()
-    old = score_steps(model, steps, micro_batch_size=4)
+    old = score_steps(model, steps, micro_batch_size=4, temperature=temperature)
     stats = ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.5), steps, old, None,
-                       advantages, config, torch.Generator())
+                       advantages, config, torch.Generator(), temperature=temperature)
     assert stats["ppo/ratio_mean"] == pytest.approx(1.0, abs=1e-6)
     assert stats["ppo/approx_kl"] == pytest.approx(0.0, abs=1e-6)

@@ -95,11 +95,14 @@ def test_prefix_reuse_equals_no_reuse(policy, batch):
     assert torch.allclose(reused, full, atol=1e-4)
 
 
-def test_teacher_scores_equal_ordinary_scoring_of_the_spliced_sequences(policy, batch):
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+@pytest.mark.parametrize("reuse_prefix", [True, False])
+def test_teacher_scores_equal_ordinary_scoring_of_the_spliced_sequences(policy, batch,
+                                                                       temperature, reuse_prefix):
     model, tokenizer = policy
     steps, skills = batch
     splicer = SkillSplicer(tokenizer)
-    scores = teacher(policy, batch)
+    scores = teacher(policy, batch, temperature=temperature, reuse_prefix=reuse_prefix)
     for row in range(0, steps.input_ids.shape[0], 3):
         response = steps.loss_mask[row].nonzero().flatten()
         first, last = int(response[0]), int(response[-1])
@@ -107,7 +110,8 @@ def test_teacher_scores_equal_ordinary_scoring_of_the_spliced_sequences(policy, 
         sequence = splicer.privileged_prompt_ids(prompt, skills[row]) + \
             steps.input_ids[row, first:last + 1].tolist()
         expected = token_logprobs(model, torch.tensor([sequence]),
-                                  torch.ones(1, len(sequence), dtype=torch.long), 1)[0]
+                                  torch.ones(1, len(sequence), dtype=torch.long), 1,
+                                  temperature=temperature)[0]
         assert torch.allclose(scores[row, first:last + 1], expected[-(last + 1 - first):],
                               atol=1e-4)
 

@@ -170,7 +170,10 @@ class RolloutConfig:
     max_steps: int = 50
     """Step limit per episode (docs/settings.md §6: ALFWorld 50)."""
     temperature: float = 1.0
-    """Sampling temperature of training rollouts (docs/settings.md §6: 1.0)."""
+    """Sampling temperature ``T`` of training rollouts (docs/settings.md §6: 1.0). The policy
+    PPO trains is the one that samples, ``softmax(z / T)``: every scoring pass (old log-probs,
+    the reference, the teacher, hindsight, the probes) and the update divide the logits by
+    ``T``, as verl does with its rollout temperature (``policy_temperature``)."""
     max_new_tokens: int = 24
     """Response length limit per step."""
     history_window: int = 2
@@ -234,6 +237,12 @@ class RolloutConfig:
                               "raw asks for; set rollout.decoding=free (or "
                               "rollout.action_format=bare to pick among the suggested actions)")
 
+    @property
+    def policy_temperature(self) -> float:
+        """The ``T`` every scoring pass and the update apply: ``temperature``, or 1 for greedy
+        rollouts (``temperature = 0``), whose recorded log-probs are untempered."""
+        return self.temperature or 1.0
+
 
 @dataclass
 class OptimConfig:
@@ -276,9 +285,9 @@ class OptimConfig:
     docs/adrs.md §5.4); 0 = off."""
     recompute_old_logprobs: bool = True
     """Score the batch again before the update for PPO's old log-probs ``ℓ^b``; ``false`` takes
-    the log-probs recorded at sampling, which are the same numbers when the rollouts were
-    sampled at temperature 1 by the model being updated (agreement to 1e-5 is tested), and
-    saves one forward pass over the batch. Needs ``rollout.temperature=1``."""
+    the log-probs recorded at sampling, which are the same numbers (the sampler and every
+    scoring pass apply ``rollout.temperature``; agreement to 1e-5 is tested), and saves one
+    forward pass over the batch."""
 
     _limits: ClassVar[dict[str, tuple]] = {"lr": (0.0, None), "weight_decay": (0.0, None),
                "grad_clip": (0.0, None), "clip_low": (0.0, 0.999), "clip_high": (0.0, None),
@@ -643,11 +652,6 @@ def _check_env(config: TrainConfig) -> None:
 
 def _check_inputs(config: TrainConfig) -> None:
     """The rollouts record what the declared inputs are built from."""
-    if not config.optim.recompute_old_logprobs and config.rollout.temperature != 1.0:
-        raise ConfigError(f"optim.recompute_old_logprobs = false takes PPO's old log-probs from "
-                          f"sampling, but rollout.temperature = {config.rollout.temperature} "
-                          "records tempered ones; set rollout.temperature=1 or "
-                          "optim.recompute_old_logprobs=true")
     if "traces" in config.inputs and not config.rollout.record_snapshots:
         raise ConfigError(f"credit.estimator = {config.credit.estimator!r} traces rollouts "
                           "through their verifiers, which needs the state snapshots; set "

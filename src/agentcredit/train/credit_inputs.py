@@ -81,13 +81,15 @@ class CreditInputs:
             began = time.perf_counter()
             teacher = teacher_logprobs(model, self.splicer, self.provider, trajectories, steps,
                                        micro_batch_size=self.micro_batch_size,
-                                       reuse_prefix=self.reuse_prefix)  # [S, L]
+                                       reuse_prefix=self.reuse_prefix,
+                                       temperature=self.rollout.policy_temperature)  # [S, L]
             seconds["teacher"] = time.perf_counter() - began
         hindsight = None
         if self.hindsight is not None:  # ℓ^H: the same pass with the final observation
             began = time.perf_counter()
             hindsight = HindsightScores.from_step_rows(steps.loss_mask, hindsight_logprobs(
-                model, self.hindsight, trajectories, steps, micro_batch_size=self.micro_batch_size),
+                model, self.hindsight, trajectories, steps, micro_batch_size=self.micro_batch_size,
+                temperature=self.rollout.policy_temperature),
                 old_logprobs)
             seconds["hindsight"] = time.perf_counter() - began
         traces = None

@@ -51,14 +51,16 @@ class HindsightSplicer(SkillSplicer):
 
 def hindsight_logprobs(model: nn.Module, splicer: HindsightSplicer,
                        trajectories: Sequence[Trajectory], steps: StepTensors, *,
-                       micro_batch_size: int) -> Tensor:
+                       micro_batch_size: int, temperature: float = 1.0) -> Tensor:
     """``ℓ^H [S, L]`` of the batch's sampled tokens, 0 off the response tokens.
 
     ``model`` must be the frozen behaviour snapshot (the policy before this update);
     no gradient is taken and no weight changes (``train/teacher.py``). Rows follow
-    ``steps`` (``tensorize_steps(trajectories)``), each with its rollout's final observation.
+    ``steps`` (``tensorize_steps(trajectories)``), each with its rollout's final observation;
+    scored at the policy's ``temperature``.
     """
     outcomes = [t.final_observation for t in trajectories for _ in t.steps]
     return privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask,
                                steps.loss_mask, outcomes, micro_batch_size=micro_batch_size,
-                               reuse_prefix=False, allowed=steps.allowed)
+                               reuse_prefix=False, allowed=steps.allowed,
+                               temperature=temperature)

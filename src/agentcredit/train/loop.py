@@ -181,7 +181,8 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
             began = time.perf_counter()
             metrics.update(probe_gap_metrics(
                 model, tokenizer, probes, provider, action_format=config.rollout.action_format,
-                micro_batch_size=config.optim.score_micro_batch_size, env=config.env.name))
+                micro_batch_size=config.optim.score_micro_batch_size, env=config.env.name,
+                temperature=config.rollout.policy_temperature))
             metrics["time/probe_gap"] = time.perf_counter() - began
         log(metrics)
         echo(f"eval after update {update}: success {metrics['eval/success']:.3f} ("
@@ -228,13 +229,16 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         began = time.perf_counter()
         steps = tensorize_steps(trajectories, tokenizer.pad_token_id)
         model.eval()
-        old_logprobs = (score_steps(model, steps, config.optim.score_micro_batch_size)
+        temperature = config.rollout.policy_temperature
+        old_logprobs = (score_steps(model, steps, config.optim.score_micro_batch_size,
+                                    temperature)
                         if config.optim.recompute_old_logprobs else steps.sampling_logprobs)
-        ref_logprobs = (score_steps(reference, steps, config.optim.score_micro_batch_size)
+        ref_logprobs = (score_steps(reference, steps, config.optim.score_micro_batch_size,
+                                    temperature)
                         if reference is not None else None)
         times["score"] = time.perf_counter() - began
-        # |ℓ^b − log-prob at sampling|: ~0 at temperature 1 (the sampler and the scorer
-        # agree); otherwise it measures the temperature's reshaping. Only when rescored.
+        # |ℓ^b − log-prob at sampling|: ~0, since the sampler and the scorer apply the same
+        # temperature; a larger value flags a scorer that differs from the sampler.
         sampling_gap = ({"score/sampling_gap": float(
             (old_logprobs - steps.sampling_logprobs)[steps.loss_mask].abs().mean())}
             if config.optim.recompute_old_logprobs else {})
@@ -259,7 +263,7 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         model.train()
         update_stats = ppo_update(model, optimizer, steps, old_logprobs, ref_logprobs, advantages,
                                   config.optim, streams.sampling,
-                                  teacher_logprobs=prepared.teacher)
+                                  teacher_logprobs=prepared.teacher, temperature=temperature)
         model.eval()
         times["update"] = time.perf_counter() - began
 

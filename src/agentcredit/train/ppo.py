@@ -17,10 +17,11 @@ from agentcredit.train.loss import ppo_loss
 from agentcredit.train.scoring import token_logprobs, token_logprobs_and_entropy
 
 
-def score_steps(model, steps: StepTensors, micro_batch_size: int) -> torch.Tensor:
-    """``log π(y_l | y_<l)`` of the response tokens of ``steps`` under ``model``, ``[S, L]``
-    (0 elsewhere), no grad; renormalised over ``steps.allowed`` when the steps were sampled
-    with admissible decoding."""
+def score_steps(model, steps: StepTensors, micro_batch_size: int,
+                temperature: float = 1.0) -> torch.Tensor:
+    """``log π(y_l | y_<l)`` of the response tokens of ``steps`` under ``model`` at
+    ``temperature``, ``[S, L]`` (0 elsewhere), no grad; renormalised over ``steps.allowed``
+    when the steps were sampled with admissible decoding."""
     device = next(model.parameters()).device
     out = torch.zeros(steps.input_ids.shape, dtype=torch.float32)
     order = by_length(torch.arange(out.shape[0]), steps.attention_mask)
@@ -29,14 +30,16 @@ def score_steps(model, steps: StepTensors, micro_batch_size: int) -> torch.Tenso
             steps.input_ids[rows], steps.attention_mask[rows], steps.loss_mask[rows],
             *([steps.allowed[rows]] if steps.allowed is not None else []))
         logprobs = token_logprobs(model, ids.to(device), attn.to(device), ids.shape[0],
-                                  allowed=allowed[0] if allowed else None, score_mask=mask)
+                                  allowed=allowed[0] if allowed else None, score_mask=mask,
+                                  temperature=temperature)
         out[rows, :ids.shape[1]] = logprobs.float().cpu()
     return out
 
 
 def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs, advantages,
                config: OptimConfig, generator: torch.Generator,
-               teacher_logprobs: torch.Tensor | None = None) -> dict[str, float]:
+               teacher_logprobs: torch.Tensor | None = None,
+               temperature: float = 1.0) -> dict[str, float]:
     """One epoch of PPO over the step samples (docs/backbones.md §1).
 
     The rows are shuffled with ``generator`` and split into ``config.mini_batches``
@@ -48,7 +51,8 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
     micro-batch adds ``β ·`` the auxiliary loss toward ``teacher_logprobs`` (``ℓ^T [S, L]``) to
     its PPO loss; ``config.pg_coef`` weights the policy-gradient term (0 = distillation alone)
     and ``config.entropy_coef`` subtracts that multiple of the token-mean entropy. New
-    log-probs and entropies are renormalised over ``steps.allowed`` when it is set.
+    log-probs and entropies are those of ``softmax(z / temperature)``, the policy that sampled
+    the batch, renormalised over ``steps.allowed`` when it is set.
 
     Rows without a gradient (``_rows_with_gradient``: zero advantage everywhere, and nothing
     but the policy gradient in the loss) are not run; the loss keeps the mini-batch's whole
@@ -92,7 +96,8 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
             teacher = parts[-1].to(device) if aux is not None else None
             logprobs, entropy = token_logprobs_and_entropy(model, ids, attn, ids.shape[0],
                                                            requires_grad=True, allowed=allowed,
-                                                           score_mask=mask)
+                                                           score_mask=mask,
+                                                           temperature=temperature)
             loss, stats = ppo_loss(logprobs, old, ref, adv, mask, config.clip_low,
                                    config.clip_high, config.kl_coef,
                                    normalizer=normalizer.to(device), pg_coef=config.pg_coef,

@@ -85,18 +85,20 @@ def with_skill_demonstrations(samples: Sequence[Trajectory], share: float,
 
 def teacher_logprobs(model: nn.Module, splicer: SkillSplicer, provider: SkillProvider,
                      trajectories: Sequence[Trajectory], steps: StepTensors, *,
-                     micro_batch_size: int, reuse_prefix: bool) -> Tensor:
+                     micro_batch_size: int, reuse_prefix: bool,
+                     temperature: float = 1.0) -> Tensor:
     """``ℓ^T [S, L]`` of the batch's sampled tokens (docs/adrs.md §5.1), 0 off the response tokens.
 
     ``model`` must be the frozen behaviour snapshot: the policy that sampled the
     batch, before this update. The pass takes no gradient and changes no weight
     (``train/teacher.py``; tested in the loop). Steps sampled with admissible decoding are
-    scored over the same allowed sets (``steps.allowed``).
+    scored over the same allowed sets (``steps.allowed``), at the policy's ``temperature``.
     """
     skills = [provider.skill_text(t.task) for t in trajectories for _ in t.steps]
     return privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask,
                                steps.loss_mask, skills, micro_batch_size=micro_batch_size,
-                               reuse_prefix=reuse_prefix, allowed=steps.allowed)
+                               reuse_prefix=reuse_prefix, allowed=steps.allowed,
+                               temperature=temperature)
 
 
 def probe_trajectories(make_env: Callable[[], Environment], tasks: Sequence[Task], tokenizer,
@@ -134,10 +136,10 @@ def probe_set(config: TrainConfig, suite: EnvSuite, valid: Mapping[str, Sequence
 
 def probe_gap_metrics(model: nn.Module, tokenizer, probes: Sequence[Trajectory],
                       provider: SkillProvider, *, action_format: str, micro_batch_size: int,
-                      env: str) -> dict[str, float]:
+                      env: str, temperature: float = 1.0) -> dict[str, float]:
     """``eval/probe_gap/{action,object,other}``: mean ``ℓ^T − ℓ^b`` per token class."""
     gap = probe_token_gap(model, tokenizer, probes, provider, action_format=action_format,
-                          micro_batch_size=micro_batch_size, env=env)
+                          micro_batch_size=micro_batch_size, env=env, temperature=temperature)
     return {f"eval/probe_gap/{name}": gap[f"gap.{name}"] for name in TOKEN_CLASSES
             if f"gap.{name}" in gap}
 

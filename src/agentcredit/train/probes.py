@@ -74,22 +74,25 @@ def response_token_classes(tokenizer, response_ids: Sequence[int], action_format
 
 def probe_token_gap(model: nn.Module, tokenizer, probes: Sequence[Trajectory],
                     provider: SkillProvider, *, action_format: ActionFormat,
-                    micro_batch_size: int, env: str = "alfworld") -> dict[str, float]:
+                    micro_batch_size: int, env: str = "alfworld",
+                    temperature: float = 1.0) -> dict[str, float]:
     """Mean ``ℓ^T − ℓ^b`` per token class over the response tokens of ``probes``.
 
     Scores every step of the probe trajectories with the current policy,
-    without (``ℓ^b``) and with (``ℓ^T``) the task's skill, and returns
+    without (``ℓ^b``) and with (``ℓ^T``) the task's skill, both at ``temperature``, and returns
     ``credit.adrs.token_class_gap``'s ``gap.<class>`` and ``tokens.<class>``
     entries. No gradient, no weight change.
     """
     steps = tensorize_steps(probes, tokenizer.pad_token_id)
     with torch.no_grad():
         behaviour = token_logprobs(model, steps.input_ids, steps.attention_mask, micro_batch_size,
-                                   allowed=steps.allowed, score_mask=steps.loss_mask)
+                                   allowed=steps.allowed, score_mask=steps.loss_mask,
+                                   temperature=temperature)
     skills = [provider.skill_text(t.task) for t in probes for _ in t.steps]
     teacher = privileged_logprobs(model, SkillSplicer(tokenizer), steps.input_ids,
                                   steps.attention_mask, steps.loss_mask, skills,
-                                  micro_batch_size=micro_batch_size, allowed=steps.allowed)
+                                  micro_batch_size=micro_batch_size, allowed=steps.allowed,
+                                  temperature=temperature)
     classes = torch.tensor([c for t in probes for step in t.steps
                             for c in response_token_classes(tokenizer, step.response_ids,
                                                             action_format, env)])

@@ -6,6 +6,12 @@ ADRS teacher's ``ℓ^T`` (docs/adrs.md §5.1, the same model on a prompt with th
 prepended) and, with ``requires_grad=True``, the current policy's
 ``log π_θ`` inside the PPO update.
 
+Temperature: every function takes the ``temperature`` ``T`` of the policy being scored
+and returns the log-probs of ``softmax(z / T)``, the distribution rollouts at that
+temperature were sampled from (``rollout.policy``); the trainer passes
+``RolloutConfig.policy_temperature`` to every pass, so PPO trains the policy that sampled
+the batch (docs/backbones.md §1). ``T = 1`` leaves the logits as they are.
+
 Alignment: entry ``l`` of the output is ``log π(y_l | y_<l)``, the log-prob of
 token ``l`` itself, so the output lines up with ``input_ids`` and with the loss
 mask the rollout collector builds. Entry 0 has no context and is 0; so is every
@@ -33,7 +39,8 @@ _LOGIT_ELEMENTS_PER_CHUNK = 2**25
 
 
 def logprob_entropy_rows(
-    logits: Tensor, targets: Tensor, with_entropy: bool, allowed: Tensor | None = None
+    logits: Tensor, targets: Tensor, with_entropy: bool, allowed: Tensor | None = None,
+    temperature: float = 1.0,
 ) -> tuple[Tensor, Tensor | None]:
     """Log-prob of ``targets`` and entropy for each row of ``logits`` [N, V], in float32.
 
@@ -43,13 +50,19 @@ def logprob_entropy_rows(
 
     ``allowed`` ``[N, K]`` (−1 padded; ``rollout.admissible``) renormalises each
     restricted row over its allowed ids: log-prob and entropy are those of
-    ``p̃``, the distribution admissible decoding samples from.
+    ``p̃``, the distribution admissible decoding samples from. ``temperature`` ``T`` scales
+    the logits first: the statistics are those of ``softmax(z / T)``.
     """
+    if temperature <= 0:
+        raise ValueError(f"temperature={temperature} must be > 0 (a greedy sampler records "
+                         "untempered log-probs: score them at temperature 1)")
     n_rows, vocab = logits.shape
     rows_per_chunk = max(1, _LOGIT_ELEMENTS_PER_CHUNK // vocab)
     logprobs, entropies = [], []
     for start in range(0, n_rows, rows_per_chunk):
         chunk = logits[start : start + rows_per_chunk].float()  # [n, V]
+        if temperature != 1.0:
+            chunk = chunk / temperature
         if allowed is not None:
             chunk = restrict_logits(chunk, allowed[start : start + rows_per_chunk])
         log_norm = torch.logsumexp(chunk, dim=-1)  # [n]
@@ -73,6 +86,7 @@ def _score(
     with_entropy: bool,
     allowed: Tensor | None,
     score_mask: Tensor | None,
+    temperature: float,
 ) -> tuple[Tensor, Tensor | None]:
     if input_ids.dim() != 2 or input_ids.shape != attention_mask.shape:
         raise ValueError(
@@ -111,7 +125,8 @@ def _score(
                 if allowed is not None:
                     sets = allowed[rows][:, (cols + 1).cpu()].to(device).reshape(b * k, -1)
                 lp, ent = logprob_entropy_rows(logits.reshape(b * k, -1),
-                                               ids[:, cols + 1].reshape(-1), with_entropy, sets)
+                                               ids[:, cols + 1].reshape(-1), with_entropy, sets,
+                                               temperature)
                 keep = wanted[:, cols + 1]
                 logprobs = logprobs.index_copy(1, cols + 1, torch.where(keep, lp.view(b, k), 0.0))
                 if ent is not None:
@@ -136,6 +151,7 @@ def token_logprobs(
     requires_grad: bool = False,
     allowed: Tensor | None = None,
     score_mask: Tensor | None = None,
+    temperature: float = 1.0,
 ) -> Tensor:
     """Per-token log-probs ``log π(y_l | y_<l)`` of ``input_ids`` under ``model``.
 
@@ -156,6 +172,7 @@ def token_logprobs(
         score_mask: ``[B, L]`` bool, the tokens whose log-probs are wanted (the
             trainer passes the loss mask): the LM head then runs only on the
             columns that predict them, and every other entry is 0. ``None``: all.
+        temperature: ``T`` > 0; the log-probs are those of ``softmax(z / T)``.
 
     Returns:
         float32 [B, L] on ``input_ids``' device; entry 0, padded positions and
@@ -164,7 +181,7 @@ def token_logprobs(
     """
     logprobs, _ = _score(
         model, input_ids, attention_mask, micro_batch_size, requires_grad, with_entropy=False,
-        allowed=allowed, score_mask=score_mask,
+        allowed=allowed, score_mask=score_mask, temperature=temperature,
     )
     return logprobs
 
@@ -178,11 +195,12 @@ def token_logprobs_and_entropy(
     requires_grad: bool = False,
     allowed: Tensor | None = None,
     score_mask: Tensor | None = None,
+    temperature: float = 1.0,
 ) -> tuple[Tensor, Tensor]:
     """``token_logprobs`` plus the entropy of each token's predictive distribution.
 
     Entry ``l`` of the entropy is ``H(π(· | y_<l))``, the distribution token
-    ``l`` was drawn from (renormalised over ``allowed`` when given), with the same
+    ``l`` was drawn from (tempered, and renormalised over ``allowed`` when given), with the same
     zeros as the log-probs. Costs one extra
     softmax per logit chunk, no extra forward pass.
 
@@ -191,7 +209,7 @@ def token_logprobs_and_entropy(
     """
     logprobs, entropies = _score(
         model, input_ids, attention_mask, micro_batch_size, requires_grad, with_entropy=True,
-        allowed=allowed, score_mask=score_mask,
+        allowed=allowed, score_mask=score_mask, temperature=temperature,
     )
     assert entropies is not None
     return logprobs, entropies

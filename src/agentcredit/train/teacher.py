@@ -70,6 +70,7 @@ def privileged_logprobs(
     micro_batch_size: int,
     reuse_prefix: bool = True,
     allowed: Tensor | None = None,
+    temperature: float = 1.0,
 ) -> Tensor:
     """``ℓ^T`` of every response token, with each row's skill inserted into its prompt.
 
@@ -87,6 +88,8 @@ def privileged_logprobs(
         allowed: ``[S, L, K]`` allowed ids per token (admissible decoding, −1 padded,
             ``StepTensors.allowed``): the teacher renormalises over the same sets the
             sampler did. ``None``: the whole vocabulary.
+        temperature: the policy's ``T``: ``ℓ^T`` is scored under ``softmax(z / T)``, as the
+            student's ``ℓ^b`` is.
 
     Returns:
         float32 ``[S, L]`` on ``input_ids``' device: ``ℓ^T`` on ``loss_mask``, 0 elsewhere.
@@ -116,10 +119,10 @@ def privileged_logprobs(
                     past = prefix_cache(model, shared[:-1])
                     _score_rows(model, members, past, len(shared) - 1,
                                 [[shared[-1], *row.tail] for row in members],
-                                micro_batch_size, out)
+                                micro_batch_size, out, temperature)
             else:
                 _score_rows(model, rows, None, 0, [[*row.shared, *row.tail] for row in rows],
-                            micro_batch_size, out)
+                            micro_batch_size, out, temperature)
     finally:
         model.train(was_training)
     return (out * loss_mask.to(torch.float32).cpu()).to(input_ids.device)
@@ -175,13 +178,14 @@ def prefix_cache(model: nn.Module, prefix: Sequence[int]) -> list[tuple[Tensor, 
 
 def _score_rows(model: nn.Module, rows: list[_Row], past: list[tuple[Tensor, Tensor]] | None,
                 past_len: int, sequences: list[list[int]], micro_batch_size: int,
-                out: Tensor) -> None:
+                out: Tensor, temperature: float) -> None:
     """Score the last ``row.scored`` tokens of each sequence (after ``past``) into ``out``."""
     order = sorted(range(len(rows)), key=lambda k: len(sequences[k]))
     for start in range(0, len(order), micro_batch_size):
         chunk = order[start:start + micro_batch_size]
         scores = _score_block(model, past, past_len, [sequences[k] for k in chunk],
-                              [rows[k].scored for k in chunk], [rows[k].allowed for k in chunk])
+                              [rows[k].scored for k in chunk], [rows[k].allowed for k in chunk],
+                              temperature)
         for k, lp in zip(chunk, scores, strict=True):
             row = rows[k]
             out[row.index, row.start:row.start + row.scored] = lp
@@ -189,9 +193,9 @@ def _score_rows(model: nn.Module, rows: list[_Row], past: list[tuple[Tensor, Ten
 
 def _score_block(model: nn.Module, past: list[tuple[Tensor, Tensor]] | None, past_len: int,
                  sequences: list[list[int]], scored: list[int],
-                 allowed: list[Tensor | None]) -> list[Tensor]:
-    """Log-probs of the last ``scored[i]`` tokens of each sequence, given the cached ``past``
-    (renormalised over ``allowed[i]`` ``[scored[i], K]`` where given).
+                 allowed: list[Tensor | None], temperature: float) -> list[Tensor]:
+    """Log-probs at ``temperature`` of the last ``scored[i]`` tokens of each sequence, given the
+    cached ``past`` (renormalised over ``allowed[i]`` ``[scored[i], K]`` where given).
 
     Sequences are left-padded to one length so their ends line up: the
     ``keep = max(scored) + 1`` last columns hold every logit needed (column
@@ -226,6 +230,7 @@ def _score_block(model: nn.Module, past: list[tuple[Tensor, Tensor]] | None, pas
                 sets[i, keep - 1 - n:, :a.shape[1]] = a
         sets = sets.reshape(b * (keep - 1), width)
     logprobs, _ = logprob_entropy_rows(logits[:, :-1].reshape(b * (keep - 1), -1),
-                                        targets.reshape(-1), with_entropy=False, allowed=sets)
+                                        targets.reshape(-1), with_entropy=False, allowed=sets,
+                                        temperature=temperature)
     logprobs = logprobs.view(b, keep - 1).float().cpu()
     return [logprobs[i, keep - 1 - n:] for i, n in enumerate(scored)]
