@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcredit.envs.alfworld import scenes
+from agentcredit.envs.alfworld import generator, scenes
 from agentcredit.envs.alfworld.engine import AlfWorldEnv
 from agentcredit.envs.alfworld.game_file import read_game_file
 from agentcredit.envs.alfworld.generator import generate_game, generate_split
@@ -110,3 +110,24 @@ def test_parallel_generation_writes_the_games_one_process_writes(tmp_path):
     assert [t.task_id for t in parallel] == [t.task_id for t in serial]
     for a, b in zip(serial, parallel, strict=True):
         assert read_game_file(a.payload["game_file"]) == read_game_file(b.payload["game_file"])
+
+
+def test_two_runs_generating_one_game_at_once_both_succeed(tmp_path, monkeypatch):
+    """A second writer finishes the same game between the first one's write and its rename
+    (two runs sharing the cache): both succeed and the file is the game."""
+    rename = generator.os.replace
+    raced = []
+
+    def rename_after_a_rival(src, dst):
+        if not raced:
+            raced.append(dst)
+            generator.generate_game("train", "pick_and_place", 0, SMALL, tmp_path)
+        rename(src, dst)
+
+    monkeypatch.setattr(generator.os, "replace", rename_after_a_rival)
+    task = generate_game("train", "pick_and_place", 0, SMALL, tmp_path)
+    assert raced
+    monkeypatch.setattr(generator.os, "replace", rename)
+    alone = generate_game("train", "pick_and_place", 0, SMALL, tmp_path / "alone")
+    assert read_game_file(task.payload["game_file"]) == read_game_file(alone.payload["game_file"])
+    assert not list(Path(task.payload["game_file"]).parent.glob("*.tmp"))

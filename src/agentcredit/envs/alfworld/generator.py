@@ -23,6 +23,7 @@ import json
 import multiprocessing
 import os
 import random
+import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -248,9 +249,20 @@ def generate_game(split: str, task_type: str, index: int, config: GeneratorConfi
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    """Write ``text`` to ``path`` through a temporary file of this writer's own.
+
+    Two runs that share the cache may generate the same game at once: each renames its own
+    file into place (a game's content is a pure function of its arguments, so either rename
+    leaves the same file), and neither can rename the other's away.
+    """
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def task_from_meta(meta: dict, game_dir: Path) -> Task:
