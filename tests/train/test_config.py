@@ -32,8 +32,10 @@ def test_the_packaged_embedded_default_loads():
     # the embedded departures from the papers' setting (README, docs/settings.md)
     assert config.rollout.decoding == "admissible" and config.rollout.history_style == "compact"
     assert config.env.valid_games_per_type * 6 * 2 >= 108  # 6 task types, 2 validation splits
-    # an RL step that moves a tiny freshly cloned policy (the 1e-6 of real checkpoints does not)
-    assert config.optim.lr == 1e-3 and config.optim.mini_batches == 4
+    # RL trains the policy that is evaluated, with a step that moves a tiny cloned policy
+    # without collapsing it (the 1e-6 of real checkpoints does not move it)
+    assert config.rollout.temperature == config.eval.temperature == 0.4
+    assert config.optim.lr == 3e-4 and config.optim.mini_batches == 4
 
 
 def test_dotted_overrides_are_parsed_as_yaml_values():
