@@ -7,6 +7,7 @@ import pytest
 from agentcredit.credit.gigpo import GiGPOConfig
 from agentcredit.train.config import (
     ConfigError,
+    RolloutConfig,
     TrainConfig,
     config_to_dict,
     estimator_config,
@@ -123,3 +124,9 @@ def test_a_method_name_expands_in_place_among_the_overrides():
 
 def test_demonstration_noise_is_a_probability():
     assert "demonstration_noise" in _error("sft.demonstration_noise=1.5")
+
+
+def test_the_trained_policy_is_tempered_as_the_rollouts_were_sampled():
+    assert RolloutConfig(temperature=0.4).policy_temperature == 0.4
+    # greedy rollouts record untempered log-probs, so they are scored at 1, not divided by 0
+    assert RolloutConfig(temperature=0.0).policy_temperature == 1.0
