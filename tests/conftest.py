@@ -120,9 +120,11 @@ def tiny_fake_run(fake_suite) -> tuple[str, ...]:
     """Overrides for a seconds-long training run: the fake corridor environment, a
     1-layer 32-wide model, 4-step rollouts, one thread, no progress bar; free-text
     actions, a one-step window and a KL pass, so a tiny policy still makes mistakes that
-    give its groups a signal, and every scoring pass runs."""
+    give its groups a signal, and every scoring pass runs. Rollouts at temperature 1 (the
+    embedded default samples at the evaluation's 0.4): the tests tell training from
+    evaluation sampling by temperature, and the fake verl actor scores at 1."""
     return (
-        "run.progress=false", "run.threads=1",
+        "run.progress=false", "run.threads=1", "rollout.temperature=1.0",
         "rollout.decoding=free", "rollout.history_window=1", "rollout.history_style=pairs",
         "optim.kl_coef=0.01",
         "model.tiny.hidden_size=32", "model.tiny.num_hidden_layers=1",

@@ -156,7 +156,7 @@ def finished_run(tmp_path_factory, tiny_fake_run):
     (["method=vict", "credit.options.backbone=gigpo", "run.updates=5"],
      ["credit.estimator (grpo -> vict)", "credit.options.backbone.name (unset -> gigpo)"]),
     (["sft.epochs=1", "rollout.group_size=4", "optim.lr=0.5", "env.valid_games_per_type=3"],
-     ["sft.epochs (20.0 -> 1.0)", "rollout.group_size (2 -> 4)", "optim.lr (0.001 -> 0.5)",
+     ["sft.epochs (20.0 -> 1.0)", "rollout.group_size (2 -> 4)", "optim.lr (0.0003 -> 0.5)",
       "env.valid_games_per_type (1 -> 3)"]),
 ])
 def test_resume_refuses_changes_to_the_runs_meaning_naming_each_key(finished_run, overrides,
