@@ -183,10 +183,13 @@ def test_admissible_decoding_in_the_loop_plays_only_valid_actions_and_rescores_e
     config = tiny_config(tmp_path, f"admissible_{temperature}", "rollout.decoding=admissible",
                          "rollout.history_style=compact", "rollout.history_window=8",
                          "run.updates=2", "run.eval_every=0", f"rollout.temperature={temperature}",
-                         "optim.recompute_old_logprobs=true")
+                         "optim.recompute_old_logprobs=true", "optim.mini_batches=1")
     result = train(config, echo=lambda _: None)
     updates = [r for r in read_metrics(result.run_dir) if r["kind"] == "update"]
     assert len(updates) == 2
     for record in updates:
         assert record["rollout/invalid_rate"] == 0
         assert record["score/sampling_gap"] < 1e-5  # the sampler's p̃ is what PPO rescored
+        # one optimiser step, taken after the update scored its batch with the same weights
+        # at the same temperature: every ratio is exactly 1
+        assert record["ppo/ratio_mean"] == pytest.approx(1.0, abs=1e-5)

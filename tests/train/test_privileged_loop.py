@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from agentcredit.cli import main
 from agentcredit.rollout.policy import HFPolicy
 from agentcredit.skills import SKILL_HEADER
-from agentcredit.train import credit_inputs, warm_start
+from agentcredit.train import credit_inputs, teacher, warm_start
 from agentcredit.train.config import load_config
 from agentcredit.train.loop import train
 from agentcredit.train.models import load_policy
@@ -286,3 +286,20 @@ def test_without_policy_gradient_only_the_distillation_and_the_entropy_bonus_mov
     _, records = run(tmp_path, "distil", "method=opsd_only", "optim.kl_coef=0")
     (update,) = [r for r in records if r["kind"] == "update"]
     assert update["ppo/grad_norm"] > 0.0
+
+
+@pytest.mark.parametrize("method", ["adrs", "hcapo"])
+def test_the_privileged_passes_score_at_the_rollout_temperature(method, run, tmp_path,
+                                                                monkeypatch):
+    """The teacher (ADRS, and the probe gap at each evaluation) and the hindsight pass (HCAPO)
+    score ``softmax(z/T)`` at the rollout temperature, as the student's log-probs are."""
+    seen = []
+    rows = teacher.logprob_entropy_rows
+
+    def recording(*args, temperature=1.0, **kwargs):
+        seen.append(temperature)
+        return rows(*args, temperature=temperature, **kwargs)
+
+    monkeypatch.setattr(teacher, "logprob_entropy_rows", recording)
+    run(tmp_path, f"tempered_{method}", f"method={method}", "rollout.temperature=0.5")
+    assert seen and set(seen) == {0.5}
