@@ -29,7 +29,8 @@ class ScriptedPolicy:
         self.calls = 0
         self.batch_sizes = []
 
-    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None):
+    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None,
+                 prompt_cache=None):
         self.calls += 1
         self.batch_sizes.append(len(prompts))
         out = []
@@ -198,6 +199,30 @@ def test_admissible_decoding_makes_every_action_valid_and_records_its_sets(
     # the untrained model writes free text: the same rollouts unrestricted are mostly invalid
     assert sum(not s.valid for t in trajs["free"] for s in t.steps) > len(steps) // 2
     assert tensorize_steps(trajs["free"], tokenizer.pad_token_id).allowed is None
+
+
+@pytest.mark.parametrize("decoding", ["free", "admissible"])
+def test_reusing_prompt_caches_between_steps_changes_no_rollout(fake_suite, fake_model_dir,
+                                                                make_fake_task, decoding):
+    from agentcredit.rollout.policy import HFPolicy
+    from agentcredit.train.models import load_policy
+
+    model, tokenizer = load_policy(str(fake_model_dir))
+    tasks = [make_fake_task("train", 0), make_fake_task("train", 1)]
+    prompt = PromptConfig(history_window=6, history_style="compact")
+    trajs = {}
+    for reuse in (False, True):
+        collector = RolloutCollector(HFPolicy(model, tokenizer), fake_suite(None).make_env,
+                                     CollectorConfig(max_steps=5, decoding=decoding, prompt=prompt,
+                                                     reuse_prompt_cache=reuse))
+        trajs[reuse] = collector.collect(tasks, 3, temperature=1.0,
+                                         generator=torch.Generator().manual_seed(0))
+    steps = {reuse: [s for t in ts for s in t.steps] for reuse, ts in trajs.items()}
+    assert len(steps[True]) == len(steps[False]) > 2 * len(tasks) * 3
+    for cached, full in zip(steps[True], steps[False], strict=True):
+        assert cached.prompt_ids == full.prompt_ids
+        assert cached.response_ids == full.response_ids
+        assert cached.sampling_logprobs == pytest.approx(full.sampling_logprobs, abs=1e-5)
 
 
 def test_by_length_orders_rows_by_their_real_length_stably():

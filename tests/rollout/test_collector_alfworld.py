@@ -19,7 +19,8 @@ class ReplayPolicy:
         self.tokenizer = tokenizer
         self.actions = list(actions)
 
-    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None):
+    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None,
+                 prompt_cache=None):
         (_prompt,) = prompts
         action = self.actions.pop(0)
         ids = self.tokenizer.encode(action, add_special_tokens=False) + [

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from agentcredit.rollout.collector import tensorize_steps
-from agentcredit.rollout.policy import HFPolicy
+from agentcredit.rollout.policy import HFPolicy, PromptCache
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.models import load_policy
 from agentcredit.train.scoring import token_logprobs
@@ -65,3 +65,90 @@ def test_a_response_stops_at_the_first_stop_token(policy):
         assert stops == [] or stops == [len(g.token_ids) - 1]
         assert len(g.logprobs) == len(g.token_ids)
         assert all(t < len(policy.tokenizer) for t in g.token_ids)
+
+
+def test_the_longest_shared_prefix_is_found_among_the_cached_prompts():
+    cache = PromptCache()
+    cache.prompts = torch.tensor([[1, 2, 3, -1], [1, 2, 4, 5]])
+    entry, shared = cache.longest_prefixes(torch.tensor([[1, 2, 4, 5, 6], [1, 2, 3, -1, -1],
+                                                         [7, 8, -1, -1, -1]]))
+    assert entry[:2].tolist() == [1, 0]
+    assert shared.tolist() == [4, 3, 0]
+
+
+def test_an_empty_prompt_cache_shares_nothing():
+    _, shared = PromptCache().longest_prefixes(torch.tensor([[1, 2], [3, -1]]))
+    assert shared.tolist() == [0, 0]
+
+
+def _generate_recording_prefills(policy, prompts, **kwargs) -> tuple[list, list[int]]:
+    """``policy.generate`` that also returns the width of each batch's prefill (its first
+    forward)."""
+    widths, calls, forward, generate_batch = [], [], policy.model.forward, policy._generate_batch
+
+    def batch(*args):
+        calls.append(0)
+        return generate_batch(*args)
+
+    def spy(*args, **kw):
+        if calls[-1] == 0:
+            widths.append(kw["input_ids"].shape[1])
+        calls[-1] += 1
+        return forward(*args, **kw)
+    policy.model.forward, policy._generate_batch = spy, batch
+    try:
+        return policy.generate(prompts, **kwargs), widths
+    finally:
+        del policy.model.forward, policy._generate_batch
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_prompts_that_extend_cached_ones_prefill_only_their_new_tokens(fake_model_dir,
+                                                                         temperature):
+    model, tokenizer = load_policy(str(fake_model_dir))
+    policy = HFPolicy(model, tokenizer, micro_batch_size=2)  # entries come from two batches
+    first = _prompts(tokenizer)
+    tail = tokenizer.encode(" Then the door opens.", add_special_tokens=False)
+    second = [first[0] + tail, first[2] + tail[:2], tokenizer.encode("A new room.",
+                                                                     add_special_tokens=False)]
+    cache = PromptCache()
+    policy.generate(first, temperature=temperature, max_new_tokens=5,
+                    generator=torch.Generator().manual_seed(1), prompt_cache=cache)
+    reused, widths = _generate_recording_prefills(
+        policy, second, temperature=temperature, max_new_tokens=5,
+        generator=torch.Generator().manual_seed(2), prompt_cache=cache)
+    full = policy.generate(second, temperature=temperature, max_new_tokens=5,
+                           generator=torch.Generator().manual_seed(2))
+    # batch 1 (rows 0, 1) prefills the longest tail; batch 2 (row 2) its whole prompt
+    assert widths == [len(tail), len(second[2])]
+    assert [g.token_ids for g in reused] == [g.token_ids for g in full]
+    for r, f in zip(reused, full, strict=True):
+        assert r.logprobs == pytest.approx(f.logprobs, abs=1e-5)
+    # the cache now holds exactly this call's prompts
+    assert [row[row >= 0].tolist() for row in cache.prompts] == second
+
+
+def test_a_prompt_equal_to_a_cached_one_still_prefills_its_last_token(fake_model_dir):
+    model, tokenizer = load_policy(str(fake_model_dir))
+    policy = HFPolicy(model, tokenizer)
+    prompts, cache = _prompts(tokenizer), PromptCache()
+    first = policy.generate(prompts, temperature=0, max_new_tokens=4,
+                            generator=torch.Generator(), prompt_cache=cache)
+    again, widths = _generate_recording_prefills(policy, prompts, temperature=0,
+                                                 max_new_tokens=4, generator=torch.Generator(),
+                                                 prompt_cache=cache)
+    assert widths == [1]
+    assert [g.token_ids for g in again] == [g.token_ids for g in first]
+
+
+def test_a_sliding_window_model_ignores_the_prompt_cache(fake_model_dir):
+    model, tokenizer = load_policy(str(fake_model_dir))
+    model.config.use_sliding_window = True
+    try:
+        policy = HFPolicy(model, tokenizer)
+        cache = PromptCache()
+        policy.generate(_prompts(tokenizer), temperature=0, max_new_tokens=3,
+                        generator=torch.Generator(), prompt_cache=cache)
+    finally:
+        model.config.use_sliding_window = False
+    assert cache.prompts is None

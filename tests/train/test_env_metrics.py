@@ -41,7 +41,8 @@ class ActPolicy:
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
 
-    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None):
+    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None,
+                 prompt_cache=None):
         return [Generation([self.tokenizer.eos_token_id], [-0.1], "act") for _ in prompts]
 
 

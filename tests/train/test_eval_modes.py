@@ -51,7 +51,8 @@ class ScriptedAgent:
             move = "go right" if learned else "go left"
         return f"<think>the apple is somewhere</think><action>{move}</action>"
 
-    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None):
+    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None,
+                 prompt_cache=None):
         out = []
         for prompt in prompts:
             text = self._reply(self.tokenizer.decode(prompt))

@@ -25,7 +25,7 @@ from agentcredit.credit.batch import CreditBatch
 from agentcredit.envs.base import Environment, Task
 from agentcredit.rollout.actions import parse_action
 from agentcredit.rollout.admissible import ActionTrie, Decoding, allowed_tensor
-from agentcredit.rollout.policy import Policy
+from agentcredit.rollout.policy import Policy, PromptCache
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills.prefix import SkillSplicer
@@ -49,6 +49,9 @@ class CollectorConfig:
         decoding: ``free`` (any text; the papers' setting) or ``admissible`` (each
             response is one of the state's admissible commands, ``rollout.admissible``).
         prompt: how prompts are built.
+        reuse_prompt_cache: keep each step's prompt keys and values, so the next step's prompts
+            prefill only what follows the prefix they share (``PromptCache``); the samples are
+            those of a full prefill, to float rounding.
     """
 
     max_steps: int = 50
@@ -59,6 +62,7 @@ class CollectorConfig:
     record_snapshots: bool = True
     decoding: Decoding = "free"
     prompt: PromptConfig = field(default_factory=PromptConfig)
+    reuse_prompt_cache: bool = True
 
 
 @dataclass
@@ -132,6 +136,8 @@ class RolloutCollector:
                 running.append(_Running(trajectory, env, obs.text, obs.admissible_actions))
 
         tokenizer = self.policy.tokenizer
+        # the weights are fixed during one collection, so one step's prompt caches serve the next
+        prompt_cache = PromptCache() if cfg.reuse_prompt_cache else None
         if skills is not None and self._splicer is None:
             self._splicer = SkillSplicer(tokenizer)
         for t in range(cfg.max_steps):
@@ -150,7 +156,8 @@ class RolloutCollector:
                                                   cfg.prompt.action_format) for r in active]
             generations = self.policy.generate(prompts, temperature=temperature,
                                                max_new_tokens=cfg.max_new_tokens,
-                                               generator=generator, tries=tries)
+                                               generator=generator, tries=tries,
+                                               prompt_cache=prompt_cache)
             last_step = t == cfg.max_steps - 1
             for r, prompt_ids, gen in zip(active, prompts, generations, strict=True):
                 action = parse_action(gen.text, cfg.prompt.action_format)

@@ -14,6 +14,7 @@ from typing import Protocol
 
 import torch
 from torch import Tensor
+from transformers import DynamicCache
 
 from agentcredit.rollout.admissible import ActionTrie, pack_sets, restrict_logits
 
@@ -38,6 +39,41 @@ class Generation:
     allowed_ids: list[list[int]] | None = None
 
 
+class PromptCache:
+    """The key/value caches of the prompts a policy sampled from at the previous step.
+
+    A collector opens one per ``collect`` call, while the weights stay fixed, and passes it
+    to every ``generate`` call of that collection. Keys and values of a token prefix depend
+    only on its tokens (causal attention, absolute positions), so a prompt that begins like a
+    cached one, as each step's prompt begins like the previous step's under a long history,
+    prefills only the tokens after the shared prefix. The policy replaces the entries at
+    every call: at most one step of prompts is held.
+
+    Attributes:
+        prompts: ``[N, L]`` the cached prompts' ids, right-padded with ``-1``.
+        layers: per layer, ``(keys, values)`` ``[N, heads, L, d]``, right-padded like
+            ``prompts``.
+    """
+
+    def __init__(self) -> None:
+        self.prompts: Tensor | None = None
+        self.layers: list[tuple[Tensor, Tensor]] = []
+
+    def longest_prefixes(self, prompts: Tensor) -> tuple[Tensor, Tensor]:
+        """For each of ``prompts [B, L']`` (``-1``-padded), the cached entry sharing its longest
+        token prefix and that prefix's length: ``(entry [B], shared [B])``; ``shared`` is 0 with
+        an empty cache."""
+        if self.prompts is None:
+            zeros = torch.zeros(len(prompts), dtype=torch.long)
+            return zeros, zeros
+        width = min(prompts.shape[1], self.prompts.shape[1])
+        same = prompts[:, None, :width] == self.prompts[None, :, :width]  # [B, N, W]
+        same &= prompts[:, None, :width] >= 0
+        shared = same.long().cumprod(-1).sum(-1)  # [B, N]
+        best, entry = shared.max(-1)
+        return entry, best
+
+
 class Policy(Protocol):
     """Anything that samples responses for a batch of prompts."""
 
@@ -51,6 +87,7 @@ class Policy(Protocol):
         max_new_tokens: int,
         generator: torch.Generator,
         tries: Sequence[ActionTrie | None] | None = None,
+        prompt_cache: PromptCache | None = None,
     ) -> list[Generation]:
         """One response per prompt; ``temperature = 0`` is greedy decoding.
 
@@ -59,6 +96,8 @@ class Policy(Protocol):
         ``tries`` (one per prompt) restricts each response to the commands of its
         trie (``rollout.admissible``); such a response always ends with the
         end-of-turn token, however long the command (``max_new_tokens`` does not cut it).
+        ``prompt_cache``: reuse of the previous step's prompt caches (``PromptCache``); a
+        policy without a cache of its own ignores it.
         """
 
 
@@ -70,7 +109,10 @@ class HFPolicy:
     token (the tokenizer's eos ``<|im_end|>`` and the model's generation eos
     ids). Logits of ids the tokenizer cannot produce (the spare rows of an
     embedding table rounded up in size) are masked out, so every sampled id
-    decodes.
+    decodes. Given a ``PromptCache``, each prompt prefills only the tokens after
+    the longest prefix it shares with the previous call's prompts; models with
+    sliding-window layers, whose keys depend on more than the prefix, always
+    prefill the whole prompt.
 
     Args:
         model: the causal LM (any device); it is put in eval mode while sampling
@@ -89,6 +131,9 @@ class HFPolicy:
             stop.update(gen_eos if isinstance(gen_eos, list) else [gen_eos])
         self.stop_ids = sorted(i for i in stop if i is not None)
         self.num_producible = len(tokenizer)
+        config = getattr(model, "config", None)
+        self.full_attention = not getattr(config, "use_sliding_window", False) and all(
+            kind == "full_attention" for kind in getattr(config, "layer_types", None) or [])
 
     @torch.no_grad()
     def generate(
@@ -99,34 +144,59 @@ class HFPolicy:
         max_new_tokens: int,
         generator: torch.Generator,
         tries: Sequence[ActionTrie | None] | None = None,
+        prompt_cache: PromptCache | None = None,
     ) -> list[Generation]:
         if tries is not None and len(tries) != len(prompts):
             raise ValueError(f"got {len(tries)} tries for {len(prompts)} prompts; pass one per "
                              "prompt (None for an unrestricted one)")
         was_training = self.model.training
         self.model.eval()
+        cache = prompt_cache if self.full_attention else None
         try:
             out: list[Generation] = []
+            stored: list[tuple[list[int], list[tuple[Tensor, Tensor]]]] = []
             for start in range(0, len(prompts), self.micro_batch_size):
                 end = start + self.micro_batch_size
                 out += self._generate_batch(prompts[start:end], temperature, max_new_tokens,
-                                            generator, tries[start:end] if tries else None)
+                                            generator, tries[start:end] if tries else None,
+                                            cache, stored)
+            if cache is not None:
+                _refill(cache, stored)
             return out
         finally:
             self.model.train(was_training)
 
-    def _generate_batch(self, prompts, temperature, max_new_tokens, generator, tries):
+    def _generate_batch(self, prompts, temperature, max_new_tokens, generator, tries, cache,
+                        stored):
         device = next(self.model.parameters()).device
         batch = len(prompts)
-        length = max(len(p) for p in prompts)
         pad_id = self.tokenizer.pad_token_id
+        prompts = [list(p) for p in prompts]
+        lengths = torch.tensor([len(p) for p in prompts])
+        reused = torch.zeros(batch, dtype=torch.long)  # [B] prefix tokens taken from the cache
+        entry = reused
+        if cache is not None:
+            entry, shared = cache.longest_prefixes(_padded(prompts, -1))
+            reused = torch.minimum(shared, lengths - 1)  # at least one token is prefilled
+        new = lengths - reused  # [B] tokens to prefill
+        past_len, length = int(reused.max()), int(new.max())
         input_ids = torch.full((batch, length), pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((batch, length), dtype=torch.long)
-        for row, prompt in enumerate(prompts):  # left padding
-            input_ids[row, length - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
-            attention_mask[row, length - len(prompt):] = 1
+        attention_mask = torch.zeros((batch, past_len + length), dtype=torch.long)
+        position_ids = torch.zeros((batch, length), dtype=torch.long)
+        for row, prompt in enumerate(prompts):  # left padding of both parts
+            p, n = int(reused[row]), int(new[row])
+            input_ids[row, length - n:] = torch.tensor(prompt[p:], dtype=torch.long)
+            attention_mask[row, past_len - p:past_len] = 1
+            attention_mask[row, past_len + length - n:] = 1
+            position_ids[row, length - n:] = torch.arange(p, p + n)
+        past = None
+        if past_len:
+            past = DynamicCache(ddp_cache_data=[
+                (_right_aligned(keys, entry, reused, past_len),
+                 _right_aligned(values, entry, reused, past_len))
+                for keys, values in cache.layers])
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        position_ids = position_ids.to(device)
         stop_ids = torch.tensor(self.stop_ids, device=device)
 
         tokens: list[Tensor] = []  # each [B]
@@ -136,13 +206,14 @@ class HFPolicy:
         if nodes is not None:
             max_new_tokens = max([max_new_tokens] + [t.depth for t in tries if t])
         finished = torch.zeros(batch, dtype=torch.bool, device=device)
-        past = None
         step_ids = input_ids
-        for _ in range(max_new_tokens):
+        for step in range(max_new_tokens):
             output = self.model(input_ids=step_ids, attention_mask=attention_mask,
                                 position_ids=position_ids, past_key_values=past,
                                 use_cache=True, logits_to_keep=1)
             past = output.past_key_values
+            if step == 0 and cache is not None:
+                stored += _prompt_caches(past, prompts, reused, past_len, length)
             logits = output.logits[:, -1, :].float().cpu()  # [B, V]
             logits[:, self.num_producible:] = -torch.inf
             if nodes is not None:
@@ -185,6 +256,54 @@ class HFPolicy:
                 allowed_ids=row_allowed[row][:keep] if tries and tries[row] else None,
             ))
         return out
+
+
+def _padded(rows: Sequence[Sequence[int]], value: int) -> Tensor:
+    """``rows`` as one ``[B, max length]`` tensor, right-padded with ``value``."""
+    out = torch.full((len(rows), max(len(r) for r in rows)), value, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+def _right_aligned(cached: Tensor, entry: Tensor, take: Tensor, width: int) -> Tensor:
+    """Row ``i``: the first ``take[i]`` positions of cache entry ``entry[i]`` (``cached [N, h, L,
+    d]``), right-aligned in ``[B, h, width, d]`` after zeros (masked-out positions)."""
+    out = cached.new_zeros((len(entry), cached.shape[1], width, cached.shape[3]))
+    for i, (e, n) in enumerate(zip(entry.tolist(), take.tolist(), strict=True)):
+        if n:
+            out[i, :, width - n:] = cached[e, :, :n]
+    return out
+
+
+def _prompt_caches(past, prompts: list[list[int]], reused: Tensor, past_len: int,
+                   length: int) -> list[tuple[list[int], list[tuple[Tensor, Tensor]]]]:
+    """Each prompt's own keys and values ``[h, len, d]`` per layer, cut out of the batch cache
+    after the prefill (its reused part before ``past_len``, its new part at the end)."""
+    out = []
+    for row, prompt in enumerate(prompts):
+        p, n = int(reused[row]), len(prompt) - int(reused[row])
+        keep = torch.cat([torch.arange(past_len - p, past_len),
+                          torch.arange(past_len + length - n, past_len + length)])
+        out.append((prompt, [(layer.keys[row][:, keep], layer.values[row][:, keep])
+                             for layer in past.layers]))
+    return out
+
+
+def _refill(cache: PromptCache, stored: list[tuple[list[int], list[tuple[Tensor, Tensor]]]]
+            ) -> None:
+    """Replace ``cache``'s entries by this call's prompts and their keys and values."""
+    prompts = [prompt for prompt, _ in stored]
+    cache.prompts = _padded(prompts, -1)
+    width = cache.prompts.shape[1]
+    cache.layers = []
+    for layer in range(len(stored[0][1])):
+        keys, values = stored[0][1][layer]
+        shape = (len(stored), keys.shape[0], width, keys.shape[2])
+        all_keys, all_values = keys.new_zeros(shape), values.new_zeros(shape)
+        for i, (prompt, layers) in enumerate(stored):
+            all_keys[i, :, :len(prompt)], all_values[i, :, :len(prompt)] = layers[layer]
+        cache.layers.append((all_keys, all_values))
 
 
 def _sample(logits: Tensor, temperature: float,

@@ -43,6 +43,7 @@ def collector_config(config: TrainConfig) -> CollectorConfig:
         invalid_penalty=r.invalid_penalty, outcome_reward=r.outcome_reward,
         outcome_signal=r.outcome_signal,
         record_snapshots=r.record_snapshots, decoding=r.decoding,
+        reuse_prompt_cache=r.reuse_prompt_cache,
         prompt=PromptConfig(history_window=r.history_window, history_style=r.history_style,
                             action_format=r.action_format,
                             max_prompt_tokens=r.max_prompt_tokens),

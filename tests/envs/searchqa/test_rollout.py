@@ -40,7 +40,8 @@ class ScriptedPolicy:
     def __init__(self, tokenizer, responses):
         self.tokenizer, self.responses, self.prompts = tokenizer, list(responses), []
 
-    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None):
+    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None,
+                 prompt_cache=None):
         (prompt,) = prompts
         self.prompts.append(self.tokenizer.decode(prompt))
         text = self.responses.pop(0)

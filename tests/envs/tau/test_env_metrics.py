@@ -47,7 +47,8 @@ class ScriptPolicy:
     def __init__(self, tokenizer, actions):
         self.tokenizer, self.actions = tokenizer, list(actions)
 
-    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None):
+    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None,
+                 prompt_cache=None):
         return [Generation([self.tokenizer.eos_token_id], [-0.1], self.actions.pop(0))]
 
 

@@ -44,7 +44,8 @@ class RandomActionPolicy:
         self.tokenizer = tokenizer
         self.rng = random.Random(seed)
 
-    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None):
+    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None,
+                 prompt_cache=None):
         out = []
         for _ in prompts:
             action = self.rng.choice(ACTIONS)

@@ -50,8 +50,8 @@ class ServerPolicy:
         self._loop = loop
         self._stop = frozenset(stop_ids)
 
-    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None
-                 ) -> list[Generation]:
+    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None,
+                 prompt_cache=None) -> list[Generation]:
         if tries is not None and any(trie is not None for trie in tries):
             raise ValueError("rollout.decoding=admissible needs logit masks that verl's servers "
                              "do not take; set rollout.decoding=free for verl runs.")
