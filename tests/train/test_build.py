@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from agentcredit.config_schema import ConfigError
-from agentcredit.train.build import check_device
+from agentcredit.train.build import check_device, collector_config
 from agentcredit.train.config import load_config
 
 
@@ -28,4 +28,7 @@ def test_the_real_model_preset_uses_the_papers_settings_not_the_tiny_recipe():
     assert hf.optim.lr == 1e-6 and hf.optim.kl_coef == 0.01
     assert hf.rollout.action_format == "tagged"
     assert hf.rollout.max_new_tokens >= 256 > embedded.rollout.max_new_tokens
+    # a GPU's memory is scarcer than its prefill time; a CPU rollout is mostly prefill
+    assert not hf.rollout.reuse_prompt_cache and embedded.rollout.reuse_prompt_cache
+    assert [collector_config(c).reuse_prompt_cache for c in (hf, embedded)] == [False, True]
     assert load_config("hf.yaml").model.name == hf.model.name

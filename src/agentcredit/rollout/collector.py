@@ -62,7 +62,7 @@ class CollectorConfig:
     record_snapshots: bool = True
     decoding: Decoding = "free"
     prompt: PromptConfig = field(default_factory=PromptConfig)
-    reuse_prompt_cache: bool = True
+    reuse_prompt_cache: bool = False
 
 
 @dataclass
