@@ -160,7 +160,7 @@ class HFPolicy:
                 out += self._generate_batch(prompts[start:end], temperature, max_new_tokens,
                                             generator, tries[start:end] if tries else None,
                                             cache, stored)
-            if cache is not None:
+            if cache is not None and stored:
                 _refill(cache, stored)
             return out
         finally:
