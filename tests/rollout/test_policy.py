@@ -152,3 +152,13 @@ def test_a_sliding_window_model_ignores_the_prompt_cache(fake_model_dir):
     finally:
         model.config.use_sliding_window = False
     assert cache.prompts is None
+
+
+def test_a_call_with_no_prompts_keeps_the_cached_ones(policy):
+    cache = PromptCache()
+    prompts = _prompts(policy.tokenizer)
+    policy.generate(prompts, temperature=0, max_new_tokens=2, generator=torch.Generator(),
+                    prompt_cache=cache)
+    assert policy.generate([], temperature=0, max_new_tokens=2, generator=torch.Generator(),
+                           prompt_cache=cache) == []
+    assert [row[row >= 0].tolist() for row in cache.prompts] == prompts
