@@ -78,7 +78,9 @@ def checkout(source: Path | None, into: Path) -> str:
     what was used, for the result's config."""
     if source is None:
         subprocess.run(["git", "clone", "--quiet", str(REPO), str(into)], check=True)
-        return f"git clone of {REPO} at HEAD"
+        commit = subprocess.run(["git", "-C", str(into), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+        return f"git clone of {REPO} at {commit}"
     shutil.copytree(source, into, symlinks=True, ignore=shutil.ignore_patterns(*NOT_COPIED))
     return f"copy of {source.resolve()}"
 
