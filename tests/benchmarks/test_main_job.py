@@ -4,10 +4,11 @@ peak RSS from /usr/bin/time's report (the job itself takes many minutes and is n
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
-from main_job import command, peak_rss_mb, success_from_metrics
+from main_job import REPO, checkout, command, peak_rss_mb, success_from_metrics
 
 
 def _write(path, records):
@@ -47,3 +48,11 @@ def test_a_reused_environment_is_never_reinstalled():
     assert command(quick=False, reuse_venv=True) == "make -o .venv/.agentcredit-installed run"
     assert command(quick=True, reuse_venv=True).startswith(
         "make -o .venv/.agentcredit-installed .venv/.agentcredit-installed && ")
+
+
+def test_a_clone_is_recorded_by_the_commit_it_checked_out(tmp_path):
+    used = checkout(None, tmp_path / "clone")
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert used == f"git clone of {REPO} at {head}"
+    assert (tmp_path / "clone" / "pyproject.toml").is_file()
