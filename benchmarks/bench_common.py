@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import datetime
 import importlib
@@ -44,6 +45,18 @@ def git_commit() -> str:
                               text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def parse_start_args(description: str) -> argparse.Namespace:
+    """``--model DIR`` (an SFT start), ``--threads N`` (set for torch) and ``key=value`` config
+    overrides: the command line of the trainer measurements that replay one start."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--model", required=True, help="an SFT start (a run's reference/)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("overrides", nargs="*", metavar="key=value")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    return args
 
 
 def write_result(name: str, config: dict, metrics: dict, targets: dict, notes: str,

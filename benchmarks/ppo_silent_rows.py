@@ -16,7 +16,6 @@ skip saves time), plus the batch's ``rollouts``, ``won`` and ``steps``.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import statistics
@@ -31,18 +30,13 @@ from agentcredit.train.build import load_model, make_collector
 from agentcredit.train.config import estimator_config, load_config
 from agentcredit.train.env_suites import build_env_suite
 from agentcredit.train.ppo import ppo_update
-from bench_common import write_result
+from bench_common import parse_start_args, write_result
 
 REPEATS = 3
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="an SFT start (a run's reference/)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("overrides", nargs="*", metavar="key=value")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = parse_start_args(__doc__.splitlines()[0])
     config = load_config(None, [f"model.name={args.model}", "sft.enabled=false",
                                 *args.overrides])
     suite = build_env_suite(config.env)

@@ -14,7 +14,6 @@ of each mode, and ``same_actions`` (whether both modes played the same actions).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
@@ -23,18 +22,13 @@ import torch
 from agentcredit.train.build import load_model, make_collector
 from agentcredit.train.config import load_config
 from agentcredit.train.env_suites import build_env_suite
-from bench_common import write_result
+from bench_common import parse_start_args, write_result
 
 REPEATS = 2
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="an SFT start (a run's reference/)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("overrides", nargs="*", metavar="key=value")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = parse_start_args(__doc__.splitlines()[0])
     seconds: dict[bool, list[float]] = {False: [], True: []}
     actions: dict[bool, list] = {}
     for _ in range(REPEATS):
