@@ -131,9 +131,7 @@ class HFPolicy:
             stop.update(gen_eos if isinstance(gen_eos, list) else [gen_eos])
         self.stop_ids = sorted(i for i in stop if i is not None)
         self.num_producible = len(tokenizer)
-        config = getattr(model, "config", None)
-        self.full_attention = not getattr(config, "use_sliding_window", False) and all(
-            kind == "full_attention" for kind in getattr(config, "layer_types", None) or [])
+        self.full_attention = has_full_attention(model)
 
     @torch.no_grad()
     def generate(
@@ -256,6 +254,14 @@ class HFPolicy:
                 allowed_ids=row_allowed[row][:keep] if tries and tries[row] else None,
             ))
         return out
+
+
+def has_full_attention(model) -> bool:
+    """Whether every layer of ``model`` attends to the whole prefix (no sliding window), so
+    the keys and values of a token prefix can be computed once and reused."""
+    config = getattr(model, "config", None)
+    return not getattr(config, "use_sliding_window", False) and all(
+        kind == "full_attention" for kind in getattr(config, "layer_types", None) or [])
 
 
 def _padded(rows: Sequence[Sequence[int]], value: int) -> Tensor:

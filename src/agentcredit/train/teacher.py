@@ -42,6 +42,7 @@ import torch
 from torch import Tensor, nn
 from transformers import DynamicCache
 
+from agentcredit.rollout.policy import has_full_attention
 from agentcredit.skills.prefix import SkillSplicer
 from agentcredit.train.scoring import logprob_entropy_rows
 
@@ -154,10 +155,7 @@ def _teacher_rows(splicer: SkillSplicer, input_ids: Tensor, attention_mask: Tens
 
 
 def _check_full_attention(model: nn.Module) -> None:
-    config = model.config
-    layer_types = getattr(config, "layer_types", None) or []
-    if getattr(config, "use_sliding_window", False) or any(
-            kind != "full_attention" for kind in layer_types):
+    if not has_full_attention(model):
         raise ValueError(f"prefix reuse needs full attention in every layer, but this "
                          f"{type(model).__name__} uses sliding-window layers; call "
                          "privileged_logprobs(..., reuse_prefix=False)")
