@@ -10,7 +10,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from agentcredit.rollout.collector import StepTensors
 from agentcredit.train.config import OptimConfig
-from agentcredit.train.ppo import ppo_update, score_steps
+from agentcredit.train.ppo import ppo_update, rollout_weights, score_steps
 
 ROWS, LENGTH, PROMPT = 12, 10, 6
 
@@ -112,3 +112,43 @@ def test_statistics_are_token_means_over_the_rows_trained_on(temperature):
                        advantages, config, torch.Generator(), temperature=temperature)
     assert stats["ppo/ratio_mean"] == pytest.approx(1.0, abs=1e-6)
     assert stats["ppo/approx_kl"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_rollout_weights_give_every_rollout_the_same_total():
+    """Hand-worked: rollout 0 has 2 + 3 response tokens, rollout 1 has 1 + 1 + 2; the mean per
+    rollout is 4.5, so rollout 0's rows weigh 4.5/5 and rollout 1's 4.5/4."""
+    lengths = torch.tensor([2, 3, 1, 1, 2])
+    mask = torch.arange(4)[None] < lengths[:, None]
+    weights = rollout_weights(mask, torch.tensor([0, 0, 1, 1, 1]))
+    assert torch.allclose(weights, torch.tensor([0.9, 0.9, 1.125, 1.125, 1.125]))
+
+
+def test_rollout_mean_is_token_mean_with_each_rollouts_tokens_summing_alike():
+    """Rows 0-1 are one rollout (its tokens counted by hand), rows 2-3 another, the rest a
+    third: ``rollout_mean`` must update as ``token_mean`` does on advantages scaled by the
+    hand-computed mean tokens per rollout over each rollout's own."""
+    steps = _steps()
+    step_rollout = torch.tensor([0, 0, 1, 1] + [2] * 8)
+    tokens = steps.loss_mask.sum(dim=1).double()
+    per_rollout = [tokens[:2].sum(), tokens[2:4].sum(), tokens[4:].sum()]
+    mean = sum(per_rollout) / 3
+    scale = torch.tensor([float(mean / per_rollout[r]) for r in step_rollout.tolist()])
+    rows = torch.tensor([1.5, -0.5, -0.5, -0.5] + [0.25] * 8)
+
+    def update(config, advantage_rows):
+        model = _model()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        batch = StepTensors(**{**steps.__dict__, "step_rollout": step_rollout})
+        old = score_steps(model, batch, micro_batch_size=4)
+        ppo_update(model, optimizer, batch, old, None,
+                   advantage_rows[:, None] * batch.loss_mask.float(), config, torch.Generator())
+        return model.state_dict()
+
+    base = {"lr": 0.5, "kl_coef": 0.0, "mini_batches": 1, "micro_batch_size": 4}
+    weighted = update(OptimConfig(**base, loss_agg="rollout_mean"), rows)
+    by_hand = update(OptimConfig(**base), rows * scale)
+    plain = update(OptimConfig(**base), rows)
+    for name, weight in weighted.items():
+        assert torch.allclose(weight, by_hand[name], atol=1e-6), name
+    assert any(not torch.allclose(weight, plain[name], atol=1e-6)
+               for name, weight in weighted.items())

@@ -291,6 +291,13 @@ class OptimConfig:
     entropy_coef: float = 0.0
     """Entropy bonus ``−c_H · mean_V H`` added to the loss (the ADRS paper's entropy ablation,
     docs/adrs.md §5.4); 0 = off."""
+    loss_agg: Literal["token_mean", "rollout_mean"] = "token_mean"
+    """How the loss weighs the batch's tokens (docs/backbones.md §1): ``token_mean`` (every
+    response token alike, so a 30-step failed rollout outweighs a 6-step win five to one) or
+    ``rollout_mean`` (every rollout's tokens together weigh as much as any other rollout's:
+    each token's advantage is scaled by the batch's mean tokens per rollout over its own
+    rollout's). The embedded trainer's setting; a verl run aggregates with verl's own
+    ``actor.loss_agg_mode``."""
     recompute_old_logprobs: bool = True
     """Score the batch again before the update for PPO's old log-probs ``ℓ^b``; ``false`` takes
     the log-probs recorded at sampling, which are the same numbers (the sampler and every

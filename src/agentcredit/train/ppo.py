@@ -71,6 +71,8 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
     order = torch.randperm(steps.input_ids.shape[0], generator=generator)
     mini_batches = [rows for rows in order.tensor_split(config.mini_batches) if len(rows)]
     trained = _rows_with_gradient(steps, advantages, config, aux is not None)  # [S]
+    if config.loss_agg == "rollout_mean":
+        advantages = advantages * rollout_weights(steps.loss_mask, steps.step_rollout)[:, None]
     totals: dict[str, list[float]] = {}
     for rows in mini_batches:
         normalizer = steps.loss_mask[rows].sum().clamp(min=1).to(torch.float32)
@@ -124,6 +126,25 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
     # an all-silent mini-batch has a grad norm only: each figure is averaged where it exists
     return {"ppo/trained_rows": float(trained.double().mean()),
             **{f"ppo/{key}": sum(values) / len(values) for key, values in totals.items()}}
+
+
+def rollout_weights(loss_mask: torch.Tensor, step_rollout: torch.Tensor) -> torch.Tensor:
+    """``[S]`` weight of each step row under ``optim.loss_agg=rollout_mean``.
+
+    ``w_s = (|V| / R) / |V_r(s)|``: ``|V_r|`` is rollout ``r``'s response tokens, ``R`` the
+    rollouts with any, ``|V|`` their sum. Scaling row ``s``'s advantages by ``w_s`` gives
+    every rollout the same total weight in the token-mean loss, and leaves the sum of the
+    weights over the tokens at ``|V|``, so the loss's scale is that of ``token_mean``.
+
+    Args:
+        loss_mask: ``[S, L]`` the response tokens of each step row.
+        step_rollout: ``[S]`` int64, the rollout of each row.
+    """
+    tokens = loss_mask.sum(dim=1).to(torch.float64)  # [S]
+    per_rollout = torch.zeros(int(step_rollout.max()) + 1, dtype=torch.float64)
+    per_rollout.index_add_(0, step_rollout, tokens)  # [R]
+    mean = per_rollout[per_rollout > 0].mean()
+    return (mean / per_rollout[step_rollout].clamp(min=1)).to(torch.float32)
 
 
 def _rows_with_gradient(steps: StepTensors, advantages: torch.Tensor, config: OptimConfig,
