@@ -82,15 +82,18 @@ def _mean_diagnostics(updates: list[dict]) -> dict[str, float]:
     return {k: sum(r.get(k, 0.0) for r in updates) / len(updates) for k in keys} if updates else {}
 
 
-def per_game_won(evaluation: dict) -> list[int]:
-    """Each game's outcome (1 won, 0 not) in one ``eval`` line, splits in name order, games
-    in each split's task order (``eval/{split}/won``, see ``train.evaluate.evaluate``)."""
+def per_game_won(evaluation: dict) -> list[float]:
+    """Each game's share of episodes won in one ``eval`` line (1 won, 0 not, with one episode
+    per game), splits in name order, games in each split's task order (``eval/{split}/won``
+    holds the episodes won, ``eval/episodes_per_game`` how many were played; see
+    ``train.evaluate.evaluate``)."""
     keys = sorted(k for k in evaluation if k.startswith("eval/") and k.endswith("/won"))
     if not keys:
         raise SystemExit(f"an eval line of update {evaluation.get('update')} has no per-game "
                          "outcomes (eval/<split>/won): the run was logged before they were; "
                          "run it again in a fresh --output-dir")
-    return [int(flag) for key in keys for flag in evaluation[key]]
+    episodes = evaluation.get("eval/episodes_per_game", 1)
+    return [int(wins) / episodes for key in keys for wins in evaluation[key]]
 
 
 def gain_statistics(runs: list[dict], method: str) -> dict[str, float]:

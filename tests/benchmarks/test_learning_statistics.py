@@ -52,6 +52,12 @@ def test_per_game_outcomes_are_read_in_split_name_order():
     assert per_game_won(line) == [1, 1, 0, 0, 1]
 
 
+def test_several_episodes_per_game_read_as_each_games_share_won():
+    line = {"kind": "eval", "eval/episodes_per_game": 4.0, "eval/valid_unseen/won": "04",
+            "eval/valid_seen/won": "13"}
+    assert per_game_won(line) == [0.25, 0.75, 0.0, 1.0]
+
+
 def test_an_eval_line_without_per_game_outcomes_stops_with_what_to_do():
     with pytest.raises(SystemExit, match="fresh --output-dir"):
         per_game_won({"kind": "eval", "update": 0, "eval/success": 0.5})

@@ -157,3 +157,9 @@ def test_eval_refuses_zero_trials_in_one_line(sft_run, capsys):
     assert main(["eval", "--checkpoint", str(sft_run), "--mode", "reflexion",
                  "--trials", "0"]) == 2
     assert "--trials 0" in capsys.readouterr().err
+
+
+def test_a_prompting_mode_refuses_several_episodes_per_game_in_one_line(sft_run, capsys):
+    assert main(["eval", "--checkpoint", str(sft_run), "--mode", "react",
+                 "eval.episodes_per_game=2"]) == 2
+    assert "eval.episodes_per_game = 2" in capsys.readouterr().err

@@ -32,7 +32,7 @@ from typing import ClassVar, Literal
 
 import torch
 
-from agentcredit.config_schema import validate
+from agentcredit.config_schema import ConfigError, validate
 from agentcredit.envs.base import Task
 from agentcredit.progress import reporting
 from agentcredit.rollout.collector import RolloutCollector
@@ -207,6 +207,9 @@ def evaluate_model_mode(config: TrainConfig, model_dir: Path, update: int, mode:
     if mode not in ("react", "reflexion"):
         raise ValueError(f"evaluation mode {mode!r} is not a prompting mode; choose react or "
                          "reflexion (standard is train.evaluate.evaluate_model)")
+    if config.eval.episodes_per_game != 1:
+        raise ConfigError(f"eval.episodes_per_game = {config.eval.episodes_per_game}: the {mode} "
+                         "mode plays one episode per game; set eval.episodes_per_game=1")
     config = prompting_config(config)
     if config.run.threads:
         torch.set_num_threads(config.run.threads)

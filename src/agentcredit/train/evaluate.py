@@ -49,8 +49,9 @@ def evaluate(
     temperature: float,
     generator: torch.Generator,
     skills: SkillProvider | None = None,
+    episodes_per_game: int = 1,
 ) -> dict[str, float | str]:
-    """Run one rollout per task and summarise.
+    """Run ``episodes_per_game`` rollouts per task (``eval.episodes_per_game``) and summarise.
 
     ``skills`` puts each task's skill in its prompts (``eval.skills``: the ``skill_prompt``
     and ``skill_grpo*`` baselines); ``None``, the default, evaluates without skills.
@@ -58,37 +59,49 @@ def evaluate(
     Returns (``s`` a split, ``k`` a task type): ``eval/success`` (over all
     evaluated tasks), ``eval/{s}/success``, ``eval/{s}/success/{k}``,
     ``eval/{s}/invalid_rate``, ``eval/{s}/episode_length``, ``eval/{s}/env/{name}``
-    (``env_metric_means``), and ``eval/{s}/won``: each
-    task's outcome in the split's task order as a string of ``0`` and ``1``
-    (``"0110"``: tasks 1 and 2 won), so two evaluations of the same tasks can be
-    compared game by game (the learning benchmark's bootstrap) while ``metrics.jsonl``
-    stays one short, strict-JSON line per evaluation.
+    (``env_metric_means``), ``eval/episodes_per_game``, and ``eval/{s}/won``: each
+    task's episodes won, in the split's task order, as a string of digits (``"0110"``:
+    tasks 1 and 2 won; with two episodes per game ``"0120"``: task 1 won one of its two,
+    task 2 both), so two evaluations of the same tasks can be compared game by game (the
+    learning benchmark's bootstrap) while ``metrics.jsonl`` stays one short, strict-JSON
+    line per evaluation. Every other figure is a mean over episodes.
 
     Progress (inside ``progress.reporting(True)``): an ``eval`` bar of finished games.
     """
+    if not 1 <= episodes_per_game <= 9:
+        raise ValueError(f"episodes_per_game = {episodes_per_game}: use 1 to 9 (each game's "
+                         "wins are one digit of eval/<split>/won)")
     order = [(split, task) for split, tasks in tasks_by_split.items() for task in tasks]
-    with Progress("eval", len(order), unit="games", delay_s=0) as bar:
-        trajectories = collector.collect([task for _, task in order], 1,
+    unit = "games" if episodes_per_game == 1 else "episodes"
+    with Progress("eval", len(order) * episodes_per_game, unit=unit, delay_s=0) as bar:
+        trajectories = collector.collect([task for _, task in order], episodes_per_game,
                                          temperature=temperature, generator=generator,
                                          skills=skills, on_step=bar.update)
-    return outcome_metrics([split for split, _ in order], trajectories)
+    return {**outcome_metrics([split for split, _ in order], trajectories, episodes_per_game),
+            "eval/episodes_per_game": float(episodes_per_game)}
 
 
-def outcome_metrics(splits: Sequence[str], trajectories: Sequence[Trajectory]
-                    ) -> dict[str, float | str]:
-    """``evaluate``'s metrics of one finished trajectory per task: ``trajectories[n]`` is a task
-    of split ``splits[n]``, in each split's task order (the ReAct and Reflexion modes of
+def outcome_metrics(splits: Sequence[str], trajectories: Sequence[Trajectory],
+                    episodes_per_game: int = 1) -> dict[str, float | str]:
+    """``evaluate``'s metrics of ``episodes_per_game`` finished trajectories per task:
+    ``trajectories[n * episodes_per_game : (n + 1) * episodes_per_game]`` are task ``n``'s, of
+    split ``splits[n]``, in each split's task order (the ReAct and Reflexion modes of
     ``train/eval_modes.py`` summarise their episodes with it too)."""
+    if len(trajectories) != len(splits) * episodes_per_game:
+        raise ValueError(f"{len(trajectories)} trajectories for {len(splits)} tasks at "
+                         f"{episodes_per_game} episodes per game")
     by_split: dict[str, list[Trajectory]] = defaultdict(list)
-    for split, traj in zip(splits, trajectories, strict=True):
-        by_split[split].append(traj)
+    for n, traj in enumerate(trajectories):
+        by_split[splits[n // episodes_per_game]].append(traj)
     metrics = {"eval/success": _mean([t.won for t in trajectories])}
     for split, trajs in by_split.items():
         metrics[f"eval/{split}/success"] = _mean([t.won for t in trajs])
         metrics[f"eval/{split}/invalid_rate"] = (sum(t.num_invalid for t in trajs)
                                                  / max(1, sum(len(t.steps) for t in trajs)))
         metrics[f"eval/{split}/episode_length"] = _mean([len(t.steps) for t in trajs])
-        metrics[f"eval/{split}/won"] = "".join("1" if t.won else "0" for t in trajs)
+        metrics[f"eval/{split}/won"] = "".join(
+            str(sum(t.won for t in trajs[g:g + episodes_per_game]))
+            for g in range(0, len(trajs), episodes_per_game))
         metrics.update(env_metric_means(trajs, f"eval/{split}/env/"))
         by_type: dict[str, list[bool]] = defaultdict(list)
         for t in trajs:
@@ -154,7 +167,8 @@ def evaluate_model(config: TrainConfig, model_dir: Path, update: int = 0
             skills = SkillProvider(config.skills.root or None)
             check_skill_texts(skills, [task for split in tasks.values() for task in split])
         return evaluate(collector, tasks, temperature=config.eval.temperature,
-                        generator=evaluation_generator(config.run.seed, update), skills=skills)
+                        generator=evaluation_generator(config.run.seed, update), skills=skills,
+                        episodes_per_game=config.eval.episodes_per_game)
 
 
 # WHICH MODEL

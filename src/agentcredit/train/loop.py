@@ -174,7 +174,8 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         began = time.perf_counter()
         metrics = evaluate(collector, valid, temperature=config.eval.temperature,
                            generator=evaluation_generator(seed, update),
-                           skills=provider if config.eval.skills else None)
+                           skills=provider if config.eval.skills else None,
+                           episodes_per_game=config.eval.episodes_per_game)
         metrics = {"kind": "eval", "update": update, **metrics,
                    "time/eval": time.perf_counter() - began}
         if probes:
