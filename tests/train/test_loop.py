@@ -193,3 +193,15 @@ def test_admissible_decoding_in_the_loop_plays_only_valid_actions_and_rescores_e
         # one optimiser step, taken after the update scored its batch with the same weights
         # at the same temperature: every ratio is exactly 1
         assert record["ppo/ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_the_loops_evaluations_play_the_configured_episodes_per_game(tmp_path, tiny_config):
+    """Two episodes on each of the fake suite's validation games: every game's digit in
+    ``eval/<split>/won`` counts its wins out of 2, and success is their mean over episodes."""
+    config = tiny_config(tmp_path, "twice", "run.updates=1", "eval.episodes_per_game=2")
+    train(config, echo=lambda _: None)
+    for evaluation in (r for r in read_metrics(config.run_dir) if r["kind"] == "eval"):
+        assert evaluation["eval/episodes_per_game"] == 2.0
+        won = "".join(evaluation[k] for k in sorted(evaluation) if k.endswith("/won"))
+        assert set(won) <= {"0", "1", "2"}
+        assert evaluation["eval/success"] == sum(map(int, won)) / (2 * len(won))
