@@ -66,7 +66,8 @@ def evaluate(
     learning benchmark's bootstrap) while ``metrics.jsonl`` stays one short, strict-JSON
     line per evaluation. Every other figure is a mean over episodes.
 
-    Progress (inside ``progress.reporting(True)``): an ``eval`` bar of finished games.
+    Progress (inside ``progress.reporting(True)``): an ``eval`` bar of finished games (of
+    finished episodes when there are several per game).
     """
     if not 1 <= episodes_per_game <= 9:
         raise ValueError(f"episodes_per_game = {episodes_per_game}: use 1 to 9 (each game's "

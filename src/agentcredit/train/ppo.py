@@ -54,6 +54,9 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
     log-probs and entropies are those of ``softmax(z / temperature)``, the policy that sampled
     the batch, renormalised over ``steps.allowed`` when it is set.
 
+    With ``config.loss_agg = "rollout_mean"`` each row's advantages are first scaled by
+    ``rollout_weights``, so every rollout weighs alike in the token-mean loss.
+
     Rows without a gradient (``_rows_with_gradient``: zero advantage everywhere, and nothing
     but the policy gradient in the loss) are not run; the loss keeps the mini-batch's whole
     ``|V|``, so the update is the one that running them would give (to float rounding).
