@@ -52,6 +52,13 @@ from bench_common import (
 
 DEFAULT_METHODS = "grpo,gigpo,vict/grpo,vict/gigpo,adrs/grpo/L2,adrs/gigpo/L3,skill_grpo,sdar"
 
+#: Issue 12's targets for the embedded default (3 seeds, one shared start, 2 cores).
+TARGETS = {"success_start_mean.grpo": {"min": 0.20, "max": 0.60},
+           "success_gain_mean.grpo": {"min": 0.10},
+           "success_gain_min.grpo": {"min": 1 / 108},  # every seed gains: a game of 108 at least
+           "eval_games": {"min": 108},
+           "wall_s": {"max": 9000}}
+
 
 def _curve(evals: list[dict]) -> list[dict]:
     return [{"update": r["update"], "success": r["eval/success"],
@@ -203,7 +210,7 @@ def main() -> None:
         config={"methods": methods, "seeds": seeds, "updates": updates, "overrides": common},
         metrics={**{k: round(v, 4) for k, v in metrics.items()},
                  "eval_games": eval_games.pop(), "wall_s": round(time.perf_counter() - began, 1)},
-        targets={},
+        targets=TARGETS,
         notes=("Embedded default (tiny model, generated small rooms) unless overridden; every "
                "method and seed starts from one SFT checkpoint and gets the same rollout budget; "
                "success is over valid_seen + valid_unseen at temperature 0.4. The gain's "

@@ -49,10 +49,14 @@ QUICK_OVERRIDES = ("env.train_games_per_type=2", "env.valid_games_per_type=1", "
 NOT_COPIED = (".venv", ".cache", "runs", "__pycache__", "*.egg-info", ".pytest_cache",
               ".ruff_cache", ".hypothesis")
 
+#: Issue 12's targets: under 15 minutes on 2 cores, with a visible gain (a game of 108 at least).
+TARGETS = {"wall_s": {"max": 900}, "success_gain": {"min": 1 / 108}}
+
 
 def success_from_metrics(path: Path) -> dict[str, float | int]:
     """``success_start`` (the update-0 evaluation), ``success_final`` (the last evaluation),
-    ``final_update`` and ``evaluations`` from a run's ``metrics.jsonl``.
+    ``success_gain`` (final − start), ``final_update`` and ``evaluations`` from a run's
+    ``metrics.jsonl``.
 
     Raises:
         SystemExit: the file has no evaluation of update 0 (the start) or no evaluation.
@@ -63,7 +67,8 @@ def success_from_metrics(path: Path) -> dict[str, float | int]:
     if not start:
         raise SystemExit(f"{path}: no evaluation of update 0 (the start); was "
                          "run.eval_at_start false?")
-    return {"success_start": start[0]["eval/success"], "success_final": evals[-1]["eval/success"],
+    first, last = start[0]["eval/success"], evals[-1]["eval/success"]
+    return {"success_start": first, "success_final": last, "success_gain": last - first,
             "final_update": evals[-1]["update"], "evaluations": len(evals)}
 
 
@@ -149,7 +154,7 @@ def main() -> None:
         config={"command": shell_command, "source": used,
                 "reuse_venv": str(args.reuse_venv) if args.reuse_venv else None,
                 "rss_from": "/usr/bin/time -v" if GNU_TIME.is_file() else "RUSAGE_CHILDREN"},
-        metrics=metrics, targets={},
+        metrics=metrics, targets=TARGETS,
         notes=("`make run` in a fresh checkout with an empty game cache: install (unless "
                "reuse_venv), game generation, SFT, RL, evaluations. peak_rss_mb is the largest "
                "single process's peak resident set, not a sum. success_* are eval/success "

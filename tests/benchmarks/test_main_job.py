@@ -26,7 +26,8 @@ def test_start_and_final_success_come_from_the_first_and_last_evaluations(tmp_pa
         {"kind": "eval", "update": 4, "eval/success": 0.375},
     ])
     assert success_from_metrics(metrics) == {"success_start": 0.125, "success_final": 0.375,
-                                             "final_update": 4, "evaluations": 3}
+                                             "success_gain": 0.25, "final_update": 4,
+                                             "evaluations": 3}
 
 
 def test_a_run_without_a_start_evaluation_is_refused(tmp_path):
