@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentcredit.credit import CreditBatch
-from agentcredit.credit.grpo import GRPOConfig, grpo
+from agentcredit.credit.grpo import GRPOConfig, group_std, grpo
 
 
 def _single_step_batch(groups: list[list[float]], dtype=torch.float32) -> CreditBatch:
@@ -88,3 +88,12 @@ def test_grpo_advantages_have_unit_population_std_in_every_non_constant_group(gr
             assert values.std(unbiased=False).item() == pytest.approx(1.0, abs=1e-3)
         else:
             assert torch.equal(values, torch.zeros_like(values))
+
+
+def test_group_std_is_the_population_std_and_exactly_zero_in_a_group_of_equal_values():
+    # 0.1 three times: a naive mean is 0.10000000000000002, so x − mean is not 0
+    values = torch.tensor([1.0, 3.0, 0.1, 0.1, 0.1, 2.0], dtype=torch.float64)
+    group = torch.tensor([0, 0, 1, 1, 1, 2])
+    std = group_std(values, group, 4)
+    assert std[0].item() == 1.0  # (1, 3): mean 2, deviations ±1
+    assert std[1].item() == 0.0 and std[2].item() == 0.0 and std[3].item() == 0.0

@@ -1,4 +1,8 @@
 import dataclasses
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -17,8 +21,24 @@ from agentcredit.credit.rloo import RLOOConfig
 BACKBONES = ("grpo", "rloo", "gigpo")
 
 
-def test_importing_credit_registers_the_three_backbones():
-    assert set(BACKBONES) <= set(estimator_names())
+#: every estimator the package registers, with the inputs it declares (docs/design.md)
+REGISTERED = {
+    "grpo": [], "rloo": [], "gigpo": [], "salt": [], "proxmo": [],
+    "vict": ["traces"], "dense_atom_reward": ["traces"], "hcapo": ["hindsight"],
+    "adrs": ["teacher"], "rlsd": ["teacher"],
+    **{control: ["traces"] for control in
+       ("commit_only", "temporal_nearest", "random_edges", "no_core", "no_proof_edges")},
+}
+
+
+def test_a_fresh_import_of_agentcredit_credit_registers_every_estimator_with_its_inputs():
+    # a new interpreter: this test module's own imports must not be what registers them
+    code = ("import json, agentcredit.credit as c; from agentcredit.credit import registry; "
+            "print(json.dumps({n: sorted(registry.get_estimator(n).needs) "
+            "for n in c.estimator_names()}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert json.loads(out.stdout) == REGISTERED
 
 
 def test_unknown_estimator_name_fails_listing_the_known_names():

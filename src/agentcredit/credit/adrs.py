@@ -63,7 +63,13 @@ from agentcredit.credit.gigpo import (
     discounted_return_to_go,
     gigpo_levels,
 )
-from agentcredit.credit.grpo import GRPOConfig, grpo
+from agentcredit.credit.grpo import (
+    GRPOConfig,
+    group_centre,
+    group_std,
+    group_variance,
+    grpo,
+)
 from agentcredit.credit.registry import register_estimator
 from agentcredit.credit.result import CreditResult
 
@@ -200,32 +206,17 @@ def calibrate(teacher: Tensor, token_step: Tensor, num_steps: int, *, scope: str
     Returns ``q̂ [N]`` in float64. Tested property: it sums to zero over each
     step's tokens (the denominator is shared within a step under every scope).
     """
-    lt = teacher.to(torch.float64)
-    counts = torch.bincount(token_step, minlength=num_steps).to(torch.float64)  # [S]
-    step_mean = torch.zeros(num_steps, dtype=torch.float64, device=lt.device) \
-        .index_add_(0, token_step, lt) / counts  # b_s [S]
-    q = lt - step_mean[token_step]  # [N]
+    q = group_centre(teacher, token_step, num_steps).centred  # ℓ^T − b_s, float64 [N]
     if scope == "global":
         sigma = q.std(correction=0).expand_as(q)
     elif scope == "per_step":
-        sigma = _group_std(q, token_step, num_steps)[token_step]
+        sigma = group_std(q, token_step, num_steps)[token_step]
     elif scope == "per_rollout":
-        sigma = _group_std(q, token_rollout, num_rollouts)[token_rollout]
+        sigma = group_std(q, token_rollout, num_rollouts)[token_rollout]
     else:
         raise ValueError(f"calibrate scope = {scope!r}; choose one of global, per_step, "
                          "per_rollout.")
     return q / (sigma + eps)
-
-
-def _group_std(values: Tensor, group: Tensor, num_groups: int) -> Tensor:
-    """Population std of ``values [N]`` within each group (dense ids), ``[G]``; 0 for empty
-    groups."""
-    x = values.to(torch.float64)
-    counts = torch.bincount(group, minlength=num_groups).clamp(min=1).to(torch.float64)
-    mean = torch.zeros(num_groups, dtype=torch.float64, device=x.device) \
-        .index_add_(0, group, x) / counts
-    var = torch.zeros_like(mean).index_add_(0, group, (x - mean[group]).square()) / counts
-    return var.sqrt()
 
 
 # MODULE 2: THE TVA GATE
@@ -348,13 +339,8 @@ def whiten_in_groups(values: Tensor, group: Tensor, num_groups: int, eps: float)
     The token path's ``Z^T`` (docs/adrs.md §5.4). Tested property: zero mean and unit
     variance within each group whose variance dominates ``ε``.
     """
-    x = values.to(torch.float64)
-    counts = torch.bincount(group, minlength=num_groups).clamp(min=1).to(torch.float64)
-    mean = torch.zeros(num_groups, dtype=torch.float64, device=x.device) \
-        .index_add_(0, group, x) / counts
-    centred = x - mean[group]
-    var = torch.zeros_like(mean).index_add_(0, group, centred.square()) / counts
-    return centred / (var + eps).sqrt()[group]
+    stats = group_centre(values, group, num_groups)
+    return stats.centred / (group_variance(stats, group) + eps).sqrt()[group]
 
 
 def group_strength(step_adv: Tensor, batch: CreditBatch) -> Tensor:
@@ -375,7 +361,7 @@ def zero_signal_groups(batch: CreditBatch, strength: Tensor,
     """
     rollouts = torch.bincount(batch.group_index, minlength=batch.num_groups)
     if isinstance(backbone, GRPOConfig):
-        flat = _group_std(batch.returns, batch.group_index, batch.num_groups) \
+        flat = group_std(batch.returns, batch.group_index, batch.num_groups) \
             < ZERO_SIGNAL_THRESHOLD
     else:
         flat = strength < ZERO_SIGNAL_THRESHOLD

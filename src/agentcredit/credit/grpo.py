@@ -1,8 +1,9 @@
 """GRPO and Dr.GRPO base advantages (docs/backbones.md §3), and the group statistics the backbones
 share.
 
-``group_centre`` and ``group_relative`` are the one place where values are
-centred / normalised within groups; RLOO and both levels of GiGPO use them.
+``group_centre``, ``group_variance``, ``group_std`` and ``group_relative`` are the one place
+where values are centred / normalised within groups: RLOO, both levels of GiGPO, VICT's base
+advantage and ADRS's calibration, token whitening and zero-signal check use them.
 """
 
 from __future__ import annotations
@@ -72,6 +73,19 @@ def group_centre(values: Tensor, group: Tensor, num_groups: int) -> GroupCentred
     return GroupCentred(centred=centred, counts=counts, constant=constant)
 
 
+def group_variance(stats: GroupCentred, group: Tensor) -> Tensor:
+    """Population variance ``σ_g²`` of each group, float64 ``[G]``, from ``group_centre``'s
+    result for the same ``group [N]``: exactly 0 in a constant group, 0 in an empty one."""
+    sq = torch.zeros_like(stats.counts, dtype=stats.centred.dtype)
+    return sq.index_add_(0, group, stats.centred.square()) / stats.counts.clamp(min=1)
+
+
+def group_std(values: Tensor, group: Tensor, num_groups: int) -> Tensor:
+    """Population std of ``values [N]`` within each group (dense ids), float64 ``[G]``; 0 for
+    empty and constant groups."""
+    return group_variance(group_centre(values, group, num_groups), group).sqrt()
+
+
 def group_relative(values: Tensor, group: Tensor, num_groups: int, *, norm_by_std: bool,
                    eps: float) -> Tensor:
     """``(x − μ_g) / (σ_g + ε)`` (or ``x − μ_g`` without ``norm_by_std``) for ``values [N]``.
@@ -82,8 +96,7 @@ def group_relative(values: Tensor, group: Tensor, num_groups: int, *, norm_by_st
     stats = group_centre(values, group, num_groups)
     out = stats.centred
     if norm_by_std:
-        sq = torch.zeros(num_groups, dtype=out.dtype, device=out.device)
-        var = sq.index_add_(0, group, out.square()) / stats.counts.clamp(min=1)  # [G]
+        var = group_variance(stats, group)  # [G]
         # constant groups are 0 already; a denominator of 1 keeps eps = 0 from making 0/0
         denom = torch.where(stats.constant, 1.0, var.sqrt() + eps)  # [G]
         out = out / denom[group]
