@@ -42,6 +42,41 @@ def test_from_lists_flattens_ragged_rollouts_in_order():
     assert (batch.num_rollouts, batch.num_steps, batch.num_groups) == (3, 6, 2)
 
 
+def test_from_lists_flattens_token_scores_step_by_step_in_response_order():
+    batch = CreditBatch.from_lists(
+        [[0.0, 1.0], [0.0]], [0, 0],
+        teacher_logprobs=[[[-1.0, -2.0], [-3.0]], [[-4.0, -5.0, -6.0]]],
+        ref_logprobs=[[[-0.1, -0.2], [-0.3]], [[-0.4, -0.5, -0.6]]], update=3)
+    tokens = batch.tokens
+    assert tokens.token_step.tolist() == [0, 0, 1, 2, 2, 2]
+    assert tokens.teacher_logprobs.tolist() == [-1.0, -2.0, -3.0, -4.0, -5.0, -6.0]
+    assert tokens.ref_logprobs.tolist() == pytest.approx([-0.1, -0.2, -0.3, -0.4, -0.5, -0.6])
+    assert tokens.behaviour_logprobs is None and tokens.update == 3
+
+
+def test_from_lists_takes_hindsight_means_one_per_step():
+    batch = CreditBatch.from_lists([[0.0, 1.0], [0.0]], [0, 0],
+                                   hindsight_means=[[-0.5, -0.25], [-2.0]],
+                                   behaviour_means=[[-1.0, -0.5], [-1.5]])
+    assert batch.hindsight.hindsight.tolist() == [-0.5, -0.25, -2.0]
+    assert batch.hindsight.behaviour.tolist() == [-1.0, -0.5, -1.5]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"teacher_logprobs": [[[-1.0]]]}, r"teacher_logprobs has \[1\] token lists"),
+    ({"teacher_logprobs": [[[-1.0], [-1.0, -2.0]]], "ref_logprobs": [[[-1.0], [-1.0]]]},
+     "ref_logprobs must have as many tokens in every step"),
+    ({"ref_logprobs": [[[-1.0], [-1.0]]]}, "without teacher_logprobs"),
+    ({"teacher_logprobs": [[[-1.0], []]]}, "step 1 has no valid response token"),
+    ({"hindsight_means": [[-1.0, -1.0]]}, "hindsight_means and behaviour_means together"),
+    ({"hindsight_means": [[-1.0]], "behaviour_means": [[-1.0]]},
+     r"hindsight_means has \[1\] values per rollout"),
+])
+def test_from_lists_rejects_token_and_hindsight_scores_that_do_not_fit_the_steps(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        CreditBatch.from_lists([[0.0, 1.0]], [0], **kwargs)
+
+
 def test_group_index_relabels_arbitrary_group_ids_densely():
     batch = CreditBatch(**_valid_fields())
     assert torch.equal(batch.group_index, torch.tensor([1, 1, 0]))

@@ -171,6 +171,12 @@ class CreditBatch:
         *,
         traces: Sequence[RolloutTrace] | None = None,
         action_keys: Sequence[Sequence[str]] | None = None,
+        teacher_logprobs: Sequence[Sequence[Sequence[float]]] | None = None,
+        behaviour_logprobs: Sequence[Sequence[Sequence[float]]] | None = None,
+        ref_logprobs: Sequence[Sequence[Sequence[float]]] | None = None,
+        update: int | None = None,
+        hindsight_means: Sequence[Sequence[float]] | None = None,
+        behaviour_means: Sequence[Sequence[float]] | None = None,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> CreditBatch:
@@ -185,7 +191,18 @@ class CreditBatch:
             traces: VICT's per-rollout traces (see the class docstring), or ``None``.
             action_keys: ``action_keys[i][t]`` = the action text of step ``t`` of rollout
                 ``i`` (SALT's nodes), or ``None``.
-            dtype: float dtype of the rewards.
+            teacher_logprobs: ``teacher_logprobs[i][t][j]`` = ``ℓ^T`` of response token ``j``
+                of step ``t`` of rollout ``i`` (ADRS and RLSD read it; ``batch.tokens``), or
+                ``None``. Every step needs at least one token.
+            behaviour_logprobs: ``ℓ^b`` in the same layout (the probe gap), or ``None``.
+            ref_logprobs: ``ℓ_ref`` in the same layout (ADRS's L1 gate), or ``None``.
+            update: the 1-based update the batch trains (ADRS's token-path window), or ``None``.
+            hindsight_means: ``hindsight_means[i][t]`` = ``m^H``, the mean response log-prob
+                of step ``t`` with the rollout's final observation in the prompt (HCAPO;
+                ``batch.hindsight``), or ``None``.
+            behaviour_means: ``m^b`` in the same layout, the mean without it; required with
+                ``hindsight_means``.
+            dtype: float dtype of the rewards and scores.
             device: where the tensors live.
         """
         if len(group_ids) != len(step_rewards):
@@ -212,6 +229,43 @@ class CreditBatch:
         starts = torch.cumsum(lengths, 0) - lengths  # [B] flat offset of each rollout's first step
         step_index = torch.arange(int(lengths.sum())) - torch.repeat_interleave(starts, lengths)
         flat_rewards = [float(r) for rewards in step_rewards for r in rewards]
+        step_lengths = [len(r) for r in step_rewards]
+        tokens = None
+        if teacher_logprobs is not None:
+            per_step = _token_scores("teacher_logprobs", teacher_logprobs, step_lengths)
+            token_step = torch.repeat_interleave(
+                torch.arange(len(per_step)), torch.tensor([len(x) for x in per_step],
+                                                          dtype=torch.long)).to(device)
+
+            def flat_tokens(name: str, scores) -> Tensor | None:
+                if scores is None:
+                    return None
+                rows = _token_scores(name, scores, step_lengths)
+                if [len(x) for x in rows] != [len(x) for x in per_step]:
+                    raise ValueError(f"from_lists: {name} must have as many tokens in every "
+                                     "step as teacher_logprobs.")
+                return torch.tensor([v for x in rows for v in x], dtype=dtype, device=device)
+
+            tokens = TokenScores(token_step=token_step,
+                                 teacher_logprobs=flat_tokens("teacher_logprobs",
+                                                              teacher_logprobs),
+                                 behaviour_logprobs=flat_tokens("behaviour_logprobs",
+                                                                behaviour_logprobs),
+                                 ref_logprobs=flat_tokens("ref_logprobs", ref_logprobs),
+                                 update=update)
+        elif behaviour_logprobs is not None or ref_logprobs is not None:
+            raise ValueError("from_lists got token log-probs without teacher_logprobs; pass "
+                             "teacher_logprobs too (the token scores start from ℓ^T).")
+        hindsight = None
+        if (hindsight_means is None) != (behaviour_means is None):
+            raise ValueError("from_lists needs hindsight_means and behaviour_means together "
+                             "(HCAPO compares m^H with m^b); pass both or neither.")
+        if hindsight_means is not None:
+            hindsight = HindsightScores(
+                hindsight=torch.tensor(_step_scores("hindsight_means", hindsight_means,
+                                                    step_lengths), dtype=dtype, device=device),
+                behaviour=torch.tensor(_step_scores("behaviour_means", behaviour_means,
+                                                    step_lengths), dtype=dtype, device=device))
         return cls(
             group_ids=torch.as_tensor(list(group_ids), dtype=torch.long, device=device),
             step_rollout=step_rollout.to(device),
@@ -221,7 +275,29 @@ class CreditBatch:
             traces=None if traces is None else tuple(traces),
             action_keys=None if action_keys is None else tuple(k for keys in action_keys
                                                                 for k in keys),
+            tokens=tokens,
+            hindsight=hindsight,
         )
+
+
+def _step_scores(name: str, scores: Sequence[Sequence[float]], step_lengths: list[int]
+                 ) -> list[float]:
+    """``scores[i][t]`` flattened in step order, after checking one value per step."""
+    lengths = [len(x) for x in scores]
+    if lengths != step_lengths:
+        raise ValueError(f"from_lists: {name} has {lengths} values per rollout but the rewards "
+                         f"have {step_lengths} steps; pass one value per step.")
+    return [float(v) for rollout in scores for v in rollout]
+
+
+def _token_scores(name: str, scores: Sequence[Sequence[Sequence[float]]],
+                  step_lengths: list[int]) -> list[list[float]]:
+    """``scores[i][t][j]`` as one token list per flat step, after checking one list per step."""
+    lengths = [len(x) for x in scores]
+    if lengths != step_lengths:
+        raise ValueError(f"from_lists: {name} has {lengths} token lists per rollout but the "
+                         f"rewards have {step_lengths} steps; pass one list per step.")
+    return [[float(v) for v in step] for rollout in scores for step in rollout]
 
 
 def _check_vector(name: str, value: object, *, integer: bool, fix: str,
