@@ -15,6 +15,7 @@ from agentcredit.credit import (
     register_estimator,
     registry,
 )
+from agentcredit.credit.aux_losses import register_aux_loss
 from agentcredit.credit.grpo import GRPOConfig
 from agentcredit.credit.rloo import RLOOConfig
 
@@ -97,3 +98,15 @@ def test_every_backbone_returns_one_finite_detached_advantage_per_step(name):
     assert torch.isfinite(result.step_advantages).all()
     assert not result.step_advantages.requires_grad
     assert result.token_advantages is None and result.ledger_rows == []
+
+
+def test_registering_an_estimator_that_needs_an_unknown_input_fails_naming_the_known_ones():
+    with pytest.raises(ValueError, match=r"needs unknown inputs \['logits'\]; choose from traces"):
+        register_estimator("needs_logits", GRPOConfig, needs=("logits",))
+
+
+def test_the_reference_input_is_refused_without_the_teacher_it_travels_with():
+    with pytest.raises(ValueError, match="needs 'reference' without 'teacher'"):
+        register_estimator("ref_only", GRPOConfig, needs=("reference",))
+    with pytest.raises(ValueError, match="needs 'reference' without 'teacher'"):
+        register_aux_loss("ref_only_loss", needs=("reference",))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from agentcredit.credit.registry import INPUTS
+from agentcredit.credit.registry import check_needs
 from agentcredit.credit.self_distillation import opsd_loss, sdar_loss, skill_sd_loss
 
 AuxLossFn = Callable[[Tensor, Tensor, Tensor, Tensor, float, Tensor],
@@ -34,11 +34,9 @@ _AUX_LOSSES: dict[str, AuxLoss] = {}
 
 
 def register_aux_loss(name: str, needs: tuple[str, ...]) -> Callable[[AuxLossFn], AuxLossFn]:
-    """Decorator: register ``fn`` under ``name``; ``needs`` ⊆ ``credit.registry.INPUTS``."""
-    unknown = set(needs) - set(INPUTS)
-    if unknown:
-        raise ValueError(f"auxiliary loss {name!r} needs unknown inputs {sorted(unknown)}; "
-                         f"choose from {', '.join(INPUTS)}")
+    """Decorator: register ``fn`` under ``name``; ``needs`` ⊆ ``credit.registry.INPUTS``
+    (checked by ``credit.registry.check_needs``)."""
+    check_needs(f"auxiliary loss {name!r}", needs)
 
     def decorator(fn: AuxLossFn) -> AuxLossFn:
         if name in _AUX_LOSSES or name == "none":

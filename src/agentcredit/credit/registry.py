@@ -8,12 +8,13 @@ registered together with its config dataclass and the inputs its batch must carr
 
     get_estimator("vict")(batch)  # default config
 
-The trainer prepares exactly what an estimator declares (``INPUTS``): verifier
-traces (``batch.traces``), the privileged teacher's scores (``batch.tokens``), the
-reference policy's log-probs or HCAPO's hindsight scores (``batch.hindsight``); it
-never branches on an estimator's name. A config
-may ask for more than the estimator's fixed needs through an ``extra_inputs``
-property (ADRS's L1 gate reads the reference).
+The trainer prepares what an estimator declares (``INPUTS``) and never branches on an
+estimator's name: verifier ``traces`` (``batch.traces``), the privileged ``teacher``'s
+per-token scores (``batch.tokens``), HCAPO's ``hindsight`` scores (``batch.hindsight``), and
+the ``reference`` policy's per-token log-probs, which travel in ``batch.tokens.ref_logprobs``
+beside the teacher's and so are declared together with ``teacher`` (registration refuses
+``reference`` alone). A config may ask for more than the estimator's fixed needs through an
+``extra_inputs`` property (ADRS's L1 gate reads the reference).
 """
 
 from __future__ import annotations
@@ -76,10 +77,7 @@ def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = ()
             "Declare the estimator's options with @dataclass (an empty one is fine)."
         )
 
-    unknown = set(needs) - set(INPUTS)
-    if unknown:
-        raise ValueError(f"estimator {name!r} needs unknown inputs {sorted(unknown)}; choose "
-                         f"from {', '.join(INPUTS)}")
+    check_needs(f"estimator {name!r}", needs)
 
     def decorator(fn: EstimatorFn) -> EstimatorFn:
         if name in _ESTIMATORS:
@@ -93,6 +91,19 @@ def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = ()
         return fn
 
     return decorator
+
+
+def check_needs(who: str, needs: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` unless ``needs`` are known ``INPUTS`` and ``reference`` comes with
+    ``teacher`` (the reference log-probs are token scores, ``TokenScores.ref_logprobs``)."""
+    unknown = set(needs) - set(INPUTS)
+    if unknown:
+        raise ValueError(f"{who} needs unknown inputs {sorted(unknown)}; choose "
+                         f"from {', '.join(INPUTS)}")
+    if "reference" in needs and "teacher" not in needs:
+        raise ValueError(f"{who} needs 'reference' without 'teacher': the reference log-probs "
+                         "reach the batch in batch.tokens beside the teacher's; declare "
+                         "needs=('teacher', 'reference').")
 
 
 def get_estimator(name: str) -> Estimator:
