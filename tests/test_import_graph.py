@@ -100,3 +100,33 @@ def test_environments_do_not_import_torch():
                  and any((getattr(node, "module", None) or a.name).split(".")[0] == "torch"
                          for a in node.names)]
     assert offenders == []
+
+
+#: what the environments may import from outside envs/: the verifier interface and the
+#: dependency-free leaf modules (config checks, progress bars)
+BELOW_ENVS = ("agentcredit.verifier", "agentcredit.config_schema", "agentcredit.progress")
+
+
+def _layer_violations(graph: dict[str, set[str]], layer: str, allowed: tuple[str, ...]
+                      ) -> list[tuple[str, str]]:
+    """``(module, dependency)`` pairs where a module of ``layer`` imports a project module
+    outside ``layer`` and ``allowed``."""
+    inside = (layer, *allowed)
+    return sorted((module, dep) for module, deps in graph.items()
+                  if module == layer or module.startswith(layer + ".")
+                  for dep in deps
+                  if not any(dep == ok or dep.startswith(ok + ".") for ok in inside))
+
+
+def test_environments_import_nothing_above_them():
+    assert _layer_violations(_graph(), "agentcredit.envs", BELOW_ENVS) == []
+
+
+def test_the_verifier_interface_imports_no_other_part_of_the_package():
+    assert _layer_violations(_graph(), "agentcredit.verifier", ()) == []
+
+
+def test_the_layer_check_sees_an_environment_that_imports_the_trainer():
+    graph = {"agentcredit.envs.toy": {"agentcredit.train.loop", "agentcredit.verifier.atoms"}}
+    assert _layer_violations(graph, "agentcredit.envs", BELOW_ENVS) == \
+        [("agentcredit.envs.toy", "agentcredit.train.loop")]
