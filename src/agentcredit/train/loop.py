@@ -28,6 +28,7 @@ import torch
 
 from agentcredit.credit import get_estimator
 from agentcredit.credit.tokens import to_step_rows
+from agentcredit.disk_full import writing
 from agentcredit.jsonl_log import JsonlLog, finite_or_null, read_jsonl
 from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.collector import broadcast_to_tokens, tensorize_steps
@@ -119,7 +120,8 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
     if overwrite:
         run.overwrite()
     point = run.resume(echo) if resume else run.create()
-    save_config(config, run.path / "config.yaml")
+    with writing(run.path / "config.yaml"):
+        save_config(config, run.path / "config.yaml")
     echo(f"run directory: {run.path.resolve()}")
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
