@@ -16,7 +16,12 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache
 
+from agentcredit.config_schema import ConfigError
 from agentcredit.rollout.admissible import ActionTrie, pack_sets, restrict_logits
+
+
+class PolicyDiverged(ConfigError):
+    """The policy's probabilities are NaN: training (its learning rate) blew the weights up."""
 
 
 @dataclass
@@ -314,11 +319,17 @@ def _refill(cache: PromptCache, stored: list[tuple[list[int], list[tuple[Tensor,
 
 def _sample(logits: Tensor, temperature: float,
             generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """Sample one token per row of ``logits [B, V]``; returns ids and their log-probs ``[B]``."""
+    """Sample one token per row of ``logits [B, V]``; returns ids and their log-probs ``[B]``.
+
+    Raises:
+        PolicyDiverged: a row's log-probs hold NaN (NaN or +inf logits).
+    """
+    logp = torch.log_softmax(logits / (temperature or 1.0), -1)
+    if bool(torch.isnan(logp).any()):
+        raise PolicyDiverged("the policy's next-token probabilities hold NaN: its weights have "
+                             "diverged")
     if temperature == 0:
-        logp = torch.log_softmax(logits, -1)
         token = logp.argmax(-1)
     else:
-        logp = torch.log_softmax(logits / temperature, -1)
         token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
     return token, logp.gather(-1, token[:, None]).squeeze(-1)

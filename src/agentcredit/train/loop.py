@@ -32,6 +32,7 @@ from agentcredit.disk_full import writing
 from agentcredit.jsonl_log import JsonlLog, finite_or_null, read_jsonl
 from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.collector import broadcast_to_tokens, tensorize_steps
+from agentcredit.rollout.policy import PolicyDiverged
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import check_device, load_model, make_collector, validation_tasks
 from agentcredit.train.config import TrainConfig, config_to_dict, estimator_config, save_config
@@ -89,6 +90,12 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
             return _train(config, run, resume, overwrite, stop_after_update, echo, progress)
     except KeyboardInterrupt:
         raise TrainingInterrupted(run.path, progress[0]) from None
+    except PolicyDiverged as err:
+        rates = f"optim.lr (now {config.optim.lr:g})" + (
+            f" or sft.lr (now {config.sft.lr:g})" if progress[0] == 0 and config.sft.enabled
+            else "")
+        raise PolicyDiverged(f"training diverged after update {progress[0]}: {err}; lower "
+                             f"{rates} and start again") from None
     finally:
         run.unlock()
 
