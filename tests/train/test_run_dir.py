@@ -15,12 +15,15 @@ import numpy as np
 import pytest
 import torch
 
+from agentcredit.disk_full import DiskFullError
 from agentcredit.train.config import load_config
 from agentcredit.train.evaluate import locate_model
 from agentcredit.train.loop import train
+from agentcredit.train.models import load_policy
 from agentcredit.train.run_dir import (
     CHECKPOINT_RECORD,
     CHECKPOINT_STATE,
+    RandomStreams,
     RunDirectory,
     RunDirectoryError,
     read_trainer_state,
@@ -275,3 +278,23 @@ def test_sigkill_at_random_moments_then_resume_matches_the_uninterrupted_run(
     assert kills >= 2
     assert _without_timings(_records(run_dir)) == _without_timings(_records(full))
     assert (run_dir / "ledger.jsonl").read_text() == (full / "ledger.jsonl").read_text()
+
+
+def test_a_full_disk_while_writing_the_trainer_state_names_the_file(tmp_path, tiny_model_dir,
+                                                                     monkeypatch):
+    if not Path("/dev/full").is_char_device():
+        pytest.skip("needs /dev/full")
+    model, tokenizer = load_policy(str(tiny_model_dir))
+    optimizer = torch.optim.AdamW(model.parameters())
+
+    def full_disk_open(path, mode="r", *args, **kwargs):  # trainer_state.pt lands on /dev/full
+        return open("/dev/full" if Path(path).name == CHECKPOINT_STATE else path, mode,
+                    *args, **kwargs)
+
+    monkeypatch.setattr("agentcredit.train.run_dir.open", full_disk_open, raising=False)
+    run = RunDirectory(tmp_path / "run")
+    with pytest.raises(DiskFullError) as full:
+        run.save_checkpoint(1, model, tokenizer, optimizer, RandomStreams.seeded(0), None, 2)
+    written = tmp_path / "run" / "checkpoints" / ".tmp_update_00001" / CHECKPOINT_STATE
+    assert str(full.value).startswith(f"cannot write {written}: the disk is full")
+    assert run.latest_checkpoint() is None  # nothing half-written was renamed into place

@@ -224,7 +224,7 @@ class HFPolicy:
                 for row, allowed in enumerate(sets):
                     row_allowed[row].append(allowed)
                 logits = restrict_logits(logits, pack_sets(sets))
-            token, logprob = _sample(logits, temperature, generator)  # [B], [B] on CPU
+            token, logprob = sample_token(logits, temperature, generator)  # [B], [B] on CPU
             if nodes is not None:
                 nodes = [node.get(int(tok)) if node else None
                          for node, tok in zip(nodes, token.tolist(), strict=True)]
@@ -317,8 +317,8 @@ def _refill(cache: PromptCache, stored: list[tuple[list[int], list[tuple[Tensor,
         cache.layers.append((all_keys, all_values))
 
 
-def _sample(logits: Tensor, temperature: float,
-            generator: torch.Generator) -> tuple[Tensor, Tensor]:
+def sample_token(logits: Tensor, temperature: float,
+                 generator: torch.Generator) -> tuple[Tensor, Tensor]:
     """Sample one token per row of ``logits [B, V]``; returns ids and their log-probs ``[B]``.
 
     Raises:

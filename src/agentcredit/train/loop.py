@@ -84,18 +84,19 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     check_device(config)
     run = RunDirectory(config.run_dir)
     run.lock()
-    progress = [0]  # the last finished update, for the Ctrl-C message
+    progress = [0, 0]  # the last finished and the last stepped update, for the messages
     try:
         with reporting(config.run.progress), _library_bars(config.run.progress):
             return _train(config, run, resume, overwrite, stop_after_update, echo, progress)
     except KeyboardInterrupt:
         raise TrainingInterrupted(run.path, progress[0]) from None
     except PolicyDiverged as err:
-        rates = f"optim.lr (now {config.optim.lr:g})" + (
-            f" or sft.lr (now {config.sft.lr:g})" if progress[0] == 0 and config.sft.enabled
-            else "")
-        raise PolicyDiverged(f"training diverged after update {progress[0]}: {err}; lower "
-                             f"{rates} and start again") from None
+        if progress[1]:
+            where, rate = f"at update {progress[1]}", f"optim.lr (now {config.optim.lr:g})"
+        else:
+            where, rate = "before the first update", f"sft.lr (now {config.sft.lr:g})"
+        raise PolicyDiverged(f"training diverged {where}: {err}; lower {rate} and start "
+                             "again") from None
     finally:
         run.unlock()
 
@@ -225,7 +226,7 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
     # UPDATES
     bar = Progress("updates", config.run.updates, unit="updates", initial=start_update,
                    delay_s=0)
-    update = progress[0] = start_update
+    update = progress[0] = progress[1] = start_update
     for update in range(start_update + 1, config.run.updates + 1):
         times = {}
         # COLLECT
@@ -274,6 +275,7 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         update_stats = ppo_update(model, optimizer, steps, old_logprobs, ref_logprobs, advantages,
                                   config.optim, streams.sampling,
                                   teacher_logprobs=prepared.teacher, temperature=temperature)
+        progress[1] = update
         model.eval()
         times["update"] = time.perf_counter() - began
 
