@@ -78,10 +78,11 @@ STATE_FORMAT = 2
 """``format`` of ``trainer_state.json``; a checkpoint without that file has the earlier one."""
 LOGS = ("metrics.jsonl", "ledger.jsonl")
 _TENSOR_STREAMS = ("sampling", "torch_random")  # in trainer_state.pt; the others in the JSON
-# the earlier format pickled numpy's RNG state: its array type, by both of numpy's module names
+# the earlier format pickled numpy's RNG state: its array type, under numpy 1's and 2's names
+_RECONSTRUCT = np.zeros(0).__reduce__()[0]
 _EARLIER_FORMAT_GLOBALS = [np.ndarray, np.dtype, np.dtypes.UInt32DType,
-                           (np._core.multiarray._reconstruct, "numpy.core.multiarray._reconstruct"),
-                           np._core.multiarray._reconstruct]
+                           *((_RECONSTRUCT, f"numpy.{core}.multiarray._reconstruct")
+                             for core in ("core", "_core"))]
 
 
 class RunDirectoryError(RuntimeError):
