@@ -298,3 +298,18 @@ def test_a_full_disk_while_writing_the_trainer_state_names_the_file(tmp_path, ti
     written = tmp_path / "run" / "checkpoints" / ".tmp_update_00001" / CHECKPOINT_STATE
     assert str(full.value).startswith(f"cannot write {written}: the disk is full")
     assert run.latest_checkpoint() is None  # nothing half-written was renamed into place
+
+
+def test_every_torch_load_in_the_package_is_weights_only():
+    import ast
+
+    import agentcredit
+
+    loads = []
+    for path in Path(agentcredit.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "load" and getattr(node.func.value, "id", "") == "torch"):
+                flag = next((k.value for k in node.keywords if k.arg == "weights_only"), None)
+                loads.append((path.name, isinstance(flag, ast.Constant) and flag.value is True))
+    assert loads and all(safe for _, safe in loads), loads
