@@ -104,7 +104,7 @@ def test_config_errors_are_one_line_and_exit_with_status_2(override, message, ca
                           "you mean 'alfworld'?")),
     ("eval.splits=[valid_sen]", "error: eval.splits: 'valid_sen' is not a split of alfworld"),
     ("optim.lr=.nan", "error: optim.lr = nan must be a finite number"),
-    ("run.seed=-1", "error: run.seed = -1 is out of range; allowed [0, inf]"),
+    ("run.seed=-1", "error: run.seed = -1 is out of range; allowed [0, 4294967295]"),
 ])
 def test_method_and_skill_setting_errors_are_one_line(overrides, start, capsys):
     assert main(["train", *overrides.split()]) == 2

@@ -426,6 +426,11 @@ def _audit(args) -> int:
 
 
 def _write_report(args) -> int:
+    settings = [arg for arg in [*args.run_dirs, *args.overrides]
+                if "=" in arg and not Path(arg).exists()]
+    if settings:
+        raise ConfigError(f"report takes no key=value settings ({settings[0]}): it shows each "
+                          "run as its config.yaml says; pass run directories only")
     try:
         from agentcredit.report.page import ReportError, write_report
     except ModuleNotFoundError as err:

@@ -18,6 +18,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Self
 
+from agentcredit.disk_full import writing
+
+
+class DamagedLog(ValueError):
+    """A log line that is not JSON and is not a torn last line; the message names the line."""
+
 
 class JsonlLog:
     """An append-only, crash-safe JSONL file.
@@ -46,10 +52,11 @@ class JsonlLog:
         if not lines:
             return 0
         view = memoryview("".join(lines).encode("utf-8"))
-        while view:  # os.write may write less than asked; finish the rest
-            written = os.write(self._fd, view)
-            view = view[written:]
-        os.fsync(self._fd)
+        with writing(self.path):
+            while view:  # os.write may write less than asked; finish the rest
+                written = os.write(self._fd, view)
+                view = view[written:]
+            os.fsync(self._fd)
         return len(lines)
 
     def close(self) -> None:
@@ -117,12 +124,14 @@ def truncate_lines(path: str | Path, keep: int) -> None:
     with open(path, "rb") as handle:
         lines = handle.read().split(b"\n")[:keep]
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(b"".join(line + b"\n" for line in lines))
+    with writing(tmp):
+        tmp.write_bytes(b"".join(line + b"\n" for line in lines))
     os.replace(tmp, path)
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The records of ``path``, in order; a torn last line is skipped, any other bad line raises."""
+    """The records of ``path``, in order; a torn last line is skipped, any other bad line raises
+    ``DamagedLog``."""
     with open(path, encoding="utf-8") as handle:
         lines = handle.read().split("\n")[:-1]  # after the last newline: "" or a torn record
     for number, line in enumerate(lines, 1):
@@ -131,5 +140,5 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
         try:
             yield json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{number} is not a JSON record ({err.msg}); the file is "
+            raise DamagedLog(f"{path}:{number} is not a JSON record ({err.msg}); the file is "
                              "damaged beyond a torn last line") from None

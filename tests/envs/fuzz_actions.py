@@ -4,9 +4,12 @@
 ``KINDS``: random printable text, random unicode, blanks, admissible commands
 with random character edits or extra tokens, 10k-100k-character strings, text
 that is not valid UTF-8 when encoded (lone surrogates, ``surrogateescape``-decoded
-random bytes), and commands carrying NUL or other control characters.
+random bytes), and commands carrying NUL or other control characters. For an environment
+whose actions are JSON tool calls (tau), ``TOOL_CALL_KINDS`` add calls nested thousands
+deep, number literals of thousands of digits (and ``NaN``, ``1e999``), and well-formed
+calls of the admissible tools with arguments of every JSON type in place of the right one.
 
-``fuzz(env, tasks, n_actions, seed)`` plays such actions mixed with valid ones (the
+``fuzz(env, tasks, n_actions, seed, kinds=KINDS)`` plays such actions mixed with valid ones (the
 expert's plan in half the episodes, random admissible actions otherwise, so
 episodes progress and end), checks the environment protocol (``envs/base.py``)
 after every step with ``step_problems``, and returns a ``FuzzReport``. An
@@ -16,6 +19,7 @@ The run is a function of ``seed``: a failure's index replays it.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
@@ -31,6 +35,7 @@ from agentcredit.envs.base import Environment, Observation, StepInfo, Task
 
 KINDS = ("printable", "unicode", "blank", "edited", "extra_tokens", "long", "non_utf8",
          "control")
+TOOL_CALL_KINDS = ("json_nested", "json_number", "json_call")
 HOSTILITY = (0.1, 0.5, 0.9)
 """Per episode, the share of hostile actions is one of these (the rest are valid)."""
 LONG_CHARS = (10_000, 100_000)
@@ -53,17 +58,20 @@ _EXTRAS = ("please", "now", "and", "then", "look", "the", "[", "]", "[[", "]]", 
            "</action>", "Action:", ">", "go to", "click[", "search[", "0", "-1", "99999999")
 _FALLBACK = ("look", "inventory", "search[shoes]", "click[buy now]")
 _TEMPLATE = re.compile(r"(\w+)\[<[^\]]*>\]")
+_TOOL_NAME = re.compile(r'"name": "(\w+)"')
+_ARGUMENT = re.compile(r'"(\w+)": "<')
 
 
 class HostileActions:
-    """Draws hostile actions from ``rng``; each builder reads the current admissible actions."""
+    """Draws hostile actions of ``kinds`` from ``rng``; each builder reads the current
+    admissible actions."""
 
-    def __init__(self, rng: random.Random):
-        self.rng = rng
+    def __init__(self, rng: random.Random, kinds: Sequence[str] = KINDS):
+        self.rng, self.kinds = rng, tuple(kinds)
 
     def draw(self, admissible: Sequence[str]) -> tuple[str, str]:
-        """``(kind, action)`` with ``kind`` drawn uniformly from ``KINDS``."""
-        kind = self.rng.choice(KINDS)
+        """``(kind, action)`` with ``kind`` drawn uniformly from ``kinds``."""
+        kind = self.rng.choice(self.kinds)
         return kind, getattr(self, "_" + kind)(admissible)
 
     def _command(self, admissible: Sequence[str]) -> str:
@@ -150,6 +158,54 @@ class HostileActions:
         return text
 
 
+    def _tool_name(self, admissible: Sequence[str]) -> str:
+        names = [m.group(1) for a in admissible for m in [_TOOL_NAME.search(a)] if m]
+        return self.rng.choice(names or ["calculate"])
+
+    def _wrap(self, body: str) -> str:
+        return self.rng.choice((body, f"<tool_call>{body}</tool_call>"))
+
+    def _json_nested(self, admissible: Sequence[str]) -> str:
+        """A call whose arguments, or the whole call, nest 65 to 100,000 brackets deep."""
+        rng = self.rng
+        depth = rng.choice((65, 1_000, 5_000, 100_000))
+        opened, closed = rng.choice((("[" * depth, "]" * depth),
+                                     ('{"a": ' * depth, "}" * depth)))
+        if rng.random() < 0.5:
+            return self._wrap(f'{{"name": "{self._tool_name(admissible)}", "arguments": '
+                              f'{{"x": {opened}1{closed}}}}}')
+        return self._wrap(opened + "1" * (opened[0] == "{") + closed)
+
+    def _json_number(self, admissible: Sequence[str]) -> str:
+        """A call with an argument of 4,301 to 20,000 digits, a long float, NaN or 1e999."""
+        rng = self.rng
+        number = rng.choice(("9" * rng.randint(4_301, 20_000), "-" + "1" * 5_000,
+                             "0." + "3" * 5_000, "1e999", "-1e999", "NaN", "Infinity",
+                             "-Infinity", "1" + "0" * 400 + "e-400"))
+        return self._wrap(f'{{"name": "{self._tool_name(admissible)}", "arguments": '
+                          f'{{"x": {number}}}}}')
+
+    def _json_call(self, admissible: Sequence[str]) -> str:
+        """An admissible tool's call with its arguments (or name) replaced by other JSON."""
+        rng = self.rng
+        values = (None, True, 0, -1, 2**63, 1.5, "", "x" * 10_000, [], [1, [2]], {},
+                  {"nested": {"deeper": [None]}}, "\u0000", "\ud800")
+        call = {"name": self._tool_name(admissible), "arguments": {}}
+        template = rng.choice(admissible) if admissible else ""
+        for argument in _ARGUMENT.findall(template):
+            call["arguments"][argument] = rng.choice(values)
+        shape = rng.randrange(5)
+        if shape == 0:
+            call["name"] = rng.choice(values)
+        elif shape == 1:
+            call["arguments"] = rng.choice(values)
+        elif shape == 2:
+            call[rng.choice(("args", "id", "name "))] = rng.choice(values)
+        elif shape == 3:
+            call["arguments"][rng.choice(("x", "", "__class__"))] = rng.choice(values)
+        return self._wrap(json.dumps(call))
+
+
 def is_utf8(text: str) -> bool:
     """Whether ``text`` encodes as UTF-8 (False for lone surrogates)."""
     try:
@@ -230,9 +286,9 @@ class FuzzReport:
     def failures(self) -> list[Failure]:
         return [*self.exceptions, *self.inconsistencies]
 
-    def coverage_gaps(self) -> list[str]:
+    def coverage_gaps(self, kinds: Sequence[str] = KINDS) -> list[str]:
         """What the run failed to exercise (an empty list when it reached everything)."""
-        gaps = [f"no {kind} action" for kind in KINDS if not self.kinds[kind]]
+        gaps = [f"no {kind} action" for kind in kinds if not self.kinds[kind]]
         if not self.non_utf8_actions:
             gaps.append("no action that is not valid UTF-8")
         if self.longest_action < LONG_CHARS[0]:
@@ -324,11 +380,12 @@ def _play(env: Environment, task: Task, rng: random.Random, hostile: HostileActi
 
 
 def fuzz(env: Environment, tasks: Sequence[Task], n_actions: int, seed: int,
-         max_episode_steps: int = 100) -> FuzzReport:
+         max_episode_steps: int = 100, kinds: Sequence[str] = KINDS) -> FuzzReport:
     """Play ``n_actions`` actions on ``env`` over ``tasks`` in turn (reset to the next task
-    when an episode ends or after ``max_episode_steps``) and report what went wrong."""
+    when an episode ends or after ``max_episode_steps``), the hostile ones of ``kinds``, and
+    report what went wrong."""
     rng = random.Random(seed)
-    hostile, report = HostileActions(rng), FuzzReport()
+    hostile, report = HostileActions(rng, kinds), FuzzReport()
     start = time.perf_counter()
     while report.actions < n_actions:
         task = tasks[report.episodes % len(tasks)]

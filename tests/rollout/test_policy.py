@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from agentcredit.rollout.collector import tensorize_steps
-from agentcredit.rollout.policy import HFPolicy, PromptCache
+from agentcredit.rollout.policy import HFPolicy, PolicyDiverged, PromptCache, sample_token
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.models import load_policy
 from agentcredit.train.scoring import token_logprobs
@@ -162,3 +162,19 @@ def test_a_call_with_no_prompts_keeps_the_cached_ones(policy):
     assert policy.generate([], temperature=0, max_new_tokens=2, generator=torch.Generator(),
                            prompt_cache=cache) == []
     assert [row[row >= 0].tolist() for row in cache.prompts] == prompts
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_nan_or_infinite_logits_raise_policy_diverged_instead_of_sampling(temperature, bad):
+    logits = torch.zeros(2, 5)
+    logits[1, 3] = bad
+    with pytest.raises(PolicyDiverged, match="probabilities hold NaN"):
+        sample_token(logits, temperature, torch.Generator().manual_seed(0))
+
+
+def test_masked_logits_still_sample_among_the_allowed_tokens():
+    logits = torch.full((1, 5), -torch.inf)
+    logits[0, 2] = 0.0
+    token, logprob = sample_token(logits, 1.0, torch.Generator().manual_seed(0))
+    assert token.tolist() == [2] and logprob.tolist() == [0.0]

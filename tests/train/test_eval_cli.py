@@ -96,11 +96,11 @@ def test_eval_of_a_checkpoint_with_damaged_trainer_state_names_the_file(run_dir,
                                                                          capsys):
     checkpoint = tmp_path / "update_00002"
     shutil.copytree(run_dir / "checkpoints" / "update_00002", checkpoint)
-    (checkpoint / "trainer_state.pt").write_bytes(b"not a torch file")
+    (checkpoint / "trainer_state.json").write_bytes(b"not a JSON file")
     assert main(["eval", "--checkpoint", str(checkpoint)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err
-    assert err.startswith(f"error: checkpoint {checkpoint}: cannot read trainer_state.pt")
+    assert err.startswith(f"error: checkpoint {checkpoint}: cannot read trainer_state.json")
     assert err.endswith("pass an earlier checkpoint folder")
 
 

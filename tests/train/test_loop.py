@@ -10,6 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from agentcredit.rollout.policy import PolicyDiverged
 from agentcredit.train.config import load_config
 from agentcredit.train.loop import train
 from agentcredit.train.run_dir import RunDirectory, RunDirectoryError
@@ -205,3 +206,15 @@ def test_the_loops_evaluations_play_the_configured_episodes_per_game(tmp_path, t
         won = "".join(evaluation[k] for k in sorted(evaluation) if k.endswith("/won"))
         assert set(won) <= {"0", "1", "2"}
         assert evaluation["eval/success"] == sum(map(int, won)) / (2 * len(won))
+
+
+def test_a_learning_rate_that_blows_up_the_policy_is_one_error_naming_the_update(tmp_path,
+                                                                                  tiny_fake_run):
+    config = load_config(None, [*tiny_fake_run, "run.updates=3", "optim.lr=1e6",
+                                "run.eval_every=1", f"run.output_dir={tmp_path}",
+                                "run.name=diverged"])
+    with pytest.raises(PolicyDiverged) as diverged:
+        train(config, echo=lambda _: None)
+    assert str(diverged.value) == (
+        "training diverged at update 1: the policy's next-token probabilities hold NaN: its "
+        "weights have diverged; lower optim.lr (now 1e+06) and start again")

@@ -5,17 +5,29 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+from agentcredit.disk_full import DiskFullError
 from agentcredit.train.config import load_config
+from agentcredit.train.evaluate import locate_model
 from agentcredit.train.loop import train
-from agentcredit.train.run_dir import CHECKPOINT_STATE, RunDirectory, RunDirectoryError
+from agentcredit.train.models import load_policy
+from agentcredit.train.run_dir import (
+    CHECKPOINT_RECORD,
+    CHECKPOINT_STATE,
+    RandomStreams,
+    RunDirectory,
+    RunDirectoryError,
+    read_trainer_state,
+)
 
 from .fake_cli import cli_command
 
@@ -109,12 +121,126 @@ def test_nothing_to_resume_says_so(tmp_path, tiny_fake_run):
 
 
 def test_a_checkpoint_records_how_long_each_log_was(full):
-    state = torch.load(RunDirectory(full).latest_checkpoint() / CHECKPOINT_STATE,
-                       weights_only=False)
+    state = json.loads((RunDirectory(full).latest_checkpoint() / CHECKPOINT_RECORD).read_text())
     lines = len((full / "metrics.jsonl").read_text().splitlines())
     assert state["log_lines"]["metrics.jsonl"] == lines
     assert state["log_lines"]["ledger.jsonl"] == len(
         (full / "ledger.jsonl").read_text().splitlines())
+
+
+class _Crafted:
+    """An object that runs code when unpickled: it writes ``marker``."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return exec, (f"open({str(self.marker)!r}, 'w').write('ran')",)
+
+
+def test_a_checkpoint_state_holding_a_crafted_object_is_refused_and_never_run(
+        full, tmp_path, tiny_fake_run):
+    config = _stopped(tmp_path, tiny_fake_run, "crafted", after=3)
+    marker = tmp_path / "the_payload_ran"
+    torch.save({"optimizer": _Crafted(marker), "random": {}},
+               config.run_dir / "checkpoints" / "update_00003" / CHECKPOINT_STATE)
+    said = _resume(config)
+    assert not marker.exists()
+    assert ("checkpoint update_00003 is unusable: trainer_state.pt holds objects other than "
+            "tensors and plain data, refused unread (loading them could run code); trying the "
+            "one before") in said
+    assert _without_timings(_records(config.run_dir)) == _without_timings(_records(full))
+
+
+def test_eval_refuses_an_earlier_format_state_holding_a_crafted_object(full, tmp_path):
+    checkpoint = tmp_path / "update_00004"
+    shutil.copytree(RunDirectory(full).latest_checkpoint(), checkpoint)
+    (checkpoint / CHECKPOINT_RECORD).unlink()
+    marker = tmp_path / "the_payload_ran"
+    torch.save({"update": 4, "log_lines": {}, "payload": _Crafted(marker)},
+               checkpoint / CHECKPOINT_STATE)
+    with pytest.raises(RunDirectoryError, match="refused unread"):
+        locate_model(checkpoint)
+    assert not marker.exists()
+
+
+def test_a_checkpoint_of_the_earlier_format_resumes_with_a_notice(full, tmp_path, tiny_fake_run):
+    config = _stopped(tmp_path, tiny_fake_run, "earlier", after=3)
+    checkpoint = config.run_dir / "checkpoints" / "update_00003"
+    state = read_trainer_state(checkpoint)
+    numpy_state = state["random"]["numpy_random"]  # back to the pickled legacy tuple
+    state["random"]["numpy_random"] = (
+        "MT19937", np.array(numpy_state["state"]["key"], dtype=np.uint32),
+        numpy_state["state"]["pos"], numpy_state["has_gauss"], numpy_state["gauss"])
+    for name in ("task_rng", "python_random"):
+        version, internal, gauss = state["random"][name]
+        state["random"][name] = (version, tuple(internal), gauss)
+    del state["format"]
+    torch.save(state, checkpoint / CHECKPOINT_STATE)
+    (checkpoint / CHECKPOINT_RECORD).unlink()
+    said = _resume(config)
+    assert ("checkpoint update_00003 has the earlier trainer-state format; reading it with "
+            "torch's weights-only loader") in said
+    assert "resuming after update 3" in " ".join(said)
+    assert _without_timings(_records(config.run_dir)) == _without_timings(_records(full))
+
+
+def test_truncated_weights_in_the_newest_checkpoint_fall_back_to_the_one_before(
+        full, tmp_path, tiny_fake_run):
+    config = _stopped(tmp_path, tiny_fake_run, "cut_weights", after=3)
+    weights = config.run_dir / "checkpoints" / "update_00003" / "policy" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:weights.stat().st_size // 2])
+    said = _resume(config)
+    assert any(line.startswith("checkpoint update_00003 is unusable: its policy/"
+                               "model.safetensors does not load") for line in said)
+    assert "resuming after update 2" in " ".join(said)
+    assert _without_timings(_records(config.run_dir)) == _without_timings(_records(full))
+
+
+def test_a_log_symlinked_outside_the_run_is_never_repaired(tmp_path):
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text('{"kind": "sft"}\n{"kind": "upd')  # a torn-looking last line
+    run = RunDirectory(tmp_path / "run")
+    run.path.mkdir()
+    run.metrics.symlink_to(outside)
+    for start in (run.create, lambda: run.resume(print)):
+        with pytest.raises(RunDirectoryError, match="is a symlink to .*outside the run"):
+            start()
+    assert outside.read_text() == '{"kind": "sft"}\n{"kind": "upd'
+
+
+def test_a_log_symlinked_inside_the_run_is_repaired_as_usual(tmp_path):
+    run = RunDirectory(tmp_path / "run")
+    (run.path / "logs").mkdir(parents=True)
+    (run.path / "logs" / "metrics.jsonl").write_text('{"kind": "sft"}\n{"kind": "upd')
+    run.metrics.symlink_to(run.path / "logs" / "metrics.jsonl")
+    with pytest.raises(RunDirectoryError, match="no usable checkpoint"):
+        run.resume(print)
+    assert (run.path / "logs" / "metrics.jsonl").read_text() == '{"kind": "sft"}\n'
+
+
+def test_a_folder_left_by_a_start_that_failed_before_its_first_line_starts_again(tmp_path):
+    run = RunDirectory(tmp_path / "run")
+    run.path.mkdir()
+    run.metrics.touch()
+    (run.path / "config.yaml").write_text("run: {}\n")
+    with pytest.raises(RunDirectoryError, match="nothing to resume .* holds no run"):
+        run.resume(print)
+    run.create()  # no refusal
+    run.metrics.write_text('{"kind": "sft"}\n')
+    with pytest.raises(RunDirectoryError, match="already holds a run"):
+        run.create()
+
+
+def test_a_garbage_line_inside_the_metrics_stops_resume_naming_the_line(tmp_path,
+                                                                        tiny_fake_run):
+    config = _stopped(tmp_path, tiny_fake_run, "garbage", after=2)
+    lines = config.run_dir.joinpath("metrics.jsonl").read_text().splitlines(keepends=True)
+    lines[1] = "\x00\x01 not json\n"
+    config.run_dir.joinpath("metrics.jsonl").write_text("".join(lines))
+    with pytest.raises(RunDirectoryError, match=r"metrics.jsonl:2 is not a JSON record .*"
+                                                "delete or repair that line"):
+        _resume(config)
 
 
 # A real process, killed with SIGKILL at random moments of its RL phase, resumed each time.
@@ -152,3 +278,38 @@ def test_sigkill_at_random_moments_then_resume_matches_the_uninterrupted_run(
     assert kills >= 2
     assert _without_timings(_records(run_dir)) == _without_timings(_records(full))
     assert (run_dir / "ledger.jsonl").read_text() == (full / "ledger.jsonl").read_text()
+
+
+def test_a_full_disk_while_writing_the_trainer_state_names_the_file(tmp_path, tiny_model_dir,
+                                                                     monkeypatch):
+    if not Path("/dev/full").is_char_device():
+        pytest.skip("needs /dev/full")
+    model, tokenizer = load_policy(str(tiny_model_dir))
+    optimizer = torch.optim.AdamW(model.parameters())
+
+    def full_disk_open(path, mode="r", *args, **kwargs):  # trainer_state.pt lands on /dev/full
+        return open("/dev/full" if Path(path).name == CHECKPOINT_STATE else path, mode,
+                    *args, **kwargs)
+
+    monkeypatch.setattr("agentcredit.train.run_dir.open", full_disk_open, raising=False)
+    run = RunDirectory(tmp_path / "run")
+    with pytest.raises(DiskFullError) as full:
+        run.save_checkpoint(1, model, tokenizer, optimizer, RandomStreams.seeded(0), None, 2)
+    written = tmp_path / "run" / "checkpoints" / ".tmp_update_00001" / CHECKPOINT_STATE
+    assert str(full.value).startswith(f"cannot write {written}: the disk is full")
+    assert run.latest_checkpoint() is None  # nothing half-written was renamed into place
+
+
+def test_every_torch_load_in_the_package_is_weights_only():
+    import ast
+
+    import agentcredit
+
+    loads = []
+    for path in Path(agentcredit.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "load" and getattr(node.func.value, "id", "") == "torch"):
+                flag = next((k.value for k in node.keywords if k.arg == "weights_only"), None)
+                loads.append((path.name, isinstance(flag, ast.Constant) and flag.value is True))
+    assert loads and all(safe for _, safe in loads), loads

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from typing import Any
 from plotly.offline import get_plotlyjs
 from plotly.utils import PlotlyJSONEncoder
 
+from agentcredit.disk_full import writing
 from agentcredit.report.aggregate import Summary
 from agentcredit.report.curves import FAMILIES, curve_figures
 from agentcredit.report.run_files import RunData, clean_text, find_runs
@@ -85,9 +87,9 @@ def write_report(paths: Sequence[str | Path], output: str | Path, viewer_mb: flo
     if not runs:
         raise ReportError("no run directory to report: " + "; ".join(problems)
                           + " (a run directory holds config.yaml or metrics.jsonl)")
-    if viewer_mb < 0:
-        raise ReportError(f"--viewer-mb {viewer_mb}: must be 0 or more (0 leaves the viewer "
-                          "out)")
+    if not math.isfinite(viewer_mb) or viewer_mb < 0:
+        raise ReportError(f"--viewer-mb {viewer_mb}: must be a number, 0 or more (0 leaves the "
+                          "viewer out)")
     problems += [f"{run.name}: {p}" for run in runs for p in run.problems]
     viewer, viewer_notes, unreadable = (viewer_data(runs, int(viewer_mb * 1e6)) if viewer_mb
                                         else ({"runs": []}, [], []))
@@ -95,7 +97,8 @@ def write_report(paths: Sequence[str | Path], output: str | Path, viewer_mb: flo
     page = render_page(runs, problems, viewer, viewer_notes, [str(p) for p in paths])
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_bytes(page.encode("utf-8"))
+    with writing(output):
+        output.write_bytes(page.encode("utf-8"))
     return ReportResult(output, len(runs), len({r.method for r in runs}), output.stat().st_size,
                         time.perf_counter() - began, problems)
 

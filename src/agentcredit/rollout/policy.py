@@ -16,7 +16,12 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache
 
+from agentcredit.config_schema import ConfigError
 from agentcredit.rollout.admissible import ActionTrie, pack_sets, restrict_logits
+
+
+class PolicyDiverged(ConfigError):
+    """The policy's probabilities are NaN: training (its learning rate) blew the weights up."""
 
 
 @dataclass
@@ -219,7 +224,7 @@ class HFPolicy:
                 for row, allowed in enumerate(sets):
                     row_allowed[row].append(allowed)
                 logits = restrict_logits(logits, pack_sets(sets))
-            token, logprob = _sample(logits, temperature, generator)  # [B], [B] on CPU
+            token, logprob = sample_token(logits, temperature, generator)  # [B], [B] on CPU
             if nodes is not None:
                 nodes = [node.get(int(tok)) if node else None
                          for node, tok in zip(nodes, token.tolist(), strict=True)]
@@ -312,13 +317,19 @@ def _refill(cache: PromptCache, stored: list[tuple[list[int], list[tuple[Tensor,
         cache.layers.append((all_keys, all_values))
 
 
-def _sample(logits: Tensor, temperature: float,
-            generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """Sample one token per row of ``logits [B, V]``; returns ids and their log-probs ``[B]``."""
+def sample_token(logits: Tensor, temperature: float,
+                 generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Sample one token per row of ``logits [B, V]``; returns ids and their log-probs ``[B]``.
+
+    Raises:
+        PolicyDiverged: a row's log-probs hold NaN (NaN or +inf logits).
+    """
+    logp = torch.log_softmax(logits / (temperature or 1.0), -1)
+    if bool(torch.isnan(logp).any()):
+        raise PolicyDiverged("the policy's next-token probabilities hold NaN: its weights have "
+                             "diverged")
     if temperature == 0:
-        logp = torch.log_softmax(logits, -1)
         token = logp.argmax(-1)
     else:
-        logp = torch.log_softmax(logits / temperature, -1)
         token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
     return token, logp.gather(-1, token[:, None]).squeeze(-1)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from agentcredit.config_schema import ConfigError
 from agentcredit.credit.vict import AuditRow, format_audit_table, interface_audit
 from agentcredit.envs.base import Environment, Task
 from agentcredit.verifier.closure import DependencyGraph
@@ -71,8 +72,15 @@ def run_audit(config, split: str | None, copies: int, checkpoint: Path | None = 
               echo=print) -> dict[str, AuditRow]:
     """Audit the interface of ``config.env`` on the tasks of ``split`` (default: the
     environment's first validation split); prints the table."""
-    from agentcredit.train.env_suites import build_env_suite
+    from agentcredit.train.build import check_device
+    from agentcredit.train.env_suites import build_env_suite, suite_splits
 
+    known = suite_splits(config.env.name)
+    if split is not None and split not in known:
+        raise ConfigError(f"--split {split!r}: {config.env.name} has the splits "
+                          f"{', '.join(known)}")
+    if checkpoint is not None:  # the policy is audited last: refuse its device first
+        check_device(config)
     suite = build_env_suite(config.env)
     split = split or suite.validation_splits[0]
     tasks = suite.tasks(split)

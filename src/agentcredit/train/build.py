@@ -51,7 +51,9 @@ def collector_config(config: TrainConfig) -> CollectorConfig:
 
 
 def load_model(config: TrainConfig, source: str | Path):
-    """``(model, tokenizer)`` from a model folder or hub id, on the run's device and dtype."""
+    """``(model, tokenizer)`` from a model folder or hub id, on the run's device (refused first
+    when this machine lacks it) and dtype."""
+    check_device(config)
     return load_policy(str(source), config.run.device, DTYPES[config.model.dtype])
 
 

@@ -77,7 +77,7 @@ class RunConfig:
     """Also log every metrics line to this Weights & Biases project (needs ``pip install
     wandb``); empty = off. ``metrics.jsonl`` stays the record."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"seed": (0, None), "updates": (0, None),
+    _limits: ClassVar[dict[str, tuple]] = {"seed": (0, 2**32 - 1), "updates": (0, None),
                "eval_every": (0, None), "checkpoint_every": (1, None),
                "keep_checkpoints": (1, None), "threads": (0, None),
                "save_rollouts": (0, None), "keep_rollouts": (1, None)}
@@ -560,6 +560,9 @@ def _config_text(path: str | Path | None) -> tuple[str, str]:
         return (packaged / preset).read_text(), f"the packaged {preset}"
     try:
         return Path(name).read_text(), name
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {name!r} is not UTF-8 text (byte {err.start}); pass a "
+                          "YAML run config") from None
     except OSError as err:
         presets = sorted(p.name for p in packaged.iterdir() if p.name.endswith(".yaml"))
         raise ConfigError(f"cannot read config file {name!r}: {err.strerror} (packaged "

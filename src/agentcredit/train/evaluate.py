@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from agentcredit.disk_full import writing
 from agentcredit.envs.base import Task
 from agentcredit.jsonl_log import finite_or_null
 from agentcredit.progress import Progress, reporting
@@ -34,7 +34,13 @@ from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.provider import SkillProvider
 from agentcredit.train.build import load_model, make_collector, validation_tasks
 from agentcredit.train.config import TrainConfig
-from agentcredit.train.run_dir import CHECKPOINT_STATE, RunDirectory, RunDirectoryError
+from agentcredit.train.run_dir import (
+    CHECKPOINT_STATE,
+    RunDirectory,
+    RunDirectoryError,
+    StateUnreadable,
+    read_trainer_state,
+)
 
 
 def evaluation_generator(seed: int, update: int) -> torch.Generator:
@@ -250,15 +256,11 @@ def _checkpoint_source(checkpoint: Path, run_dir: Path | None) -> ModelSource:
     if not (checkpoint / "policy" / "config.json").is_file():
         raise FileNotFoundError(f"checkpoint {checkpoint} has no policy/ model; pass another "
                                 "checkpoint folder")
-    try:  # mmap: only the update is read, not the optimiser state
-        state = torch.load(checkpoint / CHECKPOINT_STATE, map_location="cpu", mmap=True,
-                           weights_only=False)
-        update = int(state["update"])
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, KeyError, TypeError,
-            ValueError) as err:
-        raise RunDirectoryError(f"checkpoint {checkpoint}: cannot read {CHECKPOINT_STATE} "
-                                f"({type(err).__name__}); pass an earlier checkpoint folder"
-                                ) from None
+    try:
+        update = int(read_trainer_state(checkpoint, tensors=False)["update"])
+    except (StateUnreadable, KeyError, TypeError, ValueError) as err:
+        raise RunDirectoryError(f"checkpoint {checkpoint}: {err}; pass an earlier checkpoint "
+                                "folder") from None
     return ModelSource(checkpoint / "policy", update, run_dir, checkpoint / "eval.json")
 
 
@@ -269,6 +271,7 @@ def write_eval_result(source: ModelSource, metrics: Mapping[str, float],
     record = finite_or_null({"model": str(source.model_dir), "update": source.update,
                              **fields, **metrics})
     tmp = source.result.with_name(source.result.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
+    with writing(source.result):
+        tmp.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
     os.replace(tmp, source.result)
     return source.result

@@ -28,9 +28,11 @@ import torch
 
 from agentcredit.credit import get_estimator
 from agentcredit.credit.tokens import to_step_rows
+from agentcredit.disk_full import writing
 from agentcredit.jsonl_log import JsonlLog, finite_or_null, read_jsonl
 from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.collector import broadcast_to_tokens, tensorize_steps
+from agentcredit.rollout.policy import PolicyDiverged
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import check_device, load_model, make_collector, validation_tasks
 from agentcredit.train.config import TrainConfig, config_to_dict, estimator_config, save_config
@@ -82,12 +84,19 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     check_device(config)
     run = RunDirectory(config.run_dir)
     run.lock()
-    progress = [0]  # the last finished update, for the Ctrl-C message
+    progress = [0, 0]  # the last finished and the last stepped update, for the messages
     try:
         with reporting(config.run.progress), _library_bars(config.run.progress):
             return _train(config, run, resume, overwrite, stop_after_update, echo, progress)
     except KeyboardInterrupt:
         raise TrainingInterrupted(run.path, progress[0]) from None
+    except PolicyDiverged as err:
+        if progress[1]:
+            where, rate = f"at update {progress[1]}", f"optim.lr (now {config.optim.lr:g})"
+        else:
+            where, rate = "before the first update", f"sft.lr (now {config.sft.lr:g})"
+        raise PolicyDiverged(f"training diverged {where}: {err}; lower {rate} and start "
+                             "again") from None
     finally:
         run.unlock()
 
@@ -119,7 +128,8 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
     if overwrite:
         run.overwrite()
     point = run.resume(echo) if resume else run.create()
-    save_config(config, run.path / "config.yaml")
+    with writing(run.path / "config.yaml"):
+        save_config(config, run.path / "config.yaml")
     echo(f"run directory: {run.path.resolve()}")
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
@@ -216,7 +226,7 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
     # UPDATES
     bar = Progress("updates", config.run.updates, unit="updates", initial=start_update,
                    delay_s=0)
-    update = progress[0] = start_update
+    update = progress[0] = progress[1] = start_update
     for update in range(start_update + 1, config.run.updates + 1):
         times = {}
         # COLLECT
@@ -265,6 +275,7 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         update_stats = ppo_update(model, optimizer, steps, old_logprobs, ref_logprobs, advantages,
                                   config.optim, streams.sampling,
                                   teacher_logprobs=prepared.teacher, temperature=temperature)
+        progress[1] = update
         model.eval()
         times["update"] = time.perf_counter() - began
 

@@ -110,6 +110,11 @@ def load_policy(
         raise ModelLoadError(f"the tokenizer of {name_or_dir!r} has no chat template, which the "
                              "prompts are built with; use an instruction-tuned checkpoint or "
                              "set chat_template in its tokenizer_config.json")
+    if not tokenizer("go to the kitchen", add_special_tokens=False)["input_ids"]:
+        raise ModelLoadError(f"the tokenizer of {name_or_dir!r} turns text into no tokens: its "
+                             f"vocabulary ({len(tokenizer)} tokens) lacks the files that hold it "
+                             "(tokenizer.json, or vocab.json and merges.txt); copy the model's "
+                             "tokenizer files into the folder")
     model.to(device)
 
     if tokenizer.pad_token is None:

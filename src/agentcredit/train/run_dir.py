@@ -8,16 +8,25 @@
       ledger.jsonl      VICT credit rows (estimators that write a ledger)
       init_model/       the bootstrapped tiny model (embedded default only)
       reference/        the RL starting policy (after SFT), also the frozen KL reference
-      checkpoints/update_NNNNN/{policy/, trainer_state.pt}
+      checkpoints/update_NNNNN/{policy/, trainer_state.pt, trainer_state.json}
       rollouts/         saved updates for the report's viewer (run.save_rollouts)
       tensorboard/      TensorBoard events (run.tensorboard)
+
+A checkpoint's trainer state holds no pickled object: ``trainer_state.pt`` has only
+tensors (the optimiser state, torch's RNG states), read with
+``torch.load(weights_only=True)``, and ``trainer_state.json`` the rest (the
+update, the starting success, the python and numpy RNG states, the log line
+counts). A checkpoint of the earlier format (one ``trainer_state.pt`` with
+everything) is read by the same weights-only loader with numpy's array type
+allowed, and said in one line; anything else in a state file is refused, never run.
 
 What a kill can leave, and what ``RunDirectory.resume`` does with it:
 
 - a torn last line in ``metrics.jsonl`` or ``ledger.jsonl``: cut;
 - a half-written checkpoint: it is written under a temporary name and renamed
   when complete, so it is never seen; a complete one that cannot be read
-  (damaged weights or state) is skipped for the one before;
+  (weights whose safetensors file is cut short or damaged, a state that does not
+  load) is skipped for the one before;
 - a checkpoint newer than the logs (the logs lost lines the checkpoint counted):
   each checkpoint records how many lines each log had when it was written, so
   such a checkpoint is skipped for the one before;
@@ -25,7 +34,10 @@ What a kill can leave, and what ``RunDirectory.resume`` does with it:
   the resumed run rewrites those lines exactly.
 
 Each fallback is said in one line. A run that died after its SFT warm start and
-before its first checkpoint restarts RL from ``reference/``.
+before its first checkpoint restarts RL from ``reference/``. A log that is a
+symlink to a file outside the run folder is never repaired or cut: resume stops
+and says so. A folder whose logs are empty (a start that failed before its first
+line) can be started again.
 
 A process holds ``run_dir/.lock`` (an ``flock``) for the life of its run, so a
 second run on the same folder stops at once, naming the holder. The kernel drops
@@ -35,6 +47,7 @@ the lock when its process dies, so a killed run's folder can be resumed at once.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pickle
 import random
@@ -46,13 +59,30 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError, safe_open
 
-from agentcredit.jsonl_log import count_lines, read_jsonl, repair_torn_tail, truncate_lines
+from agentcredit.disk_full import writing
+from agentcredit.jsonl_log import (
+    DamagedLog,
+    count_lines,
+    read_jsonl,
+    repair_torn_tail,
+    truncate_lines,
+)
 from agentcredit.train.live_metrics import TENSORBOARD_FOLDER
 from agentcredit.train.saved_rollouts import FOLDER
 
 CHECKPOINT_STATE = "trainer_state.pt"
+CHECKPOINT_RECORD = "trainer_state.json"
+STATE_FORMAT = 2
+"""``format`` of ``trainer_state.json``; a checkpoint without that file has the earlier one."""
 LOGS = ("metrics.jsonl", "ledger.jsonl")
+_TENSOR_STREAMS = ("sampling", "torch_random")  # in trainer_state.pt; the others in the JSON
+# the earlier format pickled numpy's RNG state: its array type, under numpy 1's and 2's names
+_RECONSTRUCT = np.zeros(0).__reduce__()[0]
+_EARLIER_FORMAT_GLOBALS = [np.ndarray, np.dtype, np.dtypes.UInt32DType,
+                           *((_RECONSTRUCT, f"numpy.{core}.multiarray._reconstruct")
+                             for core in ("core", "_core"))]
 
 
 class RunDirectoryError(RuntimeError):
@@ -81,18 +111,28 @@ class RandomStreams:
         return cls(random.Random(seed), torch.Generator().manual_seed(seed))
 
     def state(self) -> dict[str, Any]:
-        """Everything ``restore`` needs."""
+        """Everything ``restore`` needs: tensors (``sampling``, ``torch_random``) and plain
+        JSON data (the python and numpy states)."""
+        numpy_state = np.random.get_state(legacy=False)
+        numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()
         return {"task_rng": self.task_rng.getstate(), "sampling": self.sampling.get_state(),
-                "python_random": random.getstate(), "numpy_random": np.random.get_state(),
+                "python_random": random.getstate(), "numpy_random": numpy_state,
                 "torch_random": torch.get_rng_state()}
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Set every stream to a saved ``state``."""
-        self.task_rng.setstate(state["task_rng"])
+        """Set every stream to a saved ``state`` (as ``state`` gave it, or read back from
+        JSON, where tuples are lists)."""
+        self.task_rng.setstate(_python_state(state["task_rng"]))
         self.sampling.set_state(state["sampling"])
-        random.setstate(state["python_random"])
+        random.setstate(_python_state(state["python_random"]))
         np.random.set_state(state["numpy_random"])
         torch.set_rng_state(state["torch_random"])
+
+
+def _python_state(state: Any) -> tuple:
+    """``random.getstate()``'s tuple, from itself or its JSON list."""
+    version, internal, gauss = state
+    return version, tuple(internal), gauss
 
 
 @dataclass
@@ -179,9 +219,26 @@ class RunDirectory:
         """``rollouts/``, the saved updates (``train/saved_rollouts.py``)."""
         return self.path / FOLDER
 
+    def _holds_a_run(self) -> bool:
+        """Whether a run wrote anything that counts: a log line, a checkpoint, ``reference/``."""
+        return (any(_size(self.path / log) for log in LOGS) or self.checkpoints.exists()
+                or self.reference.exists())
+
+    def _check_logs_inside(self) -> None:
+        """Refuse logs that are symlinks to files outside the folder (repairs would cut them)."""
+        root = self.path.resolve()
+        for log in LOGS:
+            path = self.path / log
+            if path.is_symlink() and not path.resolve().is_relative_to(root):
+                raise RunDirectoryError(
+                    f"{path} is a symlink to {path.resolve()}, outside the run directory; a run "
+                    "repairs and cuts its logs, so it will not touch that file: copy it into "
+                    "the run directory in place of the link")
+
     def create(self) -> None:
         """Make the folder for a new run; refuse one that already holds a run."""
-        if self.metrics.exists() or self.checkpoints.exists() or self.reference.exists():
+        self._check_logs_inside()
+        if self._holds_a_run():
             raise RunDirectoryError(
                 f"run directory {self.path} already holds a run; resume it with "
                 f"`agentcredit train --resume {self.path}`, start it again with --overwrite, or "
@@ -192,7 +249,8 @@ class RunDirectory:
 
     def resume(self, echo: Callable[[str], None]) -> ResumePoint:
         """Repair the logs, pick the newest usable checkpoint, roll the logs back to it."""
-        if not self.metrics.exists() and not self.reference.exists():
+        self._check_logs_inside()
+        if not self._holds_a_run():
             raise RunDirectoryError(f"nothing to resume in {self.path}: it holds no run "
                                     "(start one without --resume)")
         for log in LOGS:
@@ -200,7 +258,7 @@ class RunDirectory:
                 echo(f"{log}: cut a torn last line")
         lines = {log: count_lines(self.path / log) for log in LOGS}
         for checkpoint in sorted(self.checkpoints.glob("update_*"), reverse=True):
-            state, problem = _read_checkpoint(checkpoint)
+            state, problem = _read_checkpoint(checkpoint, echo)
             if state is not None:
                 short = [log for log in LOGS if lines[log] < state["log_lines"][log]]
                 if short:
@@ -212,9 +270,13 @@ class RunDirectory:
                 continue
             for log in LOGS:
                 truncate_lines(self.path / log, state["log_lines"][log])
+            self._check_metrics_parse()
             return ResumePoint(checkpoint / "policy", state["update"], state)
         if _is_model_dir(self.reference):
-            sft_lines = _leading_kind(self.metrics, "sft")
+            try:
+                sft_lines = _leading_kind(self.metrics, "sft")
+            except DamagedLog as err:
+                raise _unresumable(err) from None
             truncate_lines(self.metrics, sft_lines)
             truncate_lines(self.ledger, 0)
             echo(f"no usable checkpoint in {self.path}: restarting RL from reference/ "
@@ -224,14 +286,23 @@ class RunDirectory:
             f"nothing to resume in {self.path}: it has no usable checkpoint and no finished "
             "SFT start (reference/); start it again with --overwrite")
 
+    def _check_metrics_parse(self) -> None:
+        """Refuse a ``metrics.jsonl`` with a line that is not JSON before any work is done."""
+        try:
+            for _ in read_jsonl(self.metrics):
+                pass
+        except DamagedLog as err:
+            raise _unresumable(err) from None
+
     # CHECKPOINTS
 
     def save_reference(self, model, tokenizer) -> None:
         """Write ``reference/`` atomically (a kill leaves either nothing or all of it)."""
         tmp = self.path / ".tmp_reference"
         shutil.rmtree(tmp, ignore_errors=True)
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        with writing(tmp):
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
         shutil.rmtree(self.reference, ignore_errors=True)
         tmp.rename(self.reference)
 
@@ -241,13 +312,21 @@ class RunDirectory:
         final = self.checkpoints / f"update_{update:05d}"
         tmp = self.checkpoints / f".tmp_update_{update:05d}"
         shutil.rmtree(tmp, ignore_errors=True)
-        model.save_pretrained(tmp / "policy")
-        tokenizer.save_pretrained(tmp / "policy")
-        torch.save({"update": update, "success_start": success_start,
-                    "optimizer": optimizer.state_dict(), "random": streams.state(),
-                    "log_lines": {log: count_lines(self.path / log) for log in LOGS}},
-                   tmp / CHECKPOINT_STATE)
-        _fsync_tree(tmp)
+        with writing(tmp / "policy"):
+            model.save_pretrained(tmp / "policy")
+            tokenizer.save_pretrained(tmp / "policy")
+        streams_state = streams.state()
+        tensors = {"optimizer": optimizer.state_dict(),
+                   "random": {k: streams_state.pop(k) for k in _TENSOR_STREAMS}}
+        record = {"format": STATE_FORMAT, "update": update, "success_start": success_start,
+                  "random": streams_state,
+                  "log_lines": {log: count_lines(self.path / log) for log in LOGS}}
+        with writing(tmp / CHECKPOINT_STATE), open(tmp / CHECKPOINT_STATE, "wb") as handle:
+            torch.save(tensors, handle)  # a file object: a full disk raises the system's error
+        with writing(tmp / CHECKPOINT_RECORD):
+            (tmp / CHECKPOINT_RECORD).write_text(json.dumps(record))
+        with writing(tmp):
+            _fsync_tree(tmp)
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         for old in sorted(self.checkpoints.glob("update_*"))[:-keep]:
@@ -261,21 +340,105 @@ class RunDirectory:
         return done[-1] if done else None
 
 
-def _read_checkpoint(checkpoint: Path) -> tuple[dict | None, str]:
-    """``(state, "")`` for a readable checkpoint, else ``(None, why not)``."""
+class StateUnreadable(Exception):
+    """A checkpoint's trainer state that does not load; the message says why, as a clause."""
+
+
+def read_trainer_state(checkpoint: Path, tensors: bool = True,
+                       echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """A checkpoint's trainer state: ``update``, ``success_start``, ``log_lines`` and, with
+    ``tensors``, ``optimizer`` and ``random`` (what ``RandomStreams.restore`` takes). Nothing
+    in the files can run code (module notes); the earlier format is said through ``echo``.
+
+    Raises:
+        StateUnreadable: a file is missing, damaged, of another version, or holds anything
+            but tensors and plain data.
+    """
+    record_path, state_path = checkpoint / CHECKPOINT_RECORD, checkpoint / CHECKPOINT_STATE
+    if not record_path.exists():
+        echo(f"checkpoint {checkpoint.name} has the earlier trainer-state format; reading it "
+             "with torch's weights-only loader")
+        state = _load_tensors(state_path, _EARLIER_FORMAT_GLOBALS, mmap=not tensors)
+        if not isinstance(state, dict) or not {"update", "log_lines"} <= state.keys():
+            raise StateUnreadable(f"{CHECKPOINT_STATE} was written by another version")
+        return state
+    try:
+        record = json.loads(record_path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise StateUnreadable(f"cannot read {CHECKPOINT_RECORD} ({_first_line(err)})") from None
+    if not isinstance(record, dict) or record.get("format") != STATE_FORMAT:
+        raise StateUnreadable(f"{CHECKPOINT_RECORD} was written by another version")
+    if not tensors:
+        return record
+    saved = _load_tensors(state_path, [], mmap=False)
+    try:
+        return {**record, "optimizer": saved["optimizer"],
+                "random": {**record["random"], **saved["random"]}}
+    except (KeyError, TypeError):
+        raise StateUnreadable(f"{CHECKPOINT_STATE} was written by another version") from None
+
+
+def _load_tensors(path: Path, allowed: list, mmap: bool) -> Any:
+    """``torch.load(path, weights_only=True)`` with ``allowed`` globals (``mmap``: tensors
+    mapped, not read, for a caller that reads only the plain data); every failure is a
+    ``StateUnreadable``, a refused global said as such."""
+    try:
+        with torch.serialization.safe_globals(allowed):
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as err:
+        if "Weights only load failed" in str(err):
+            raise StateUnreadable(f"{path.name} holds objects other than tensors and plain data, "
+                                  "refused unread (loading them could run code)") from None
+        raise StateUnreadable(f"cannot read {path.name} ({_first_line(err)})") from None
+    except (OSError, RuntimeError, EOFError, ValueError) as err:
+        raise StateUnreadable(f"cannot read {path.name} ({_first_line(err)})") from None
+
+
+def _read_checkpoint(checkpoint: Path, echo: Callable[[str], None]) -> tuple[dict | None, str]:
+    """``(state, "")`` for a checkpoint whose weights and state load, else ``(None, why not)``."""
     if not _is_model_dir(checkpoint / "policy"):
         return None, "its policy/ has no weights"
+    problem = _weights_problem(checkpoint / "policy")
+    if problem:
+        return None, problem
     try:
-        state = torch.load(checkpoint / CHECKPOINT_STATE, weights_only=False)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
-        return None, f"cannot read {CHECKPOINT_STATE} ({str(err).splitlines()[0]})"
-    if not isinstance(state, dict) or "log_lines" not in state:
-        return None, f"{CHECKPOINT_STATE} was written by another version"
-    return state, ""
+        return read_trainer_state(checkpoint, echo=echo), ""
+    except StateUnreadable as err:
+        return None, str(err)
+
+
+def _weights_problem(policy: Path) -> str:
+    """Why the safetensors files of ``policy`` would not load (cut short, a damaged header,
+    ``config.json`` not JSON), or ``""``."""
+    try:
+        json.loads((policy / "config.json").read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        return f"its policy/config.json does not load ({_first_line(err)})"
+    for weights in sorted(policy.glob("*.safetensors")):
+        try:
+            with safe_open(weights, "pt"):
+                pass
+        except (OSError, SafetensorError) as err:
+            return f"its policy/{weights.name} does not load ({_first_line(err)})"
+    return ""
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
 
 
 def _is_model_dir(path: Path) -> bool:
     return (path / "config.json").is_file() and any(path.glob("*.safetensors"))
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def _unresumable(err: DamagedLog) -> RunDirectoryError:
+    return RunDirectoryError(f"{err}: delete or repair that line, or start the run again with "
+                             "--overwrite")
 
 
 def _leading_kind(path: Path, kind: str) -> int:

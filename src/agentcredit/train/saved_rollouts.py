@@ -45,6 +45,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentcredit.disk_full import writing
+
 FORMAT = 1
 #: the run directory's folder of saved updates
 FOLDER = "rollouts"
@@ -135,7 +137,8 @@ def save_rollouts(folder: Path, update: int, estimator: str, trajectories: Seque
     folder.mkdir(parents=True, exist_ok=True)
     final = rollout_file(folder, update)
     tmp = final.with_name("." + final.name + ".tmp")
-    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as handle:
+    with (writing(tmp), open(tmp, "wb") as raw,
+          gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as handle):
         handle.write(json.dumps(record, allow_nan=False).encode("ascii"))
     os.replace(tmp, final)
     for _, old in saved_updates(folder)[:-keep]:

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
+from agentcredit.disk_full import writing
 from agentcredit.train.tokenizer_bootstrap import IM_END_TOKEN, PAD_TOKEN, train_bpe_tokenizer
 
 
@@ -157,6 +158,7 @@ def bootstrap_tiny_model(texts: Iterable[str], out_dir: Path, config: TinyModelC
     )
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
+    with writing(out_dir):
+        model.save_pretrained(out_dir)
+        tokenizer.save_pretrained(out_dir)
     return out_dir

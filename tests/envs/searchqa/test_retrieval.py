@@ -16,6 +16,9 @@ from agentcredit.envs.searchqa.questions import Question
 from agentcredit.envs.searchqa.retrieval import BM25Retriever, RetrievalError
 from agentcredit.envs.searchqa.server import ServerRetriever
 
+from ..hostile_server import KINDS as HOSTILE_KINDS
+from ..hostile_server import HostileServer
+
 DOCS = [{"id": "11", "contents": '"Velmor"\nVelmor is a city in Arvenia.'},
         {"id": "12", "contents": '"Arvenia"\nArvenia is a country.'}]
 
@@ -112,7 +115,7 @@ def test_failures_are_retried_with_doubling_backoff(serve):
     assert len(server.bodies) == 3 and waits == [0.5, 1.0]
 
 
-@pytest.mark.parametrize(("how", "reason"), [("error", "HTTP 500"), ("garbage", "not JSON"),
+@pytest.mark.parametrize(("how", "reason"), [("error", "HTTP 500"), ("garbage", "not valid JSON"),
                                              ("schema", "not {'result'"),
                                              ("slow", "did not answer")])
 def test_a_server_that_keeps_failing_raises_retrieval_error_with_the_reason(serve, how, reason):
@@ -139,10 +142,30 @@ def test_an_unreachable_server_becomes_an_observation():
     env = SearchQAEnv()
     env.reset(task)
     obs, _, done, info = env.step("<search> Velmor </search>")
-    assert obs.text.startswith("<information>Search failed: the retrieval server did not answer")
+    assert obs.text.startswith(f"<information>Search failed: the retrieval server at {url} did "
+                               "not answer")
     assert info.valid and not done
 
 
 def test_a_bad_server_url_is_refused_with_the_fix():
     with pytest.raises(ValueError, match="http://127.0.0.1:8000/retrieve"):
         ServerRetriever("127.0.0.1:8000/retrieve")
+
+
+@pytest.mark.parametrize("kind", sorted(set(HOSTILE_KINDS) - {"ok"}))
+def test_a_hostile_retrieval_server_becomes_an_observation_within_the_timeout(kind):
+    question = Question("Where is Velmor?", ("Arvenia",), "nq", (), ())
+    with HostileServer(kind) as server:
+        task = Task("searchqa-test-00000", "searchqa", "test", question.text, "nq",
+                    {"corpus": {}, "question": question.to_json(),
+                     "retrieval": {"kind": "server", "url": server.url(), "timeout_s": 0.5,
+                                   "retries": 0}})
+        env = SearchQAEnv()
+        env.reset(task)
+        began = time.monotonic()
+        obs, _, done, info = env.step("<search> Velmor </search>")
+        elapsed = time.monotonic() - began
+    assert obs.text.startswith(f"<information>Search failed: the retrieval server at "
+                               f"{server.url()} "), obs.text[:300]
+    assert len(obs.text) < 500 and info.valid and not done
+    assert elapsed < 1.5

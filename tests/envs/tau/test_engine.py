@@ -45,6 +45,14 @@ EXTRA_ARGUMENT = ('<tool_call>{"name": "cancel_pending_order", "arguments": {"or
      "Error: a tool call must end with </tool_call>"),
     ('{"name": "cancel_pending_order", "arguments": {"order_id": }}',
      "Error: the tool call is not valid JSON: Expecting value at character 59"),
+    ('{"name": "get_order_details", "arguments": {"order_id": ' + "[" * 5_000 + "]" * 5_000
+     + "}}", "Error: the tool call nests arrays and objects too deep (at most 64)"),
+    ('{"name": "get_order_details", "arguments": {"order_id": [' + "[" * 64 + "]" * 64 + "]}}",
+     "Error: the tool call nests arrays and objects 67 deep (at most 64)"),
+    ('{"name": "get_order_details", "arguments": {"order_id": ' + "7" * 5_000 + "}}",
+     "Error: the tool call holds a number of 5000 characters (at most 100)"),
+    ('{"name": "get_order_details", "arguments": {"order_id": NaN}}',
+     "Error: the tool call holds NaN, which is not a JSON number"),
     ('<tool_call>{"name": "drop_tables", "arguments": {}}</tool_call>',
      "Tool result: Error: Tool 'drop_tables' not found."),
     (MISSING_REASON, ("Tool result: Error: RetailTools.cancel_pending_order() missing 1 "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -16,6 +17,9 @@ from agentcredit.envs.tau.llm_user import system_prompt
 from agentcredit.envs.tau.options import EndpointConfig, TauConfig
 from agentcredit.envs.tau.tasks import build_tasks
 from agentcredit.envs.tau.users import ScriptedUser
+
+from ..hostile_server import KINDS as HOSTILE_KINDS
+from ..hostile_server import HostileServer
 
 
 def test_the_scripted_user_answers_from_its_scenario_and_ends_the_conversation():
@@ -142,3 +146,20 @@ def test_the_judge_reads_the_conversation_and_decides_the_nl_component():
     prompt = chat.bodies[0][1]["messages"][1]["content"]
     assert "agent: " in prompt and "customer: " in prompt
     assert tau["evaluation_criteria"]["nl_assertions"][0] in prompt
+
+
+@pytest.mark.parametrize("kind", sorted(set(HOSTILE_KINDS) - {"ok"}))
+def test_a_hostile_user_endpoint_ends_the_episode_naming_it_within_the_timeout(kind):
+    task = build_tasks("retail", "base")[0]
+    with HostileServer(kind) as server:
+        endpoint = EndpointConfig(base_url=server.url("/v1"), model="fake-user", retries=0,
+                                  timeout_s=0.5)
+        env = TauEnv("retail", TauConfig(user="llm", user_endpoint=endpoint))
+        began = time.monotonic()
+        obs = env.reset(task)
+        elapsed = time.monotonic() - began
+    assert obs.text.startswith("User: (the user simulator is unavailable: "
+                               f"{server.url('/v1/chat/completions')}: 1 attempts failed; the "
+                               f"last one: {server.url('/v1/chat/completions')} "), obs.text
+    assert len(obs.text) < 500 and env.last_reward.ending == "user_error"
+    assert elapsed < 1.5

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
+from agentcredit.disk_full import writing
 from agentcredit.envs.alfworld import scenes
 from agentcredit.envs.alfworld.options import GeneratorConfig
 from agentcredit.envs.alfworld.scenes import Receptacle, Scene
@@ -257,7 +258,7 @@ def _write_atomic(path: Path, text: str) -> None:
     """
     handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w") as out:
+        with writing(path), os.fdopen(handle, "w") as out:
             out.write(text)
         os.replace(tmp, path)
     except BaseException:

@@ -7,23 +7,27 @@ launched as Search-R1's README shows) with the JSON body
 (without scores, each item is the document itself). So a user points the
 environment at the e5 + wiki-18 server they already run by its URL.
 
-Failures (refused connection, timeout, an HTTP error status, a body that is not
-this schema) are retried ``retries`` times, waiting ``backoff_s · 2^i`` before
-retry ``i``; when every try fails the client raises ``RetrievalError`` with the
-last reason, which the environment shows the agent.
+A request goes through ``envs.http_json``: ``timeout_s`` bounds the whole request
+(not each read), an answer over ``MAX_ANSWER_BYTES`` is refused, and the JSON is
+parsed with bounded nesting and numbers. Failures (refused connection, timeout,
+a malformed answer, an HTTP error status, a body that is not this schema) are
+retried ``retries`` times, waiting ``backoff_s · 2^i`` before retry ``i``; when
+every try fails the client raises ``RetrievalError`` with the last reason, which
+the environment shows the agent.
 """
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from agentcredit.envs.http_json import HttpJsonError, post_json
 from agentcredit.envs.searchqa.corpus import Passage
 from agentcredit.envs.searchqa.retrieval import RetrievalError
+
+MAX_ANSWER_BYTES = 4 << 20
+"""The longest answer body accepted (a top-k of wiki-18 passages is a few kilobytes)."""
 
 
 def parse_server_result(body: Any, k: int) -> list[Passage]:
@@ -48,7 +52,7 @@ class ServerRetriever:
 
     Args:
         url: the full endpoint, ``http://host:port/retrieve``.
-        timeout_s: seconds one request may take.
+        timeout_s: seconds one request may take, from connecting to the last byte.
         retries: further tries after a failed one.
         backoff_s: wait before the first retry; it doubles with each retry.
         sleep: how to wait (tests pass a recorder).
@@ -66,20 +70,11 @@ class ServerRetriever:
         self._sleep = sleep
 
     def _request(self, query: str, k: int) -> list[Passage]:
-        payload = json.dumps({"queries": [query], "topk": k, "return_scores": True})
-        request = urllib.request.Request(self.url, data=payload.encode("utf-8"),
-                                         headers={"Content-Type": "application/json"},
-                                         method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                body = json.loads(response.read().decode("utf-8"))
-        except urllib.error.HTTPError as err:
-            raise RetrievalError(f"the retrieval server answered HTTP {err.code}") from None
-        except (urllib.error.URLError, TimeoutError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            raise RetrievalError(f"the retrieval server did not answer ({reason})") from None
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise RetrievalError("the retrieval server's answer is not JSON") from None
+            body = post_json(self.url, {"queries": [query], "topk": k, "return_scores": True},
+                             deadline_s=self.timeout_s, max_bytes=MAX_ANSWER_BYTES)
+        except HttpJsonError as err:
+            raise RetrievalError(f"the retrieval server at {err}") from None
         return parse_server_result(body, k)
 
     def search(self, query: str, k: int) -> list[Passage]:

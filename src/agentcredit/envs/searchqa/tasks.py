@@ -56,7 +56,7 @@ class SearchQAConfig:
     retriever_url: str = ""
     """A Search-R1 retrieval server (``http://127.0.0.1:8000/retrieve``); replaces BM25."""
     retriever_timeout_s: float = 10.0
-    """Seconds one request to the retrieval server may take."""
+    """Seconds one request to the retrieval server may take, from connecting to the last byte."""
     retriever_retries: int = 3
     """Retries of a failed request, with doubling back-off from 0.5 s."""
 

@@ -8,6 +8,7 @@ a turn, never both).
 - Anything else is a message to the user.
 
 ``parse_action`` never raises: text that looks like a tool call but is not one
+(invalid JSON, nesting deeper or numbers longer than ``envs.bounded_json`` accepts)
 comes back as ``Malformed`` with the observation to show.
 """
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from agentcredit.envs import bounded_json
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
@@ -67,10 +70,9 @@ def parse_action(text: Any) -> ToolCall | Message | Malformed:
 
 def _tool_call(body: str) -> ToolCall | Malformed:
     try:
-        call = json.loads(body)
-    except json.JSONDecodeError as err:
-        return Malformed(f"Error: the tool call is not valid JSON: {err.msg} at character "
-                         f"{err.pos}")
+        call = bounded_json.loads(body)
+    except bounded_json.JsonRefused as err:
+        return Malformed(f"Error: the tool call {err}")
     if not isinstance(call, dict) or not isinstance(call.get("name"), str):
         return Malformed('Error: a tool call is a JSON object {"name": <tool name>, '
                          '"arguments": {...}}')

@@ -1,8 +1,11 @@
 """A small client of an OpenAI-compatible chat-completions endpoint, with retries.
 
 ``POST <base_url>/chat/completions`` with ``{"model", "messages", "temperature"}``
-and the reply's ``choices[0].message.content``. A failed request (connection
-error, timeout, HTTP error, a reply without content) is retried after
+and the reply's ``choices[0].message.content``. A request goes through
+``envs.http_json``: ``timeout_s`` bounds the whole request (not each read), a reply
+over ``MAX_REPLY_BYTES`` is refused, and the JSON is parsed with bounded nesting
+and numbers. A failed request (connection error, timeout, a malformed or oversized
+answer, an HTTP error status, a reply without content) is retried after
 ``backoff_s``, doubled at each retry; after ``retries`` retries the call raises
 ``EndpointUnavailable``, which the caller turns into an ended episode, never a
 dead run. ``stats`` counts requests, failed attempts and calls given up.
@@ -11,15 +14,16 @@ Standard library only: no SDK is needed.
 
 from __future__ import annotations
 
-import json
 import os
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agentcredit.envs.http_json import HttpJsonError, post_json
 from agentcredit.envs.tau.options import EndpointConfig
+
+MAX_REPLY_BYTES = 1 << 20
+"""The longest reply body accepted (a user turn or a judgement is a few hundred bytes)."""
 
 
 class EndpointUnavailable(RuntimeError):
@@ -56,37 +60,36 @@ class ChatClient:
         self.stats = ChatStats()
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
         key = os.environ.get(self.endpoint.api_key_env, "")
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        return headers
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
-    def _attempt(self, body: bytes) -> str:
-        request = urllib.request.Request(self.url, data=body, headers=self._headers(),
-                                         method="POST")
-        with urllib.request.urlopen(request, timeout=self.endpoint.timeout_s) as response:
-            reply = json.loads(response.read().decode("utf-8"))
-        content = reply["choices"][0]["message"]["content"]
+    def _attempt(self, body: dict) -> str:
+        reply = post_json(self.url, body, deadline_s=self.endpoint.timeout_s,
+                          max_bytes=MAX_REPLY_BYTES, headers=self._headers())
+        try:
+            content = reply["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            content = None
         if not isinstance(content, str):
-            raise TypeError(f"the reply has no text content: {str(reply)[:200]}")
+            raise HttpJsonError(f"{self.url} sent a reply without choices[0].message.content: "
+                                f"{str(reply)[:200]}")
         return content
 
     def complete(self, messages: list[dict[str, str]]) -> str:
         """The endpoint's reply to ``messages``; raises ``EndpointUnavailable`` after the
         retries."""
         self.stats.requests += 1
-        body = json.dumps({"model": self.endpoint.model, "messages": messages,
-                           "temperature": self.endpoint.temperature}).encode("utf-8")
+        body = {"model": self.endpoint.model, "messages": messages,
+                "temperature": self.endpoint.temperature}
         last_error: Exception | None = None
         for attempt in range(self.endpoint.retries + 1):
             if attempt:
                 self.sleep(self.endpoint.backoff_s * 2 ** (attempt - 1))
             try:
                 return self._attempt(body)
-            except (OSError, ValueError, KeyError, IndexError, TypeError) as err:
+            except HttpJsonError as err:
                 self.stats.failed_attempts += 1
                 last_error = err
         self.stats.given_up += 1
         raise EndpointUnavailable(f"{self.url}: {self.endpoint.retries + 1} attempts failed; "
-                                  f"the last one with {type(last_error).__name__}: {last_error}")
+                                  f"the last one: {last_error}")

@@ -11,10 +11,10 @@ skipped and reported, never fatal).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
+from agentcredit.envs import bounded_json
 from agentcredit.envs.tau.chat_client import ChatClient, EndpointUnavailable
 from agentcredit.envs.tau.options import EndpointConfig
 from agentcredit.envs.tau.reward import Judge
@@ -37,7 +37,7 @@ def parse_verdict(text: str, assertions: Sequence[str]) -> float | None:
     assertion."""
     start, end = text.find("{"), text.rfind("}")
     try:
-        results = json.loads(text[start:end + 1])["results"]
+        results = bounded_json.loads(text[start:end + 1])["results"]
     except (ValueError, KeyError, TypeError):
         return None
     if not isinstance(results, list) or len(results) != len(assertions):

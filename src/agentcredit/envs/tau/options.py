@@ -26,7 +26,8 @@ class EndpointConfig:
     temperature: float = 0.0
     """Sampling temperature (tau2's user simulator samples at 0)."""
     timeout_s: float = 60.0
-    """Seconds before a request counts as failed."""
+    """Seconds a whole request may take (connecting to the last byte) before it counts as
+    failed."""
     retries: int = 4
     """Retries of a failed request before giving up on it."""
     backoff_s: float = 1.0

@@ -1,0 +1,46 @@
+"""A full disk, said as such: every file a run writes is written inside ``writing(path)``.
+
+A write on a full disk (or over a quota) fails deep inside Python, torch or
+safetensors with a message that names no file (``[Errno 28] No space left on
+device``) or does not say the disk is full (torch's ``unexpected pos ...``, which
+``torch.save`` to a path raises: checkpoints are written through a Python file
+object so that the error is the system's). ``writing`` turns any such failure into
+one ``DiskFullError`` naming the file; the CLI prints it as one ``error:`` line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+from collections.abc import Iterator
+from pathlib import Path
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+# how a failed write reads when it comes back from Rust (safetensors) rather than an OSError
+_FULL_TEXT = ("No space left on device", "Disk quota exceeded")
+
+
+class DiskFullError(OSError):
+    """A write failed because the disk is full; the message names the file and what to do."""
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """Whether ``err`` is a write that failed for want of space."""
+    if isinstance(err, OSError) and err.errno in _FULL:
+        return True
+    return any(text in str(err) for text in _FULL_TEXT)
+
+
+@contextlib.contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Raise ``DiskFullError`` naming ``path`` when the writes inside run out of space."""
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except Exception as err:
+        if not is_disk_full(err):
+            raise
+        raise DiskFullError(f"cannot write {path}: the disk is full (no space left on device); "
+                            "free space on it and run the command again (a training run "
+                            "continues with agentcredit train --resume)") from None

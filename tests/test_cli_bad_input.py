@@ -1,0 +1,120 @@
+"""Bad input to the command line ends in one ``error:`` line with status 2, before any heavy
+work: each case here once ended as an internal error (status 1) or a warning with status 0."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from agentcredit.cli import main
+from agentcredit.train.config import config_to_dict, load_config
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("error: ") and "internal error" not in err, err
+    return err
+
+
+@pytest.fixture(scope="module")
+def model_without_vocabulary(tmp_path_factory) -> Path:
+    """A tiny model folder whose tokenizer.json is gone (its tokenizer_config.json stays)."""
+    from agentcredit.train.tiny_model import TinyModelConfig, bootstrap_tiny_model
+
+    folder = bootstrap_tiny_model(["go to countertop 1", "take egg 1 from countertop 2"] * 20,
+                                  tmp_path_factory.mktemp("novocab"),
+                                  TinyModelConfig(hidden_size=16, num_hidden_layers=1,
+                                                  num_attention_heads=2, num_key_value_heads=1,
+                                                  intermediate_size=32,
+                                                  max_position_embeddings=64))
+    (folder / "tokenizer.json").unlink()
+    return folder
+
+
+def test_a_binary_config_file(tmp_path, capsys):
+    binary = tmp_path / "run.yaml"
+    binary.write_bytes(bytes(range(256)))
+    assert main(["train", "--config", str(binary)]) == 2
+    assert _one_error_line(capsys) == (f"error: config file {str(binary)!r} is not UTF-8 text "
+                                       "(byte 128); pass a YAML run config")
+
+
+def test_a_seed_numpy_cannot_take(capsys):
+    assert main(["train", "run.seed=4294967296"]) == 2
+    assert _one_error_line(capsys) == ("error: run.seed = 4294967296 is out of range; allowed "
+                                       "[0, 4294967295]")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_eval_on_a_device_this_machine_lacks(tmp_path, capsys):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")  # refused before it is read
+    assert main(["eval", "--checkpoint", str(tmp_path / "model"), "run.device=cuda"]) == 2
+    assert "torch sees no CUDA device on this machine; use run.device=cpu" in _one_error_line(
+        capsys)
+
+
+def test_audit_of_a_split_the_environment_lacks_before_any_game_is_made(capsys):
+    began = time.perf_counter()
+    assert main(["audit", "--split", "foo"]) == 2
+    assert time.perf_counter() - began < 5
+    assert _one_error_line(capsys) == ("error: --split 'foo': alfworld has the splits train, "
+                                       "valid_seen, valid_unseen")
+
+
+def _a_run(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"kind": "eval", "update": 0, "eval/success": 0.5}\n')
+    return run
+
+
+@pytest.mark.parametrize("viewer_mb", ["nan", "inf", "-1"])
+def test_report_with_a_viewer_budget_that_is_not_a_size(tmp_path, viewer_mb, capsys):
+    pytest.importorskip("plotly")
+    assert main(["report", str(_a_run(tmp_path)), "--viewer-mb", viewer_mb,
+                 "-o", str(tmp_path / "r.html")]) == 2
+    assert _one_error_line(capsys).startswith(f"error: --viewer-mb {float(viewer_mb)}: must be "
+                                              "a number, 0 or more")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_report_given_a_setting(tmp_path, capsys):
+    assert main(["report", str(_a_run(tmp_path)), "rollout.group_size=2",
+                 "-o", str(tmp_path / "r.html")]) == 2
+    assert _one_error_line(capsys).startswith(
+        "error: report takes no key=value settings (rollout.group_size=2)")
+
+
+def test_a_model_folder_without_its_vocabulary(model_without_vocabulary, capsys):
+    assert main(["eval", "--checkpoint", str(model_without_vocabulary)]) == 2
+    assert "turns text into no tokens" in _one_error_line(capsys)
+
+
+def test_a_garbage_line_inside_the_metrics_of_a_resumed_run(tmp_path, tiny_fake_run, capsys):
+    run = tmp_path / "run"
+    config = load_config(None, [*tiny_fake_run, f"run.output_dir={tmp_path}", "run.name=run"])
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config)))
+    (run / "metrics.jsonl").write_text('{"kind": "sft"}\nGARBAGE\n{"kind": "eval"}\n')
+    (run / "reference").mkdir()  # a finished SFT start, as resume sees one
+    (run / "reference" / "config.json").write_text("{}")
+    (run / "reference" / "model.safetensors").write_bytes(b"")
+    assert main(["train", "--resume", str(run)]) == 2
+    assert _one_error_line(capsys) == (
+        f"error: {run / 'metrics.jsonl'}:2 is not a JSON record (Expecting value); the file is "
+        "damaged beyond a torn last line: delete or repair that line, or start the run again "
+        "with --overwrite")
+
+
+def test_a_disk_full_while_writing_the_report_names_the_file(tmp_path, capsys):
+    pytest.importorskip("plotly")
+    if not Path("/dev/full").is_char_device():
+        pytest.skip("needs /dev/full")
+    assert main(["report", str(_a_run(tmp_path)), "-o", "/dev/full"]) == 2
+    assert _one_error_line(capsys).startswith("error: cannot write /dev/full: the disk is full")
+
