@@ -2,19 +2,21 @@
 (docs/verl.md, "What is proven on CPU").
 
 The verl config is composed from the launcher's overrides (``launch.plan``, the code behind
-``examples/verl/launch.sh``) for the tiny corridor run, and the trainer is built by verl's
-own ``PPOTrainer.__init__``. Then ``PPOTrainer.step`` runs as ``fit`` runs it: the dataloader
-batch goes to the rollout (verl's ``AgentLoopWorkerTQ``, built by its own ``__init__``, runs
-the agentcredit agent loop through verl's ``LLMServerClient`` and postprocesses its outputs
-into the TransferQueue), the replay buffer samples it, and the trainer balances it, scores old
-log-probs (with ADRS's teacher pass) and reference log-probs, computes the advantages and
-calls the actor update; then ``_compute_metrics``, ``_save_checkpoint`` and, in a second
-trainer, ``_load_checkpoint``. Fakes stand in only where a GPU or a rollout server is needed:
-the rollout server and its load balancer (random corridor actions), the actor and
-reference worker groups (the tiny model scores; the update records the mini-batches verl's
-``train_mini_batch`` would make, with verl's own ``make_iterator``), and the TransferQueue
-(a dict, packing rows with TransferQueue's own functions). One rollout's server fails, so the
-loop drops it.
+``examples/verl/launch.sh``) for the tiny corridor run on two data-parallel ranks with two
+mini-batches per update, and the trainer is built by verl's own ``PPOTrainer.__init__``.
+Then ``PPOTrainer.step`` runs as ``fit`` runs it: the dataloader batch goes to the rollout
+(verl's ``AgentLoopWorkerTQ``, built by its own ``__init__``, runs the agentcredit agent loop
+through verl's ``LLMServerClient`` and postprocesses its outputs into the TransferQueue), the
+replay buffer samples it, and the trainer balances it, scores old log-probs (with ADRS's
+teacher pass) and reference log-probs, computes the advantages and calls the actor update;
+then ``_compute_metrics``, ``_save_checkpoint`` and, in a second trainer,
+``_load_checkpoint``. Fakes stand in only where a GPU or a rollout server is needed: the
+rollout server and its load balancer (random corridor actions), the actor and reference
+worker groups (the tiny model scores; the update records the mini-batches verl's
+``train_mini_batch`` would make, with verl's own ``make_iterator``), and the TransferQueue (a
+dict, packing rows with TransferQueue's own functions). The dataset is the train tasks as
+rows of verl's dataset layout, batched with verl's ``collate_fn``. One rollout's server
+fails, so the loop drops it.
 
 The expected advantages and the optimiser steps per update come from the embedded trainer on
 the same rollouts (its credit step and ``ppo_update``), the rows per mini-batch from splitting
@@ -24,6 +26,7 @@ the update's rows as evenly as possible. Needs verl; skipped without it.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import importlib.util
 from dataclasses import dataclass
@@ -276,16 +279,41 @@ class Rollouts:
         asyncio.run(run())
 
 
-def _launch_config(method, tiny_fake_run, model_dir, skill_root, run_dir):
-    overrides = (*tiny_fake_run, f"skills.root={skill_root}", "skills.reuse_prefix=false",
-                 f"rollout.group_size={GROUP_SIZE}", f"rollout.tasks_per_update={TASKS}",
-                 f"optim.mini_batches={MINI_BATCHES}")
-    planned = launch.plan(["alfworld", method, "--config", "embedded", *overrides, "--",
-                           f"actor_rollout_ref.model.path={model_dir}",
-                           f"trainer.n_gpus_per_node={DATA_PARALLEL}",
-                           f"trainer.default_local_dir={run_dir}"])
-    config = launch.compose(planned.verl)
-    return config
+@pytest.fixture(scope="module")
+def skill_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("skills")
+    (root / "fake").mkdir()
+    for name, text in SKILLS.items():
+        (root / "fake" / name).write_text(text)
+    return root
+
+
+@pytest.fixture(scope="module")
+def composed(tiny_fake_run, fake_model_dir, skill_root):
+    """``launch(method, run_dir)``: the launcher's verl config for the tiny corridor run.
+    verl's Hydra config is composed once (for GRPO); another method's launch differs from it
+    in the estimator and the agentcredit section only (test_launch.py composes every launch)."""
+    def plan(method, run_dir):
+        return launch.plan([
+            "alfworld", method, "--config", "embedded", *tiny_fake_run,
+            f"skills.root={skill_root}", "skills.reuse_prefix=false",
+            f"rollout.group_size={GROUP_SIZE}", f"rollout.tasks_per_update={TASKS}",
+            f"optim.mini_batches={MINI_BATCHES}", "--",
+            f"actor_rollout_ref.model.path={fake_model_dir}",
+            f"trainer.n_gpus_per_node={DATA_PARALLEL}", f"trainer.default_local_dir={run_dir}"])
+
+    base = launch.compose(plan("grpo", "unused").verl)
+
+    def config_for(method, run_dir):
+        planned = plan(method, run_dir)
+        config = copy.deepcopy(base)
+        config.algorithm.adv_estimator = f"agentcredit.{planned.config.credit.estimator}"
+        config.agentcredit.overrides = list(planned.agentcredit)
+        config.trainer.default_local_dir = str(run_dir)
+        launch.check(config)
+        return config
+
+    return config_for
 
 
 @pytest.fixture(scope="module")
@@ -294,14 +322,9 @@ def tiny_policy(fake_model_dir):
 
 
 @pytest.fixture(scope="module", params=METHODS)
-def step(request, tiny_policy, tiny_fake_run, fake_model_dir, tmp_path_factory) -> Step:
+def step(request, tiny_policy, composed, skill_root, tmp_path_factory) -> Step:
     model, tokenizer = tiny_policy
-    skill_root = tmp_path_factory.mktemp("skills")
-    (skill_root / "fake").mkdir()
-    for name, text in SKILLS.items():
-        (skill_root / "fake" / name).write_text(text)
-    run_dir = tmp_path_factory.mktemp("run")
-    config = _launch_config(request.param, tiny_fake_run, fake_model_dir, skill_root, run_dir)
+    config = composed(request.param, tmp_path_factory.mktemp("run"))
     setup = agent_loop.run_setup(*agent_loop.agentcredit_settings(config))
     queue = Queue()
     workers = FakeWorkers(model, queue)

@@ -16,12 +16,14 @@ overrides after ``--`` come last and win.
 ``--dry-run`` composes verl's installed Hydra config from these overrides, runs the checks
 verl's ``main_ppo`` runs before Ray starts (``validate_config``, the trainer-class lookup),
 the rollout server count and the agentcredit trainer's own checks (``check_config``), prints
-the resolved config as YAML and exits; it needs verl but no GPU. Without it the task files
-are written when missing (``write_task_files``) and verl's ``main_ppo`` replaces this process.
+the resolved config as YAML on stdout (verl's own messages go to stderr) and exits; it needs
+verl but no GPU. Without it the task files are written when missing (``write_task_files``)
+and verl's ``main_ppo`` replaces this process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass
@@ -271,7 +273,8 @@ def dry_run(launch: Launch) -> int:
 
     try:
         config = compose(launch.verl)
-        check(config)
+        with contextlib.redirect_stdout(sys.stderr):  # verl prints its checks; stdout is YAML
+            check(config)
     except (HydraException, OmegaConfBaseException, ValueError, AssertionError) as err:
         print(f"error: {_last_line(err)}", file=sys.stderr)
         return 2
