@@ -19,6 +19,7 @@ import copy
 import functools
 import importlib.util
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -168,3 +169,17 @@ def test_a_bad_launch_argument_is_one_error_line_naming_it(argv, named, capsys):
     assert launch.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and named in err
+
+
+@pytest.mark.parametrize(("key", "value", "named"), [
+    ("actor_rollout_ref.actor.ppo_mini_batch_size", 16, "ppo_mini_batch_size=4"),
+    ("actor_rollout_ref.actor.ppo_epochs", 2, "ppo_epochs=1"),
+    ("actor_rollout_ref.actor.shuffle", True, "shuffle=false"),
+    ("algorithm.adv_estimator", "agentcredit.gigpo", "algorithm.adv_estimator=agentcredit.vict"),
+])
+def test_the_trainer_refuses_a_verl_config_that_disagrees_with_its_agentcredit_config(
+        key, value, named):
+    config = copy.deepcopy(composed("alfworld-vict")[1])
+    OmegaConf.update(config, key, value)
+    with pytest.raises(ValueError, match=re.escape(named)):
+        AgentCreditTrainer.check_config(config)

@@ -38,7 +38,7 @@ from verl.experimental.agent_loop.agent_loop import (
 
 from agentcredit.credit import get_estimator
 from agentcredit.envs.base import Task
-from agentcredit.integrations.verl import rows
+from agentcredit.integrations.verl import PLUGIN_NAME, rows
 from agentcredit.integrations.verl.episode import EnvPool, play_rollout
 from agentcredit.rollout.collector import CollectorConfig
 from agentcredit.train.build import collector_config
@@ -47,7 +47,7 @@ from agentcredit.train.env_suites import build_env_suite
 
 logger = logging.getLogger(__name__)
 
-AGENT_NAME = "agentcredit"
+AGENT_NAME = PLUGIN_NAME
 #: the dataset column naming a row's task.
 TASK_COLUMN = "ac_task"
 

@@ -29,16 +29,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
+from agentcredit.integrations.verl import ESTIMATOR_PREFIX, PLUGIN_NAME
 from agentcredit.train.config import ConfigError, TrainConfig, load_config
 from agentcredit.train.env_suites import build_env_suite
 
-#: the agentcredit trainer and agent loop (``trainer.TRAINER_NAME``, ``agent_loop.AGENT_NAME``;
-#: not imported here, so planning a launch needs no verl).
-PLUGIN_NAME = "agentcredit"
-#: verl's ``algorithm.adv_estimator`` of the project's estimator ``name``: this prefix + name.
-ESTIMATOR_PREFIX = "agentcredit."
 #: step limit per episode (docs/settings.md §6).
 MAX_STEPS = {"alfworld": 50, "webshop": 15}
 #: METHOD -> agentcredit overrides per env (docs/settings.md §6; ADRS's settings per env).
@@ -238,6 +232,8 @@ def write_task_files(config: TrainConfig, out: Path) -> None:
     """verl's train/val parquet files for ``config``: one row per task of the train split and
     of the first validation split, each naming its task (``ac_task``) and asking for the
     agentcredit agent loop; the prompt is a placeholder, the loop builds every step's prompt."""
+    import pandas as pd  # verl's dependency, as is the parquet engine
+
     suite = build_env_suite(config.env)
     out.mkdir(parents=True, exist_ok=True)
     for split, name in (("train", "train"), (suite.validation_splits[0], "val")):
