@@ -10,6 +10,10 @@ trace, which travels pickled (``rows.pack_trace``): verl dumps each output with 
 (``AgentLoopOutput.as_dict``), which would turn the ``RolloutTrace`` dataclass into
 dicts; the trainer unpickles it (``rows.credit_batch_from_rows``).
 
+Every output also carries ``min_global_steps`` / ``max_global_steps``, the weights versions
+the rollout was sampled with (``WeightVersions``), which verl's v1 trainer reads from every
+row at the end of a step.
+
 The rollout itself is the embedded collector's (``episode.play_rollout``), so an
 environment answers bad actions exactly as it does in ``agentcredit train``. A rollout
 that raises (a server error, a broken game file) is dropped: the loop returns no

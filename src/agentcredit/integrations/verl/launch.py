@@ -78,7 +78,6 @@ class Launch:
 
     Attributes:
         config: the run's agentcredit config, as the plugin will load it.
-        config_name: the agentcredit config it starts from (``+agentcredit.config``).
         agentcredit: the agentcredit overrides (``+agentcredit.overrides``).
         verl: verl's overrides, in order (the user's last).
         data_dir: where the train/val task files live.
@@ -86,7 +85,6 @@ class Launch:
     """
 
     config: TrainConfig
-    config_name: str
     agentcredit: tuple[str, ...]
     verl: tuple[str, ...]
     data_dir: Path
@@ -95,7 +93,8 @@ class Launch:
 
 def plan(argv: list[str]) -> Launch:
     """The launch ``argv`` asks for (module docs); ``ConfigError`` names a bad argument."""
-    before, _, verl_extra = _split(argv)
+    at = argv.index("--") if "--" in argv else len(argv)
+    before, verl_extra = argv[:at], argv[at + 1:]
     flags = {"--backbone": DEFAULT_BACKBONE, "--config": DEFAULT_CONFIG}
     dry_run, positional = False, []
     args = iter(before)
@@ -125,15 +124,7 @@ def plan(argv: list[str]) -> Launch:
     data_dir = Path("data") / "verl" / config.env.name
     verl = (*verl_overrides(config, flags["--config"], agentcredit, backbone, data_dir,
                             f"verl-{env}-{method}-{flags['--backbone']}"), *verl_extra)
-    return Launch(config, flags["--config"], agentcredit, verl, data_dir, dry_run)
-
-
-def _split(argv: list[str]) -> tuple[list[str], str, list[str]]:
-    before, sep, after = list(argv), "", []
-    if "--" in argv:
-        at = argv.index("--")
-        before, sep, after = list(argv[:at]), "--", list(argv[at + 1:])
-    return before, sep, after
+    return Launch(config, agentcredit, verl, data_dir, dry_run)
 
 
 def verl_overrides(config: TrainConfig, config_name: str, agentcredit: tuple[str, ...],
@@ -246,7 +237,8 @@ def write_task_files(config: TrainConfig, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command (module docs); bad input: one ``error:`` line, exit status 2."""
+    """The command (module docs); bad input: one ``error:`` line, exit status 2. A launch
+    that is not a dry run does not return: verl's ``main_ppo`` replaces the process."""
     try:
         launch = plan(sys.argv[1:] if argv is None else argv)
     except ConfigError as err:
@@ -257,7 +249,6 @@ def main(argv: list[str] | None = None) -> int:
     if not (launch.data_dir / "train.parquet").exists():
         write_task_files(launch.config, launch.data_dir)
     os.execv(sys.executable, [sys.executable, "-m", "verl.trainer.main_ppo", *launch.verl])
-    return 0
 
 
 def dry_run(launch: Launch) -> int:
