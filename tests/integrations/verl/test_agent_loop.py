@@ -109,3 +109,13 @@ def test_a_rollout_whose_server_fails_is_dropped_and_counted(tiny_policy, monkey
                                    ac_task={"split": "train", "task_id": task.task_id}))
     assert outputs == []
     assert agent_loop.dropped_rollouts() == before + 1
+
+
+def test_a_rollout_carries_the_span_of_weights_versions_its_server_reported():
+    """verl's trainer reads ``min_global_steps`` / ``max_global_steps`` from every row."""
+    versions = agent_loop.WeightVersions(sampled_at=4)
+    assert versions.fields() == {"min_global_steps": 4, "max_global_steps": 4}  # none reported
+    versions.saw({"global_steps": 5})
+    versions.saw({"global_steps": 5, "min_global_steps": 3, "max_global_steps": 6})
+    versions.saw({})
+    assert versions.fields() == {"min_global_steps": 3, "max_global_steps": 6}

@@ -182,7 +182,8 @@ def _put_rollouts(rollouts, traces) -> list[str]:
     keys = []
     for (trajectory, session), trace in zip(rollouts, traces, strict=True):
         uid = f"uid{trajectory.group_id}"
-        outputs = agent_loop.step_outputs(trajectory, trace, f"{uid}_{session}")
+        outputs = agent_loop.step_outputs(trajectory, trace, f"{uid}_{session}",
+                                          {"min_global_steps": 0, "max_global_steps": 0})
         asyncio.run(worker._agent_loop_postprocess(outputs, False, uid=uid, session_id=session,
                                                    global_steps=UPDATE))
         keys += [f"{uid}_{session}_{t}" for t in range(len(trajectory.steps))]
@@ -190,17 +191,20 @@ def _put_rollouts(rollouts, traces) -> list[str]:
 
 
 def _trainer(estimator, overrides, tokenizer, workers, run_dir) -> AgentCreditTrainer:
-    # PPOTrainer.__init__ starts Ray and the workers; the steps under test read only these
+    # the steps under test read only these (test_training_step.py runs verl's own __init__)
     trainer = object.__new__(AgentCreditTrainer)
     trainer.config = OmegaConf.create({
         "agentcredit": {"config": "", "overrides": list(overrides)},
         "algorithm": {"adv_estimator": f"agentcredit.{estimator}", "rollout_correction": None},
         "trainer": {"default_local_dir": str(run_dir), "critic_warmup": 0},
+        "data": {"train_batch_size": TASKS},
         "actor_rollout_ref": {
             "rollout": {"n": GROUP_SIZE, "temperature": 1.0, "calculate_log_probs": False},
-            "actor": {"ppo_mini_batch_size": 1, "loss_agg_mode": "token-mean",
+            "actor": {"ppo_mini_batch_size": TASKS, "ppo_epochs": 1, "shuffle": False,
+                      "data_loader_seed": 42, "loss_agg_mode": "token-mean",
                       "loss_scale_factor": None}},
     })
+    trainer._run_config = AgentCreditTrainer.check_config(trainer.config)
     trainer.global_steps, trainer.use_reference_policy, trainer.use_critic = UPDATE, False, False
     trainer.tokenizer, trainer.actor_rollout_wg = tokenizer, workers
     return trainer
@@ -249,7 +253,7 @@ def hook_run(request, tiny_policy, tiny_fake_run, tmp_path_factory) -> HookRun:
     for name, text in SKILLS.items():
         (skill_root / "fake" / name).write_text(text)
     overrides = (*tiny_fake_run, f"skills.root={skill_root}", "skills.reuse_prefix=false",
-                 *SETTINGS[method])
+                 "optim.mini_batches=1", *SETTINGS[method])
     setup = agent_loop.run_setup("", overrides)
     run_dir = tmp_path_factory.mktemp("run")
     queue = FakeTransferQueue()

@@ -10,6 +10,10 @@ trace, which travels pickled (``rows.pack_trace``): verl dumps each output with 
 (``AgentLoopOutput.as_dict``), which would turn the ``RolloutTrace`` dataclass into
 dicts; the trainer unpickles it (``rows.credit_batch_from_rows``).
 
+Every output also carries ``min_global_steps`` / ``max_global_steps``, the weights versions
+the rollout was sampled with (``WeightVersions``), which verl's v1 trainer reads from every
+row at the end of a step.
+
 The rollout itself is the embedded collector's (``episode.play_rollout``), so an
 environment answers bad actions exactly as it does in ``agentcredit train``. A rollout
 that raises (a server error, a broken game file) is dropped: the loop returns no
@@ -38,7 +42,7 @@ from verl.experimental.agent_loop.agent_loop import (
 
 from agentcredit.credit import get_estimator
 from agentcredit.envs.base import Task
-from agentcredit.integrations.verl import rows
+from agentcredit.integrations.verl import PLUGIN_NAME, rows
 from agentcredit.integrations.verl.episode import EnvPool, play_rollout
 from agentcredit.rollout.collector import CollectorConfig
 from agentcredit.train.build import collector_config
@@ -47,7 +51,7 @@ from agentcredit.train.env_suites import build_env_suite
 
 logger = logging.getLogger(__name__)
 
-AGENT_NAME = "agentcredit"
+AGENT_NAME = PLUGIN_NAME
 #: the dataset column naming a row's task.
 TASK_COLUMN = "ac_task"
 
@@ -108,10 +112,11 @@ class AgentCreditLoop(AgentLoopBase):
         spec = kwargs[TASK_COLUMN]
         uid, session = kwargs.get("uid", uuid.uuid4().hex), kwargs.get("session_id", 0)
         trajectory_id = f"{uid}_{session}"
+        versions = WeightVersions(kwargs.get("global_steps"))
         try:
             task = setup.task(str(spec["split"]), str(spec["task_id"]))
             rollout = await play_rollout(
-                self._generate_with(sampling_params, trajectory_id), self.tokenizer,
+                self._generate_with(sampling_params, trajectory_id, versions), self.tokenizer,
                 stop_ids(self.tokenizer), setup.pool, task, setup.collector,
                 temperature=float(sampling_params.get("temperature", 1.0)), trace=setup.trace)
         except Exception:  # one failed rollout must not kill the training step
@@ -120,17 +125,47 @@ class AgentCreditLoop(AgentLoopBase):
             logger.exception("agentcredit: dropped rollout %s (%d dropped so far)",
                              trajectory_id, _dropped)
             return []
-        return step_outputs(rollout.trajectory, rollout.trace, trajectory_id)
+        return step_outputs(rollout.trajectory, rollout.trace, trajectory_id, versions.fields())
 
-    def _generate_with(self, sampling_params: dict[str, Any], request_id: str):
+    def _generate_with(self, sampling_params: dict[str, Any], request_id: str,
+                       versions: WeightVersions):
         async def generate(prompt_ids: list[int], temperature: float, max_new_tokens: int):
             params = {**sampling_params, "temperature": temperature,
                       "max_tokens": max_new_tokens, "logprobs": True}
             output = await self.server_manager.generate(
                 request_id=request_id, prompt_ids=prompt_ids, sampling_params=params)
+            versions.saw(getattr(output, "extra_fields", None) or {})
             return list(output.token_ids), list(output.log_probs or [0.0] * len(output.token_ids))
 
         return generate
+
+
+class WeightVersions:
+    """The model weights versions one rollout was sampled with: verl's ``min_global_steps`` /
+    ``max_global_steps``, which its server client puts in every response's ``extra_fields``
+    and its v1 trainer reads from every row's tags (``_compute_metrics``'s staleness
+    metrics; a row without them stops the step). A rollout whose server reports none gets
+    the step its prompt was sampled for (``global_steps``)."""
+
+    def __init__(self, sampled_at: int | None):
+        self._sampled_at = sampled_at
+        self._low: int | None = None
+        self._high: int | None = None
+
+    def saw(self, extra_fields: dict[str, Any]) -> None:
+        """Take in one response's ``extra_fields``."""
+        low = extra_fields.get("min_global_steps", extra_fields.get("global_steps"))
+        high = extra_fields.get("max_global_steps", extra_fields.get("global_steps"))
+        if low is not None:
+            self._low = int(low) if self._low is None else min(self._low, int(low))
+        if high is not None:
+            self._high = int(high) if self._high is None else max(self._high, int(high))
+
+    def fields(self) -> dict[str, int | None]:
+        """``{"min_global_steps": ..., "max_global_steps": ...}`` for every step's output."""
+        low = self._sampled_at if self._low is None else self._low
+        high = self._sampled_at if self._high is None else self._high
+        return {"min_global_steps": low, "max_global_steps": high}
 
 
 def stop_ids(tokenizer) -> list[int]:
@@ -139,9 +174,11 @@ def stop_ids(tokenizer) -> list[int]:
     return [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
 
 
-def step_outputs(trajectory, trace, trajectory_id: str) -> list[AgentLoopOutput]:
+def step_outputs(trajectory, trace, trajectory_id: str,
+                 versions: dict[str, int | None]) -> list[AgentLoopOutput]:
     """One ``AgentLoopOutput`` per step: the step's prompt, its response, its fields
-    (``rows.step_fields``; ``trace``, a ``RolloutTrace`` or ``None``, goes pickled)."""
+    (``rows.step_fields``; ``trace``, a ``RolloutTrace`` or ``None``, goes pickled) and the
+    rollout's weights versions (``WeightVersions.fields``) on every step."""
     outputs = []
     for step, fields in zip(trajectory.steps, rows.step_fields(trajectory, trajectory_id, trace),
                             strict=True):
@@ -154,6 +191,6 @@ def step_outputs(trajectory, trace, trajectory_id: str) -> list[AgentLoopOutput]
             reward_score=float(step.reward),
             num_turns=2,
             metrics=AgentLoopMetrics(),
-            extra_fields={**fields, "reward_extra_info": {}},
+            extra_fields={**fields, **versions, "reward_extra_info": {}},
         ))
     return outputs

@@ -1,9 +1,11 @@
 """The trainer hook: verl 0.9's v1 ``PPOTrainer`` with the project's advantage step
-(docs/verl.md, "The advantage step").
+(docs/verl.md, "The advantage step", "Mini-batches").
 
 verl 0.9 lets a plugin register a trainer class (``register_trainer``), chosen with
-``trainer.use_v1=true trainer.v1.trainer_mode=agentcredit``; the class overrides two
-of the trainer's steps and nothing else, so verl is not forked:
+``trainer.use_v1=true trainer.v1.trainer_mode=agentcredit``. The class is verl's synchronous
+trainer (``trainer_mode`` reads ``sync`` whatever name chose it, since verl branches on
+``trainer_mode != "sync"``: its async replay buffer, one-prompt fetches, TransferQueue state in
+checkpoints) and overrides these steps, so verl is not forked:
 
 - ``_compute_old_log_prob``: verl's pass, then, when the estimator declares ``teacher``
   (ADRS), a second log-prob pass of the same actor over skill-prefixed prompts
@@ -13,17 +15,27 @@ of the trainer's steps and nothing else, so verl is not forked:
 - ``_compute_advantage``: reads the per-step rows (``rows.STEP_FIELDS``, which verl's v1
   agent loop stores in each row's ``extra_fields``) from the TransferQueue, runs the
   project's estimator (``rows.compute_row_credit``, the same registry as ``agentcredit
-  train``), writes the per-token advantages back (0 on the padding rows ``_balance_batch``
-  adds), logs the estimator's diagnostics as ``credit/*`` and appends VICT's ledger rows
-  to ``<trainer.default_local_dir>/ledger.jsonl``.
+  train``), writes the per-token advantages back (0 on verl's padding rows), logs the
+  estimator's diagnostics as ``credit/*`` and appends VICT's ledger rows to
+  ``<trainer.default_local_dir>/ledger.jsonl``.
+- ``_balance_batch`` and ``_update_actor``: a mini-batch counts step rows, as in ``agentcredit
+  train``. Every row is one step, so verl's own sizing (``ppo_mini_batch_size × rollout.n``
+  rows) would make one optimiser step per ``ppo_mini_batch_size × n`` steps, some thirty per
+  update with thirty-step rollouts. Here an update makes ``optim.mini_batches`` optimiser
+  steps (``M``, which ``ppo_mini_batch_size = train_batch_size / M`` must agree with), the
+  shuffled real rows split into ``M`` shares exactly as ``ppo_update`` splits them
+  (``mini_batch_layout``), each share filled with verl's no-token padding rows to an equal
+  size and balanced over the data-parallel ranks by tokens.
 
 Not run here on GPUs: a real run needs Ray workers and a TransferQueue. On CPU,
-test_trainer_hook.py runs these steps against an in-memory TransferQueue and fake actor
-workers; test_equivalence.py covers the conversion and test_plugin.py the registration.
+test_training_step.py runs a whole step (verl's ``PPOTrainer.step``, ``_compute_metrics``,
+checkpoint save and resume) against an in-memory TransferQueue and fake worker groups;
+test_trainer_hook.py checks the hook's steps one by one, test_launch.py the launch configs.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -31,22 +43,28 @@ import numpy as np
 import torch
 import transfer_queue as tq
 from tensordict import TensorDict
+from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
 from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils.seqlen_balancing import (
+    calculate_workload,
+    get_seqlen_balanced_partitions,
+    log_seqlen_unbalance,
+)
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 from verl.workers.utils.padding import response_from_nested, response_to_nested
 
 from agentcredit.credit import get_estimator
-from agentcredit.integrations.verl import rows
+from agentcredit.integrations.verl import ESTIMATOR_PREFIX, PLUGIN_NAME, rows
 from agentcredit.integrations.verl.agent_loop import agentcredit_settings, run_setup
 from agentcredit.jsonl_log import JsonlLog
 from agentcredit.skills import SkillProvider, SkillSplicer
-from agentcredit.train.config import estimator_config
+from agentcredit.train.config import TrainConfig, estimator_config, load_config
 
 #: the name this trainer is registered under (``trainer.v1.trainer_mode``).
-TRAINER_NAME = "agentcredit"
-#: verl's ``algorithm.adv_estimator`` for the project's estimator ``name``: the prefix + name.
-ESTIMATOR_PREFIX = "agentcredit."
+TRAINER_NAME = PLUGIN_NAME
+#: verl's synchronous trainer mode, the one this trainer runs in.
+SYNC = "sync"
 
 
 @register_trainer(TRAINER_NAME)
@@ -55,16 +73,56 @@ class AgentCreditTrainer(PPOTrainerSync):
 
     # SETUP
 
-    def _credit(self):
-        """``(run setup, estimator name, its options)``; checks verl's ``adv_estimator``."""
-        setup = run_setup(*agentcredit_settings(self.config))
-        name = setup.config.credit.estimator
-        chosen = str(self.config.algorithm.adv_estimator)
+    def __init__(self, config):
+        self._run_config = self.check_config(config)
+        super().__init__(config)
+
+    @property
+    def trainer_mode(self) -> str:
+        """``sync``: the mode verl's branches on ``trainer_mode`` must take for this trainer."""
+        return SYNC
+
+    @trainer_mode.setter
+    def trainer_mode(self, chosen: str) -> None:
+        # PPOTrainer.__init__ stores the name that chose the trainer; the mode stays sync
+        if chosen not in (TRAINER_NAME, SYNC):
+            raise ValueError(f"trainer.v1.trainer_mode={chosen} cannot run agentcredit's "
+                             f"trainer; set trainer.v1.trainer_mode={TRAINER_NAME}")
+
+    @classmethod
+    def check_config(cls, config) -> TrainConfig:
+        """The run's agentcredit config, once verl's ``config`` agrees with it: the
+        estimator, the mini-batches and a one-epoch, unshuffled update (module docs).
+        Raises ``ValueError`` naming the key to set."""
+        run = load_config(*_config_source(config))
+        name = run.credit.estimator
+        chosen = str(config.algorithm.adv_estimator)
         if chosen != ESTIMATOR_PREFIX + name:
             raise ValueError(f"algorithm.adv_estimator={chosen} but the agentcredit config's "
                              f"credit.estimator is {name!r}; set algorithm.adv_estimator="
                              f"{ESTIMATOR_PREFIX}{name}.")
-        return setup, name, estimator_config(setup.config.credit)
+        actor, mini_batches = config.actor_rollout_ref.actor, run.optim.mini_batches
+        tasks = config.data.train_batch_size
+        if tasks % mini_batches:
+            raise ValueError(f"the agentcredit config's optim.mini_batches={mini_batches} must "
+                             f"divide data.train_batch_size={tasks} (verl counts a mini-batch "
+                             "in task groups)")
+        if actor.ppo_mini_batch_size * mini_batches != tasks:
+            raise ValueError(
+                f"actor_rollout_ref.actor.ppo_mini_batch_size={actor.ppo_mini_batch_size} does "
+                f"not split data.train_batch_size={tasks} into the agentcredit config's "
+                f"optim.mini_batches={mini_batches}; set ppo_mini_batch_size="
+                f"{tasks // mini_batches} or change optim.mini_batches.")
+        if actor.ppo_epochs != 1 or actor.shuffle:
+            raise ValueError(f"actor_rollout_ref.actor.ppo_epochs={actor.ppo_epochs} "
+                             f"shuffle={actor.shuffle}: agentcredit's update is one epoch over "
+                             "mini-batches it lays out itself; set ppo_epochs=1 shuffle=false.")
+        return run
+
+    def _credit(self):
+        """``(run setup, estimator name, its options)``."""
+        setup = run_setup(*agentcredit_settings(self.config))
+        return setup, setup.config.credit.estimator, estimator_config(setup.config.credit)
 
     # TEACHER PASS (ADRS)
 
@@ -160,11 +218,84 @@ class AgentCreditTrainer(PPOTrainerSync):
         per_group = Counter(int(g) for g in credit.batch.group_ids)
         return sum(self.config.actor_rollout_ref.rollout.n - n for n in per_group.values())
 
+    # MINI-BATCHES
+
+    def _get_required_batch_multiple(self, dp_size: int) -> int:
+        """Rows the batch is padded to a multiple of: ``M`` mini-batches whose rows split over
+        ``dp_size`` ranks and, since verl sizes a mini-batch as ``ppo_mini_batch_size ×
+        rollout.n`` rows, a multiple of ``n`` each."""
+        n = self.config.actor_rollout_ref.rollout.n
+        return self._run_config.optim.mini_batches * math.lcm(dp_size, n)
+
+    def _balance_batch(self, batch, metrics, logging_prefix="global_seqlen", keep_minibatch=False):
+        """verl's padding rows, then ``mini_batch_layout``'s order (module docs)."""
+        role, workers = "actor", self.actor_rollout_wg
+        if role not in workers._dispatch_info:
+            workers._dispatch_info[role] = workers._query_dispatch_info(role)
+        dp_size = max(workers._dispatch_info[role]) + 1
+        batch = upsample_batch_to_divisible_size(batch, self._get_required_batch_multiple(dp_size),
+                                                 self.tokenizer.eos_token_id)
+        seq_lens = [int(tag["seq_len"]) for tag in batch.tags]
+        seed = int(self.config.actor_rollout_ref.actor.data_loader_seed) + int(self.global_steps)
+        order, ranks = mini_batch_layout(
+            seq_lens, [bool(tag.get("is_padding", False)) for tag in batch.tags],
+            self._run_config.optim.mini_batches, dp_size, torch.Generator().manual_seed(seed))
+        batch.reorder(order)
+        metrics.update(log_seqlen_unbalance(seqlen_list=seq_lens, partitions=ranks,
+                                            prefix=logging_prefix))
+        return batch
+
+    def _update_actor(self, batch, metrics):
+        """verl's update with ``ppo_mini_batch_size`` set for this batch to ``1/M`` of its
+        rows (verl multiplies it by ``rollout.n``), so verl's worker makes ``M`` steps."""
+        actor = self.config.actor_rollout_ref.actor
+        chosen = actor.ppo_mini_batch_size
+        actor.ppo_mini_batch_size = len(batch) // (self._run_config.optim.mini_batches
+                                                   * self.config.actor_rollout_ref.rollout.n)
+        try:
+            return super()._update_actor(batch, metrics)
+        finally:
+            actor.ppo_mini_batch_size = chosen
+
+
+def mini_batch_layout(seq_lens: list[int], padding: list[bool], mini_batches: int,
+                      data_parallel: int, generator: torch.Generator
+                      ) -> tuple[list[int], list[list[int]]]:
+    """verl's row order for one update, and each data-parallel rank's rows.
+
+    The real rows, shuffled with ``generator``, split into ``mini_batches`` shares as the
+    embedded ``ppo_update`` splits its rows (``tensor_split``: sizes differ by at most one,
+    the larger first); each share is filled with padding rows to ``len / mini_batches`` rows
+    and split over the ``data_parallel`` ranks by tokens (verl's
+    ``get_seqlen_balanced_partitions``). Rank ``r``'s rows of every mini-batch, in mini-batch
+    order, make up the ``r``-th contiguous chunk: verl's dispatch hands rank ``r`` that chunk
+    and its ``make_iterator`` (unshuffled) cuts it into the mini-batches in order. Needs
+    ``len(seq_lens)`` to be a multiple of ``mini_batches × data_parallel``.
+    """
+    real = [i for i, pad in enumerate(padding) if not pad]
+    pads = [i for i, pad in enumerate(padding) if pad]
+    size = len(seq_lens) // mini_batches
+    ranks: list[list[int]] = [[] for _ in range(data_parallel)]
+    shuffled = torch.tensor(real, dtype=torch.long)[torch.randperm(len(real), generator=generator)]
+    for share in shuffled.tensor_split(mini_batches):
+        taken = share.tolist() + [pads.pop() for _ in range(size - len(share))]
+        workload = calculate_workload(torch.tensor([seq_lens[i] for i in taken]))
+        for rank, part in enumerate(get_seqlen_balanced_partitions(
+                workload, k_partitions=data_parallel, equal_size=True)):
+            ranks[rank] += [taken[j] for j in part]
+    return [i for rank in ranks for i in rank], ranks
+
 
 def _real_rows(batch) -> list[int]:
     """The batch's rows but verl's padding rows (tagged ``is_padding`` by ``_balance_batch``;
     they copy a real row's fields, so they would repeat its step)."""
     return [i for i, tag in enumerate(batch.tags) if not tag.get("is_padding", False)]
+
+
+def _config_source(config) -> tuple[str | None, list[str]]:
+    """``load_config``'s arguments for verl's ``agentcredit`` section."""
+    name, overrides = agentcredit_settings(config)
+    return name or None, list(overrides)
 
 
 def _step_fields(data: TensorDict) -> dict[str, list]:

@@ -1,0 +1,281 @@
+"""A verl launch of an agentcredit run (docs/verl.md, "Launch"): verl's settings from the run's
+agentcredit config, one command per backbone.
+
+    python -m agentcredit.integrations.verl.launch ENV METHOD [--backbone NAME] [--config NAME]
+        [--dry-run] [agentcredit overrides ...] [-- verl overrides ...]
+
+``examples/verl/launch.sh`` is this command. ENV is ``alfworld`` or ``webshop``; METHOD is
+``grpo``, ``gigpo``, ``vict`` (VICT over GiGPO) or ``adrs`` (ADRS over GiGPO). The
+agentcredit config (``--config``, default ``hf``: docs/settings.md §6) with METHOD's settings
+and the agentcredit overrides decides the environment, the rollouts, the credit and the
+update; ``verl_overrides`` writes the verl keys that carry them (group size, tasks per
+update, lengths, learning rate, clip, KL, micro-batches, mini-batches), the backbone's model
+path, GPUs and rollout tensor parallel size, and the agentcredit plugin's keys. The verl
+overrides after ``--`` come last and win.
+
+``--dry-run`` composes verl's installed Hydra config from these overrides, runs the checks
+verl's ``main_ppo`` runs before Ray starts (``validate_config``, the trainer-class lookup),
+the rollout server count and the agentcredit trainer's own checks (``check_config``), prints
+the resolved config as YAML on stdout (verl's own messages go to stderr) and exits; it needs
+verl but no GPU. Without it the task files are written when missing (``write_task_files``)
+and verl's ``main_ppo`` replaces this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentcredit.integrations.verl import ESTIMATOR_PREFIX, PLUGIN_NAME
+from agentcredit.train.config import ConfigError, TrainConfig, load_config
+from agentcredit.train.env_suites import build_env_suite
+
+#: step limit per episode (docs/settings.md §6).
+MAX_STEPS = {"alfworld": 50, "webshop": 15}
+#: METHOD -> agentcredit overrides per env (docs/settings.md §6; ADRS's settings per env).
+METHODS = {
+    "grpo": {"alfworld": ("credit.estimator=grpo",), "webshop": ("credit.estimator=grpo",)},
+    "gigpo": {"alfworld": ("credit.estimator=gigpo",), "webshop": ("credit.estimator=gigpo",)},
+    "vict": {env: ("method=vict", "credit.options.backbone=gigpo") for env in MAX_STEPS},
+    "adrs": {"alfworld": ("method=adrs", "credit.options.backbone=gigpo"),
+             "webshop": ("method=adrs_webshop", "credit.options.backbone=gigpo")},
+}
+
+
+@dataclass(frozen=True)
+class Backbone:
+    """A model and the GPUs one launch of it takes.
+
+    Attributes:
+        path: the Hugging Face checkpoint (``actor_rollout_ref.model.path``).
+        gpus: GPUs on the one node (``trainer.n_gpus_per_node``).
+        tensor_parallel: GPUs per rollout server (``rollout.tensor_model_parallel_size``); verl
+            starts ``gpus // tensor_parallel`` servers, so it must not exceed ``gpus``.
+    """
+
+    path: str
+    gpus: int
+    tensor_parallel: int
+
+
+BACKBONES = {
+    "qwen2.5-0.5b": Backbone("Qwen/Qwen2.5-0.5B-Instruct", gpus=1, tensor_parallel=1),
+    "qwen2.5-1.5b": Backbone("Qwen/Qwen2.5-1.5B-Instruct", gpus=2, tensor_parallel=1),
+    "qwen2.5-7b": Backbone("Qwen/Qwen2.5-7B-Instruct", gpus=8, tensor_parallel=2),
+}
+DEFAULT_BACKBONE = "qwen2.5-1.5b"
+DEFAULT_CONFIG = "hf"
+USAGE = ("usage: launch.sh ENV METHOD [--backbone NAME] [--config NAME] [--dry-run] "
+         "[agentcredit overrides ...] [-- verl overrides ...]")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One planned launch.
+
+    Attributes:
+        config: the run's agentcredit config, as the plugin will load it.
+        agentcredit: the agentcredit overrides (``+agentcredit.overrides``).
+        verl: verl's overrides, in order (the user's last).
+        data_dir: where the train/val task files live.
+        dry_run: print the resolved verl config instead of training.
+    """
+
+    config: TrainConfig
+    agentcredit: tuple[str, ...]
+    verl: tuple[str, ...]
+    data_dir: Path
+    dry_run: bool
+
+
+def plan(argv: list[str]) -> Launch:
+    """The launch ``argv`` asks for (module docs); ``ConfigError`` names a bad argument."""
+    at = argv.index("--") if "--" in argv else len(argv)
+    before, verl_extra = argv[:at], argv[at + 1:]
+    flags = {"--backbone": DEFAULT_BACKBONE, "--config": DEFAULT_CONFIG}
+    dry_run, positional = False, []
+    args = iter(before)
+    for arg in args:
+        if arg == "--dry-run":
+            dry_run = True
+        elif arg in flags:
+            flags[arg] = next(args, "")
+        elif arg.startswith("--"):
+            raise ConfigError(f"unknown option {arg}; {USAGE}")
+        else:
+            positional.append(arg)
+    if len(positional) < 2 or "=" in positional[0] or "=" in positional[1]:
+        raise ConfigError(USAGE)
+    env, method, *overrides = positional
+    if env not in MAX_STEPS:
+        raise ConfigError(f"ENV = {env!r} must be one of {', '.join(MAX_STEPS)}")
+    if method not in METHODS:
+        raise ConfigError(f"METHOD = {method!r} must be one of {', '.join(METHODS)}")
+    backbone = BACKBONES.get(flags["--backbone"])
+    if backbone is None:
+        raise ConfigError(f"--backbone {flags['--backbone']!r} must be one of "
+                          f"{', '.join(BACKBONES)}")
+    agentcredit = (*METHODS[method][env], f"env={env}", f"rollout.max_steps={MAX_STEPS[env]}",
+                   "rollout.decoding=free", f"model.name={backbone.path}", *overrides)
+    config = load_config(flags["--config"], list(agentcredit))
+    data_dir = Path("data") / "verl" / config.env.name
+    verl = (*verl_overrides(config, flags["--config"], agentcredit, backbone, data_dir,
+                            f"verl-{env}-{method}-{flags['--backbone']}"), *verl_extra)
+    return Launch(config, agentcredit, verl, data_dir, dry_run)
+
+
+def verl_overrides(config: TrainConfig, config_name: str, agentcredit: tuple[str, ...],
+                   backbone: Backbone, data_dir: Path, name: str) -> list[str]:
+    """verl's keys for ``config`` on ``backbone`` (docs/verl.md, "Launch").
+
+    ``ppo_mini_batch_size`` is ``tasks_per_update / optim.mini_batches`` task groups, so the
+    agentcredit trainer makes ``optim.mini_batches`` optimiser steps per update, each over an
+    equal share of the update's step rows, as ``agentcredit train`` does. Raises
+    ``ConfigError`` for settings verl's update cannot express.
+    """
+    rollout, optim = config.rollout, config.optim
+    if rollout.tasks_per_update % optim.mini_batches:
+        raise ConfigError(f"optim.mini_batches = {optim.mini_batches} must divide "
+                          f"rollout.tasks_per_update = {rollout.tasks_per_update} on the verl path "
+                          "(verl counts a mini-batch in task groups)")
+    if optim.loss_agg != "token_mean":
+        raise ConfigError(f"optim.loss_agg = {optim.loss_agg!r} has no verl loss_agg_mode; set "
+                          "optim.loss_agg=token_mean (verl's token-mean)")
+    if optim.aux_loss != "none":
+        raise ConfigError(f"optim.aux_loss = {optim.aux_loss!r} is not on the verl path; set "
+                          "optim.aux_loss=none or use agentcredit train")
+    listed = ",".join(f'"{override}"' for override in agentcredit)
+    actor, score = "actor_rollout_ref.actor", optim.score_micro_batch_size
+    return [
+        "trainer.use_v1=true", f"trainer.v1.trainer_mode={PLUGIN_NAME}",
+        f"algorithm.adv_estimator={ESTIMATOR_PREFIX}{config.credit.estimator}",
+        "algorithm.use_kl_in_reward=false",
+        f"+agentcredit.config={config_name}", f"+agentcredit.overrides=[{listed}]",
+        f"data.train_files={data_dir / 'train.parquet'}",
+        f"data.val_files={data_dir / 'val.parquet'}",
+        f"data.train_batch_size={rollout.tasks_per_update}",
+        f"data.max_prompt_length={rollout.max_prompt_tokens}",
+        f"data.max_response_length={rollout.max_new_tokens}",
+        f"actor_rollout_ref.model.path={backbone.path}",
+        "actor_rollout_ref.rollout.name=vllm",
+        f"actor_rollout_ref.rollout.n={rollout.group_size}",
+        f"actor_rollout_ref.rollout.temperature={rollout.temperature}",
+        "actor_rollout_ref.rollout.calculate_log_probs=true",
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={backbone.tensor_parallel}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={score}",
+        f"actor_rollout_ref.rollout.agent.default_agent_loop={PLUGIN_NAME}",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={score}",
+        f"{actor}.ppo_mini_batch_size={rollout.tasks_per_update // optim.mini_batches}",
+        f"{actor}.ppo_micro_batch_size_per_gpu={optim.micro_batch_size}",
+        f"{actor}.ppo_epochs=1",
+        f"{actor}.optim.lr={optim.lr}", f"{actor}.optim.weight_decay={optim.weight_decay}",
+        f"{actor}.grad_clip={optim.grad_clip}",
+        f"{actor}.clip_ratio_low={optim.clip_low}", f"{actor}.clip_ratio_high={optim.clip_high}",
+        f"{actor}.use_kl_loss={str(optim.kl_coef > 0).lower()}",
+        f"{actor}.kl_loss_coef={optim.kl_coef}", f"{actor}.kl_loss_type=low_var_kl",
+        f"{actor}.entropy_coeff={optim.entropy_coef}", f"{actor}.loss_agg_mode=token-mean",
+        f"trainer.n_gpus_per_node={backbone.gpus}", "trainer.nnodes=1",
+        f"trainer.total_training_steps={config.run.updates}",
+        f"trainer.test_freq={config.run.eval_every or -1}",
+        f"trainer.save_freq={config.run.checkpoint_every}",
+        f"trainer.default_local_dir=runs/{name}", "trainer.project_name=agentcredit",
+        f"trainer.experiment_name={name}", "trainer.logger=[console]",
+    ]
+
+
+def compose(overrides: tuple[str, ...] | list[str]):
+    """verl's ``ppo_trainer`` Hydra config with ``overrides``, as ``main_ppo`` builds it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from verl.trainer import main_ppo
+
+    with initialize_config_dir(config_dir=str(Path(main_ppo.__file__).parent / "config"),
+                               version_base=None):
+        return hydra_compose(config_name="ppo_trainer", overrides=list(overrides))
+
+
+def check(config) -> None:
+    """What verl's ``main_ppo`` checks before Ray starts, then the rollout servers and the
+    agentcredit trainer's own checks; raises with verl's or the trainer's message."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.utils.config import validate_config
+
+    from agentcredit.integrations.verl import plugin  # noqa: F401  (registers the trainer)
+
+    validate_config(config=config, use_reference_policy=need_reference_policy(config),
+                    use_critic=need_critic(config))
+    trainer_cls = get_trainer_cls(config.trainer.v1.trainer_mode)
+    rollout = config.actor_rollout_ref.rollout
+    per_server = (rollout.tensor_model_parallel_size * rollout.data_parallel_size
+                  * rollout.pipeline_model_parallel_size)
+    gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
+    if gpus // per_server < 1:  # verl's LLMServerManager starts gpus // per_server servers
+        raise ValueError(f"{gpus} GPUs start no rollout server of {per_server} GPUs; set "
+                         f"actor_rollout_ref.rollout.tensor_model_parallel_size<={gpus}")
+    trainer_cls.check_config(config)
+
+
+def write_task_files(config: TrainConfig, out: Path) -> None:
+    """verl's train/val parquet files for ``config``: one row per task of the train split and
+    of the first validation split, each naming its task (``ac_task``) and asking for the
+    agentcredit agent loop; the prompt is a placeholder, the loop builds every step's prompt."""
+    import pandas as pd  # verl's dependency, as is the parquet engine
+
+    suite = build_env_suite(config.env)
+    out.mkdir(parents=True, exist_ok=True)
+    for split, name in (("train", "train"), (suite.validation_splits[0], "val")):
+        rows = [{"data_source": f"agentcredit/{config.env.name}", "agent_name": PLUGIN_NAME,
+                 "prompt": [{"role": "user", "content": task.instruction}],
+                 "ac_task": {"split": split, "task_id": task.task_id}}
+                for task in suite.tasks(split)]
+        pd.DataFrame(rows).to_parquet(out / f"{name}.parquet")
+        print(f"{name}: {len(rows)} tasks -> {out / f'{name}.parquet'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command (module docs); bad input: one ``error:`` line, exit status 2. A launch
+    that is not a dry run does not return: verl's ``main_ppo`` replaces the process."""
+    try:
+        launch = plan(sys.argv[1:] if argv is None else argv)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if launch.dry_run:
+        return dry_run(launch)
+    if not (launch.data_dir / "train.parquet").exists():
+        write_task_files(launch.config, launch.data_dir)
+    os.execv(sys.executable, [sys.executable, "-m", "verl.trainer.main_ppo", *launch.verl])
+
+
+def dry_run(launch: Launch) -> int:
+    """Print the resolved verl config of ``launch`` once it passes ``check``: exit status 0,
+    else one ``error:`` line with verl's or the trainer's message and 2."""
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        config = compose(launch.verl)
+        with contextlib.redirect_stdout(sys.stderr):  # verl prints its checks; stdout is YAML
+            check(config)
+    except (HydraException, OmegaConfBaseException, ValueError, AssertionError) as err:
+        print(f"error: {_last_line(err)}", file=sys.stderr)
+        return 2
+    print(OmegaConf.to_yaml(config, resolve=True), end="")
+    return 0
+
+
+def _last_line(err: BaseException) -> str:
+    """The innermost cause's first line (verl wraps config errors in Hydra's)."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    text = str(err).strip() or type(err).__name__
+    return text.splitlines()[0]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
