@@ -103,8 +103,9 @@ def test_environments_do_not_import_torch():
 
 
 #: what the environments may import from outside envs/: the verifier interface and the
-#: dependency-free leaf modules (config checks, progress bars)
-BELOW_ENVS = ("agentcredit.verifier", "agentcredit.config_schema", "agentcredit.progress")
+#: dependency-free leaf modules (config checks, progress bars, disk-full errors)
+BELOW_ENVS = ("agentcredit.verifier", "agentcredit.config_schema", "agentcredit.progress",
+              "agentcredit.disk_full")
 
 
 def _layer_violations(graph: dict[str, set[str]], layer: str, allowed: tuple[str, ...]
