@@ -1,4 +1,4 @@
-"""Progress bars on stderr for the phases of a run that take long (issue 12 item 6).
+"""Progress bars on stderr for the phases of a run that take long.
 
 A phase opens ``Progress(label, total)`` (or loops over ``track(items, label)``) and
 counts finished work with ``update``. Whether anything is shown is decided once per

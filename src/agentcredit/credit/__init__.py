@@ -3,7 +3,7 @@
 Importing this package registers the backbones ``grpo``, ``rloo`` and ``gigpo``,
 and VICT (``vict``) with its docs/vict.md §4.8 controls (``agentcredit.credit.vict``),
 ADRS (``adrs``, docs/adrs.md §5), the self-distillation baseline ``rlsd`` (§5.6) and
-the VICT paper's fine-grained baselines ``salt``, ``hcapo`` and ``proxmo`` (issue 18).
+the VICT paper's fine-grained baselines ``salt``, ``hcapo`` and ``proxmo``.
 """
 
 from agentcredit.credit import (  # noqa: F401  (importing registers the estimators)

@@ -186,7 +186,7 @@ def with_skill_prompts(trajectories: Sequence[Trajectory], provider: SkillProvid
                        splicer: SkillSplicer) -> list[Trajectory]:
     """Copies of ``trajectories`` whose every step prompt carries its task's skill prefix.
 
-    For the SFT warm start of the embedded model (issue 5, item 6): a model
+    For the SFT warm start of the embedded model: a model
     that never saw the prefix in training treats ~500 tokens of unfamiliar text
     as noise, so its ``ℓ^T`` is a corrupted ``ℓ^b``; mixing demonstrations with
     and without the prefix makes the skill-conditioned branch a working

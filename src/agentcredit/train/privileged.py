@@ -1,4 +1,4 @@
-"""The privileged-skill stages of a training run: ADRS and its baselines (docs/adrs.md §5, issue 5).
+"""The privileged-skill stages of a training run: ADRS and its baselines (docs/adrs.md §5).
 
 Who reads the skill text ``ρ(x)`` (``skills.SkillProvider``), per method name
 (``train.config.METHODS``)::

@@ -1,6 +1,6 @@
 """Search-augmented QA: the Search-R1 protocol and exact-match reward, offline over a
 generated world, or over FlashRAG data with local BM25 or a Search-R1 retrieval server
-(issue 15; docs/searchqa.md).
+(docs/searchqa.md).
 
     from agentcredit.envs.searchqa import SearchQAConfig, SearchQAEnv, build_tasks
 

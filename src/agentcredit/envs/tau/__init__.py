@@ -1,4 +1,4 @@
-"""tau2-bench retail and airline on the real tau2 data (issue 16), with the tools written here.
+"""tau2-bench retail and airline on the real tau2 data, with the tools written here.
 
     from agentcredit.envs.tau import TauConfig, TauEnv, build_tasks
 

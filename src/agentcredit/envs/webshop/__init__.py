@@ -1,5 +1,5 @@
 """WebShop: its page flow, action space and reward over a generated catalog in its product
-schema (issue 6); official product and goal files load through ``official_catalog`` and
+schema; official product and goal files load through ``official_catalog`` and
 ``official``.
 
     from agentcredit.envs.webshop import WebShopEnv, WebShopConfig, build_tasks

@@ -9,8 +9,8 @@ shared ones) and its option groups with their candidate values.
 
 Types deliberately share nouns across categories (``green tea`` / ``tea tree
 shampoo``, ``coffee beans`` / ``coffee table`` / ``coffee maker``, ``tuxedo
-shirt`` / ``t-shirt``) so that a search term alone does not pin down a product
-(issue 6). Attribute vocabularies are chosen so that within one type no two
+shirt`` / ``t-shirt``) so that a search term alone does not pin down a product.
+Attribute vocabularies are chosen so that within one type no two
 attributes fuzzy-match each other and none is a substring of another; the
 tests check this, because otherwise a product missing an attribute would still
 score it.
