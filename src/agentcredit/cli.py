@@ -74,7 +74,7 @@ errors:
 
 MAIN_EXAMPLES = """\
 examples:
-  agentcredit train --config quick              # the whole pipeline, ~2 minutes
+  agentcredit train --config quick              # every phase, small, rollouts saved
   agentcredit report runs/quick -o report.html
   agentcredit train                             # the embedded default
   agentcredit train method=vict credit.options.backbone=gigpo \\
