@@ -74,7 +74,7 @@ errors:
 
 MAIN_EXAMPLES = """\
 examples:
-  agentcredit train --config quick              # every phase, small, rollouts saved
+  agentcredit train --config quick              # a small run of every phase
   agentcredit report runs/quick -o report.html
   agentcredit train                             # the embedded default
   agentcredit train method=vict credit.options.backbone=gigpo \\
