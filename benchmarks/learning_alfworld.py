@@ -24,7 +24,7 @@ game's final outcome minus its start outcome (−1, 0 or 1) read from the evalua
 
 A method is ``NAME[/BACKBONE[/GATE]]`` (``bench_common.method_overrides``).
 Extra ``key=value`` overrides go to every run. One evaluation with one episode per game
-is a wide sample (the embedded start read 13.0–26.9 % under five seeds, README), so a
+is a wide sample (the embedded start read 13.0–26.9 % under five seeds, docs/research_log.md), so a
 gain of a few points needs ``eval.episodes_per_game=4``; at about 4.5 minutes per such
 evaluation on one core, ``run.eval_every=N`` (the final evaluation only) keeps it
 affordable. Each game's outcome is then its share of episodes won.

@@ -228,18 +228,47 @@ def test_a_user_error_stays_one_line_with_debug(capsys):
 
 
 def test_config_show_prints_the_resolved_config_as_yaml_that_loads_back(tmp_path, capsys):
-    assert main(["config", "--show", "method=vict", "credit.options.backbone=gigpo",
-                 "rollout.group_size=4"]) == 0
+    import dataclasses
+
+    from agentcredit.credit import get_estimator
+
+    given = ["method=vict", "credit.options.backbone=gigpo", "rollout.group_size=4"]
+    assert main(["config", "--show", *given]) == 0
     shown = capsys.readouterr().out
     data = yaml.safe_load(shown)
     assert data["credit"]["estimator"] == "vict" and data["rollout"]["group_size"] == 4
-    assert data["credit"]["options"]["backbone"]["name"] == "gigpo"
-    assert data == config_to_dict(load_config(None, ["method=vict",
-                                                     "credit.options.backbone=gigpo",
-                                                     "rollout.group_size=4"]))
+    options = data["credit"]["options"]
+    # every VICT option and every option of its GiGPO backbone, not only the ones given
+    vict, gigpo = get_estimator("vict").config_cls, get_estimator("gigpo").config_cls
+    assert set(options) == {f.name for f in dataclasses.fields(vict)}
+    assert set(options["backbone"]) == {"name", *(f.name for f in dataclasses.fields(gigpo))}
+    assert options["budget"] == 8 and options["gamma_lambda"] == 0.5  # docs/vict.md defaults
+    assert options["backbone"]["name"] == "gigpo" and options["backbone"]["step_weight"] == 1.0
+    expected = config_to_dict(load_config(None, given))
+    assert {k: v for k, v in data.items() if k != "credit"} == {
+        k: v for k, v in expected.items() if k != "credit"}
     (tmp_path / "shown.yaml").write_text(shown)
     assert main(["config", "--show", "--config", str(tmp_path / "shown.yaml")]) == 0
     assert capsys.readouterr().out == shown
+
+
+def test_config_show_takes_a_preset_and_a_model_as_train_does(capsys):
+    assert main(["config", "--show", "--config", "hf", "--model", "/models/mine"]) == 0
+    data = yaml.safe_load(capsys.readouterr().out)
+    assert data["model"]["name"] == "/models/mine" and data["sft"]["enabled"] is False
+    assert data["rollout"]["max_new_tokens"] == 512 and data["rollout"]["decoding"] == "free"
+
+
+def test_config_list_into_a_pipe_that_closes_early_exits_0_quietly():
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-m", "agentcredit.cli", "config", "--list"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()  # `| head -1` gone before the first line is written
+    err = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 0, err
+    assert err == ""
 
 
 def test_config_show_refuses_a_bad_key_in_one_line(capsys):

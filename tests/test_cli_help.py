@@ -83,3 +83,13 @@ def test_audit_help_and_the_env_name_doc_list_every_registered_environment(capsy
     for name in names:
         assert f" {name}," in audit or f" {name} " in audit, name
         assert f" {name}," in env_name or f" {name} " in env_name, name
+
+
+def test_audit_help_explains_every_column_of_the_table(capsys):
+    from agentcredit.train.audit import AUDIT_LEGEND
+
+    text = _help(["audit"], capsys)
+    legend = text.split("columns (also printed under the table):\n", 1)[1]
+    starts = [line.split("  ")[1] for line in legend.splitlines()
+              if line.startswith("  ") and not line.startswith("   ")][:len(AUDIT_LEGEND)]
+    assert starts == [column for column, _ in AUDIT_LEGEND]

@@ -4,7 +4,7 @@
     agentcredit train --resume RUN_DIR [key=value ...]
     agentcredit eval --checkpoint PATH [--config FILE] [key=value ...]
     agentcredit audit [--env NAME] [--checkpoint PATH] [--split S] [--copies N] [key=value ...]
-    agentcredit config --show [--config FILE] [key=value ...] | --list
+    agentcredit config --show [--config FILE] [--model NAME_OR_DIR] [key=value ...] | --list
     agentcredit report RUN_DIR [RUN_DIR ...] [-o report.html] [--viewer-mb MB]
 
 The help texts below are what a user reads first; they are plain text, and
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import textwrap
 import traceback
@@ -73,17 +74,17 @@ errors:
 
 MAIN_EXAMPLES = """\
 examples:
+  agentcredit train --config quick              # a small run of every phase
+  agentcredit report runs/quick -o report.html
   agentcredit train                             # the embedded default
   agentcredit train method=vict credit.options.backbone=gigpo \\
       run.name=vict_gigpo
-  agentcredit train --model Qwen/Qwen2.5-1.5B-Instruct \\
-      rollout.action_format=tagged run.device=cuda
-  agentcredit train --resume runs/embedded run.updates=200
-  agentcredit eval --checkpoint runs/embedded   # its newest checkpoint
+  agentcredit train --config hf --model Qwen/Qwen2.5-1.5B-Instruct
+  agentcredit train --resume runs/quick run.updates=6
+  agentcredit eval --checkpoint runs/quick      # its newest checkpoint
   agentcredit audit --env alfworld --copies 4
-  agentcredit config --show method=adrs
+  agentcredit config --show method=vict rollout.group_size=4
   agentcredit config --list
-  agentcredit report runs/embedded -o report.html
 """
 
 TRAIN_EXAMPLES = """\
@@ -133,15 +134,22 @@ examples:
 
 The audit traces expert, random and (with --checkpoint) policy rollouts
 through the tasks' verifiers and prints one row per source (VICT interface
-audit, docs/vict.md section 4.9). --checkpoint takes the same paths as eval.
+audit, docs/vict.md section 4.9), its progress on stderr. --checkpoint takes
+the same paths as eval.
+
+columns (also printed under the table):
 """
 
 CONFIG_EXAMPLES = """\
 examples:
   agentcredit config --show                     # the embedded default
   agentcredit config --show method=vict rollout.group_size=4
+  agentcredit config --show --config hf --model path/to/model_folder
   agentcredit config --show --config my_run.yaml > resolved.yaml
   agentcredit config --list
+
+--show prints every key, each estimator option included, as the run would use
+it; the file it writes loads again with --config.
 """
 
 
@@ -216,7 +224,10 @@ def _parser() -> argparse.ArgumentParser:
                           help="reflexion: trials per task (default 10)")
     evaluate.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
 
-    audit = command("audit", "print the VICT verifier-interface audit", AUDIT_EXAMPLES)
+    from agentcredit.train.audit import audit_legend  # torch-free, as env_suites
+
+    audit = command("audit", "print the VICT verifier-interface audit",
+                    AUDIT_EXAMPLES + audit_legend() + "\n")
     audit.add_argument("--env", help=f"environment name: {', '.join(env_suite_names())} "
                                      "(default: the run's, else the config's)")
     audit.add_argument("--checkpoint", metavar="PATH",
@@ -238,6 +249,7 @@ def _parser() -> argparse.ArgumentParser:
     what.add_argument("--list", action="store_true",
                       help="print every key with its type and what it does")
     config.add_argument("--config", help="YAML config (default: the embedded default)")
+    config.add_argument("--model", help="hub id or model folder (same as model.name=...)")
     config.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
 
     summary = "write an HTML report of runs: curves, tables and a credit viewer"
@@ -281,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as stop:
         print(str(stop) or "interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader has gone (`config --list | head`): nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 0
     except Exception as err:  # noqa: BLE001  (every failure ends as one line, or --debug)
         return _report(err, args.debug)
 
@@ -408,6 +423,7 @@ def _eval(args) -> int:
 
 
 def _audit(args) -> int:
+    from agentcredit.progress import reporting
     from agentcredit.train.audit import run_audit
     from agentcredit.train.config import load_config
     from agentcredit.train.evaluate import locate_model
@@ -421,7 +437,8 @@ def _audit(args) -> int:
     config = load_config(config_path, [*env, *args.overrides])
     if source is not None:
         print(f"policy: {source.describe()}")
-    run_audit(config, args.split, args.copies, source.model_dir if source else None)
+    with reporting(config.run.progress):
+        run_audit(config, args.split, args.copies, source.model_dir if source else None)
     return 0
 
 
@@ -432,6 +449,7 @@ def _write_report(args) -> int:
         raise ConfigError(f"report takes no key=value settings ({settings[0]}): it shows each "
                           "run as its config.yaml says; pass run directories only")
     try:
+        from agentcredit.report.aggregate import counted
         from agentcredit.report.page import ReportError, write_report
     except ModuleNotFoundError as err:
         if (err.name or "").split(".")[0] != "plotly":
@@ -446,23 +464,28 @@ def _write_report(args) -> int:
         return 2
     for problem in result.problems:
         print(f"warning: {problem}", file=sys.stderr)
-    print(f"wrote {result.path} ({result.runs} runs of {result.methods} methods, "
-          f"{result.size_bytes / 1e6:.1f} MB, {result.seconds:.1f} s)")
+    print(f"wrote {result.path} ({counted(result.runs, 'run')} of "
+          f"{counted(result.methods, 'method')}, {result.size_bytes / 1e6:.1f} MB, "
+          f"{result.seconds:.1f} s)")
     return 0
 
 
 def _config(args) -> int:
     import yaml
 
-    from agentcredit.train.config import config_to_dict, load_config
+    from agentcredit.config_schema import to_dict
+    from agentcredit.train.config import config_to_dict, estimator_config, load_config
 
     if args.show:
-        config = load_config(args.config, args.overrides)
-        print(yaml.safe_dump(config_to_dict(config), sort_keys=False), end="")
+        model = [f"model.name={args.model}"] if args.model else []
+        config = load_config(args.config, [*model, *args.overrides])
+        data = config_to_dict(config)
+        data["credit"]["options"] = to_dict(estimator_config(config.credit))  # every option
+        print(yaml.safe_dump(data, sort_keys=False), end="")
         return 0
-    if args.overrides or args.config:
-        raise ConfigError("config --list lists every key and takes no --config or key=value; "
-                          "use config --show for a resolved config")
+    if args.overrides or args.config or args.model:
+        raise ConfigError("config --list lists every key and takes no --config, --model or "
+                          "key=value; use config --show for a resolved config")
     print("\n".join(_key_lines()))
     return 0
 

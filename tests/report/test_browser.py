@@ -125,3 +125,63 @@ def test_the_report_renders_in_chromium_opens_a_step_and_runs_no_injected_script
         png = page.screenshot(shot)
         assert shot.is_file() and png[:8] == b"\x89PNG\r\n\x1a\n"
         assert _distinct_colours(page, png) > 20
+
+
+def test_the_viewer_opens_on_the_first_group_with_signal_and_defines_every_value(report_runs,
+                                                                                tmp_path):
+    result = write_report([report_runs], tmp_path / "report.html")
+    viewer = json.loads(result.path.read_text().split(
+        '<script type="application/json" id="report-viewer">')[1].split("</script>")[0])
+    with Page(CHROMIUM) as page:
+        page.open(result.path.as_uri(), READY)
+        for index, run in enumerate(viewer["runs"]):
+            shown = page.evaluate(f"""(() => {{
+                const pick = document.getElementById('viewer-run');
+                pick.value = '{index}';
+                pick.dispatchEvent(new Event('change'));
+                const group = document.getElementById('viewer-group');
+                return {{update: +document.getElementById('viewer-update').value,
+                         group: +group.value, label: group.selectedOptions[0].text}};
+            }})()""")
+            u, g = shown["update"], shown["group"]
+            groups = run["updates"][u]["groups"]
+            # the newest update with signal, its first group with signal
+            newest = max(i for i, update in enumerate(run["updates"])
+                         if any(x["signal"] for x in update["groups"]))
+            assert u == newest and g == [x["signal"] for x in groups].index(True)
+            assert shown["label"].endswith(f"{groups[g]['won']}/{len(groups[g]['rollouts'])} won")
+
+            # every step of the group opened: values defined, observation named, tables fit
+            opened = page.evaluate("""(() => {
+                const found = [];
+                for (const step of document.querySelectorAll('#viewer-rollouts .step')) {
+                    step.click();
+                    const detail = document.getElementById('viewer-detail');
+                    const values = detail.querySelector('table');
+                    found.push({
+                        headings: [...detail.querySelectorAll('h3')].map((h) => h.textContent),
+                        defined: [...detail.querySelectorAll('.legend dt')].map(
+                            (d) => d.textContent),
+                        names: [...values.querySelectorAll('tr')].slice(1).map(
+                            (r) => [r.cells[0].textContent, r.title]),
+                        overflow: [...detail.querySelectorAll(':scope > .table-wrap')].map(
+                            (w) => w.scrollWidth - w.clientWidth),
+                        saw: step.querySelector('.obs').textContent.startsWith('saw: ')});
+                }
+                return found;
+            })()""")
+            assert opened and all(o["saw"] for o in opened)
+            for step in opened:
+                assert "Observation before this action" in step["headings"]
+                assert all(title for name, title in step["names"] if name != "reward")
+                assert step["defined"] == [name for name, _ in step["names"]]
+                assert max(step["overflow"]) <= 0, step["headings"]  # the values, atoms, ledger
+            names = {name for step in opened for name, _ in step["names"]}
+            if run["method"] == "vict":
+                assert {"advantage", "base_advantage", "correction", "vict_advantage"} <= names
+                assert any("Witness: the ledger rows of this step" in step["headings"]
+                           for step in opened)
+            else:  # ADRS trains on per-token values: the step view shows them
+                assert {"step_advantage", "token_advantage"} <= names
+                assert "advantage" not in names
+        assert page.exceptions == []

@@ -143,8 +143,15 @@ def test_missing_and_damaged_files_are_named_on_the_page_and_the_rest_renders(ru
 def test_no_run_under_the_paths_is_an_error_naming_each_path(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ReportError, match=r"empty holds no run directory.*nowhere does not "
-                                          "exist"):
+                                          "exist") as refused:
         write_report([tmp_path / "empty", tmp_path / "nowhere"], tmp_path / "r.html")
+    assert str(refused.value).count("(") == 1  # what a run directory holds, said once
+
+
+def test_counts_on_the_page_are_singular_for_one(report_runs, tmp_path):
+    *_, page = report([report_runs / "vict_seed0"], tmp_path)
+    assert "1 run of 1 method from" in page and 'title="1 seed"' in page
+    assert "1 seeds" not in page and "1 runs" not in page
 
 
 def test_the_viewer_budget_keeps_the_newest_update_and_says_what_it_left_out(report_runs,

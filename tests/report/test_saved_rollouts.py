@@ -14,6 +14,7 @@ from agentcredit.credit import CreditBatch, CreditResult
 from agentcredit.jsonl_log import read_jsonl
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.config import load_config
+from agentcredit.train.loop import train
 from agentcredit.train.saved_rollouts import (
     TEXT_LIMIT,
     read_saved_rollouts,
@@ -101,3 +102,20 @@ def test_a_negative_save_interval_or_an_empty_keep_is_refused_by_name(setting):
     key = setting.split("=")[0]
     with pytest.raises(ConfigError, match=f"{key} = .* out of range"):
         load_config(None, [setting])
+
+
+@pytest.mark.parametrize(("every", "updates", "saved", "warned"),
+                         [(2, 3, [2, 3], False), (5, 2, [2], True)])
+def test_the_last_update_is_always_saved_and_an_interval_beyond_the_run_is_warned_of(
+        tiny_fake_run, tmp_path, every, updates, saved, warned):
+    config = load_config(None, [*tiny_fake_run, "sft.enabled=false", "run.eval_at_start=false",
+                                f"run.output_dir={tmp_path}", f"run.updates={updates}",
+                                f"run.save_rollouts={every}", "rollout.group_size=2",
+                                "rollout.tasks_per_update=1"])
+    lines = []
+    train(config, echo=lines.append)
+    assert [u for u, _ in saved_updates(tmp_path / "embedded" / "rollouts")] == saved
+    warning = ("warning: run.save_rollouts = 5 is more than run.updates = 2: only the last "
+               "update's rollouts are saved (run.save_rollouts=1 saves every update)")
+    assert [line for line in lines if line.startswith("warning:")] == ([warning] if warned
+                                                                       else [])

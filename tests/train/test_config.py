@@ -48,6 +48,13 @@ def test_dotted_overrides_are_parsed_as_yaml_values():
     assert estimator_config(config.credit) == GiGPOConfig(mode="mean_norm")
 
 
+def test_an_unknown_method_lists_every_method_name_once():
+    message = _error("method=vikt")
+    assert message.startswith("method = 'vikt' is not a method name; did you mean 'vict'?")
+    known = message.split("(known: ")[1].rstrip(")").split(", ")
+    assert len(known) == len(set(known)) and {"adrs", "rlsd", "vict", "skill_grpo*"} <= set(known)
+
+
 def test_model_equals_dir_is_short_for_model_name(tmp_path):
     assert load_config(None, [f"model={tmp_path}"]).model.name == str(tmp_path)
 

@@ -37,6 +37,11 @@ class Summary:
         return cls(statistics.fmean(values), sd, len(values))
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 seed``, ``2 seeds``: ``n`` and ``noun``, plural unless ``n`` is 1."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def by_method(runs: Sequence[RunData]) -> dict[str, list[RunData]]:
     """Runs grouped by ``RunData.method``, methods in the order first seen."""
     groups: dict[str, list[RunData]] = {}

@@ -20,13 +20,22 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.colors import convert_colors_to_same_type, qualitative, unlabel_rgb
 
-from agentcredit.report.aggregate import Records, by_method, evals, seed_curve, updates
+from agentcredit.report.aggregate import Records, by_method, counted, evals, seed_curve, updates
 from agentcredit.report.run_files import RunData, clean_text
 
 #: Plotly's qualitative palettes, enough distinct colours for 34 methods
 #: a run this short (in updates) gets one x tick per update
 SHORT_RUN = 12
 PALETTE = qualitative.Plotly + qualitative.Dark24
+
+
+#: y ranges of the units that are shares: success is a fraction of games won in every curve
+#: and table of the page, so an all-zero curve still reads as "none of 0 to 1"
+RATE_RANGES = {"success rate": (0.0, 1.0), "share of steps": (0.0, 1.0), "%": (0.0, 100.0)}
+#: the least y span of any other axis, as a share of its largest |value| (at least
+#: ``MIN_SPAN_ABS``): noise in the fifth digit is not magnified into a slope
+MIN_SPAN_REL = 0.2
+MIN_SPAN_ABS = 1e-3
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,8 @@ def curve_figures(runs: Sequence[RunData]) -> list[tuple[Curve, dict[str, Any]]]
         if figure.data:
             last = max(x for trace in figure.data for x in trace.x)
             figure.update_xaxes(dtick=1 if last <= SHORT_RUN else None)  # no update 1.5
+            figure.update_yaxes(range=y_range(spec.unit, [y for trace in figure.data
+                                                          for y in trace.y]))
             figure.update_layout(
                 title={"text": _plotly_text(spec.title), "font": {"size": 15}},
                 xaxis_title="update", yaxis_title=_plotly_text(spec.unit), height=340,
@@ -110,9 +121,23 @@ def _add_method(figure: go.Figure, name: str, colour: str, points) -> None:
                                 legendgroup=name, showlegend=False, name=name))
     figure.add_trace(go.Scatter(x=x, y=mean, mode="lines+markers", name=name, legendgroup=name,
                                 line={"color": colour, "width": 2}, marker={"size": 5},
-                                customdata=[[s.sd, s.n] for _, s in points],
+                                cliponaxis=False,  # a point at 0 or 1 drawn whole
+                                customdata=[[s.sd, counted(s.n, "seed")] for _, s in points],
                                 hovertemplate="%{y:.4g} ± %{customdata[0]:.3g} "
-                                              "(%{customdata[1]} seeds)"))
+                                              "(%{customdata[1]})"))
+
+
+def y_range(unit: str, values: Sequence[float]) -> list[float]:
+    """The y axis of a curve in ``unit`` over ``values`` (its lines and bands): a share's whole
+    range (``RATE_RANGES``, a band past it is cut at the axis); any other unit's data range, at
+    least ``MIN_SPAN_REL`` of its largest |value| wide (``MIN_SPAN_ABS`` at 0)."""
+    if unit in RATE_RANGES:
+        return list(RATE_RANGES[unit])
+    low, high = min(values), max(values)
+    span = max(high - low, MIN_SPAN_REL * max(abs(low), abs(high)), MIN_SPAN_ABS)
+    middle = (low + high) / 2
+    pad = 0.05 * span  # a point on the edge stays visible
+    return [middle - span / 2 - pad, middle + span / 2 + pad]
 
 
 def _plotly_text(text: str) -> str:

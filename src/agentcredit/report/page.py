@@ -31,7 +31,7 @@ from plotly.offline import get_plotlyjs
 from plotly.utils import PlotlyJSONEncoder
 
 from agentcredit.disk_full import writing
-from agentcredit.report.aggregate import Summary
+from agentcredit.report.aggregate import Summary, counted
 from agentcredit.report.curves import FAMILIES, curve_figures
 from agentcredit.report.run_files import RunData, clean_text, find_runs
 from agentcredit.report.tables import (
@@ -85,8 +85,7 @@ def write_report(paths: Sequence[str | Path], output: str | Path, viewer_mb: flo
     began = time.perf_counter()
     runs, problems = find_runs(paths)
     if not runs:
-        raise ReportError("no run directory to report: " + "; ".join(problems)
-                          + " (a run directory holds config.yaml or metrics.jsonl)")
+        raise ReportError("no run directory to report: " + "; ".join(problems))
     if not math.isfinite(viewer_mb) or viewer_mb < 0:
         raise ReportError(f"--viewer-mb {viewer_mb}: must be a number, 0 or more (0 leaves the "
                           "viewer out)")
@@ -113,8 +112,9 @@ def render_page(runs: Sequence[RunData], problems: Sequence[str], viewer: dict[s
     methods = list(dict.fromkeys(r.method for r in runs))
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
-    header = (f"<header><h1>agentcredit report</h1><p class=\"muted\">{len(runs)} runs of "
-              f"{len(methods)} methods from {_text(', '.join(sources))} · written {stamp}</p>"
+    header = (f"<header><h1>agentcredit report</h1><p class=\"muted\">{counted(len(runs), 'run')} "
+              f"of {counted(len(methods), 'method')} from {_text(', '.join(sources))} · written "
+              f"{stamp}</p>"
               "<nav><a href=\"#curves\">Curves</a><a href=\"#tables\">Tables</a>"
               "<a href=\"#credit\">Credit</a><a href=\"#timing\">Timing</a>"
               "<a href=\"#viewer-section\">Rollout viewer</a></nav></header><main>")
@@ -197,7 +197,7 @@ def _cell(value: Any) -> str:
         return "<td class=\"num\">—</td>"
     if isinstance(value, Summary):
         shown = _number(value.mean) + (f" ± {_number(value.sd)}" if value.n > 1 else "")
-        return f"<td class=\"num\" title=\"{value.n} seeds\">{shown}</td>"
+        return f"<td class=\"num\" title=\"{counted(value.n, 'seed')}\">{shown}</td>"
     if isinstance(value, bool) or not isinstance(value, int | float):
         return f"<td>{_text(str(value))}</td>"
     return f"<td class=\"num\">{_number(value)}</td>"

@@ -111,7 +111,8 @@ def find_runs(paths: Sequence[str | Path]) -> tuple[list[RunData], list[str]]:
                                 f"with {' or '.join(RUN_FILES)})")
             runs += [read_run(p) for p in inside]
         else:
-            problems.append(f"{clean_text(str(path))} is a file, not a run directory")
+            problems.append(f"{clean_text(str(path))} is a file, not a run directory (a folder "
+                            f"with {' or '.join(RUN_FILES)})")
     return runs, problems
 
 

@@ -1,10 +1,12 @@
 """The rollout viewer's data: saved updates chosen to fit a size budget, shaped for the page.
 
 The viewer (``assets/report.js``) lets a reader pick a run, one of its saved
-updates (``run.save_rollouts``, ``train/saved_rollouts.py``) and a task group, and
-shows each rollout as its steps coloured by final advantage; opening a step shows
-its atoms, proof edges, witness (ledger) rows, base advantage and correction, and
-with teacher scores a per-token heat-map.
+updates (``run.save_rollouts``, ``train/saved_rollouts.py``) and a task group
+(labelled ``k/n won``), and shows each rollout as its steps coloured by final
+advantage; it opens on the first group with signal (``opening``). Opening a step
+shows the observation it acted on, its atoms, proof edges, witness (ledger) rows,
+base advantage and correction, each value defined (``DEFINITIONS``), and with
+teacher scores a per-token heat-map and the per-token advantages trained on.
 
 This module only selects and arranges what the runs saved:
 
@@ -37,6 +39,28 @@ _STOPS = get_colorscale(SCALE)
 ALPHA = 0.6
 HEAT_GAP = "ℓ^T − ℓ^b (teacher minus behaviour log-prob)"
 HEAT_TEACHER = "ℓ^T (teacher log-prob)"
+#: what each value of an opened step means (the viewer's legend and tooltips); names the
+#: estimators save (``CreditResult.extras``, docs/vict.md §4.6, docs/adrs.md §5.4)
+DEFINITIONS = {
+    "advantage": "the step's final advantage, A^final: what PPO trained every token of this "
+                 "action on (for token-level credit such as ADRS, see token advantage)",
+    "step_advantage": "the step's advantage before the token path, A^traj (ADRS: the "
+                      "backbone's advantage on the shaped reward); PPO trains on the per-token "
+                      "values instead",
+    "token_advantage": "the per-token advantage PPO trained on: A^traj plus the token path "
+                       "η·Z^T (docs/adrs.md §5.4)",
+    "base_advantage": "A^base: the backbone's advantage (GRPO, RLOO or GiGPO) before VICT",
+    "vict_advantage": "A^VICT: the credit VICT routed to this step along its proof edges, "
+                      "before the scale λ and the clip c",
+    "correction": "λ · clip(A^VICT, −c, c): what VICT added; final = base + correction "
+                  "(docs/vict.md §4.6)",
+    "episode_advantage": "the backbone's episode-level advantage of this rollout",
+    "anchor_group_ids": "GiGPO's step group: the steps of the group that share this anchor "
+                        "state",
+    "return_to_go": "the discounted reward from this step to the end",
+    "hindsight_ratio": "HCAPO's hindsight ratio of this step",
+    "reward": "the environment's reward for this step",
+}
 
 
 def viewer_data(runs: Sequence[RunData], budget_bytes: int
@@ -77,9 +101,10 @@ def viewer_data(runs: Sequence[RunData], budget_bytes: int
                          f"updates ({', '.join(str(v['update']) for v in sorted(views, key=_u))}"
                          "); raise --viewer-mb to include more")
         if views:
-            shown.append({"name": run.name, "method": run.method,
-                          "updates": sorted(views, key=_u)})
-    return {"runs": shown, "scale": SCALE}, notes, problems
+            views.sort(key=_u)
+            shown.append({"name": run.name, "method": run.method, "updates": views,
+                          "open": opening(views)})
+    return {"runs": shown, "scale": SCALE, "definitions": DEFINITIONS}, notes, problems
 
 
 def shape_update(saved: dict[str, Any]) -> dict[str, Any]:
@@ -104,15 +129,29 @@ def shape_update(saved: dict[str, Any]) -> dict[str, Any]:
     for rollout in saved["rollouts"]:
         group = groups.setdefault(rollout["group_id"], {
             "group_id": rollout["group_id"], "task_id": rollout["task_id"],
-            "task_type": rollout["task_type"], "rollouts": []})
+            "task_type": rollout["task_type"], "rollouts": [], "won": 0, "signal": False})
         rollout["return"] = sum(s["reward"] or 0.0 for s in rollout["steps"])
         group["rollouts"].append(rollout)
+        group["won"] += bool(rollout["won"])
+        group["signal"] = group["signal"] or any(s["advantage"] for s in rollout["steps"])
     token_fields = saved["token_fields"]
     heat = (HEAT_GAP if {"teacher_logprob", "behaviour_logprob"} <= set(token_fields)
             else HEAT_TEACHER if "teacher_logprob" in token_fields else "")
     return {"update": saved["update"], "estimator": saved["estimator"],
             "step_fields": saved["step_fields"], "token_fields": token_fields, "heat": heat,
+            "token_level": "token_advantage" in token_fields,
             "scale": scale, "groups": list(groups.values()), "groups_total": len(groups)}
+
+
+def opening(updates: Sequence[dict[str, Any]]) -> list[int]:
+    """``[update index, group index]`` the viewer opens a run on: the first group with signal
+    (some step's advantage is not 0) of the newest update that has one, else the newest
+    update's first group."""
+    for u in range(len(updates) - 1, -1, -1):
+        for g, group in enumerate(updates[u]["groups"]):
+            if group["signal"]:
+                return [u, g]
+    return [len(updates) - 1, 0]
 
 
 def _heat(tokens: dict[str, list]) -> list[float | None]:

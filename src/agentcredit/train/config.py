@@ -64,9 +64,10 @@ class RunConfig:
     """Show progress on stderr for every long phase (game generation, demonstrations, SFT,
     evaluation, updates): a redrawn bar on a terminal, a few plain lines in a log."""
     save_rollouts: int = 0
-    """Save every this many updates the update's rollouts with their credit (steps, per-step and
-    per-token advantages, VICT proof edges and ledger rows, ADRS teacher scores) to
-    ``rollouts/update_NNNNN.json.gz`` for the viewer of ``agentcredit report``; 0 = off."""
+    """Save every this many updates, and always the last, the update's rollouts with their credit
+    (steps, per-step and per-token advantages, VICT proof edges and ledger rows, ADRS teacher
+    scores) to ``rollouts/update_NNNNN.json.gz`` for the viewer of ``agentcredit report``;
+    0 = off."""
     keep_rollouts: int = 10
     """Most recent saved updates kept in ``rollouts/``; older files are deleted (each file is
     gzip-compressed, its texts cut to 4,000 characters, ``train/saved_rollouts.py``)."""
@@ -515,7 +516,7 @@ def method_settings(method: str) -> dict[str, Any]:
         return dict(METHODS[name])
     if name in estimator_names():
         return {"credit.estimator": name, **_NO_SKILLS}
-    known = [*METHODS, *METHOD_ALIASES, *estimator_names()]
+    known = list(dict.fromkeys([*METHODS, *METHOD_ALIASES, *estimator_names()]))
     raise ConfigError(f"method = {method!r} is not a method name{did_you_mean(method, known)} "
                       f"(known: {', '.join(known)})")
 

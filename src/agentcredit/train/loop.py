@@ -131,6 +131,10 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
     with writing(run.path / "config.yaml"):
         save_config(config, run.path / "config.yaml")
     echo(f"run directory: {run.path.resolve()}")
+    if config.run.save_rollouts > config.run.updates > 0:
+        echo(f"warning: run.save_rollouts = {config.run.save_rollouts} is more than run.updates "
+             f"= {config.run.updates}: only the last update's rollouts are saved "
+             "(run.save_rollouts=1 saves every update)")
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
     seed = config.run.seed
@@ -264,7 +268,8 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
             advantages = broadcast_to_tokens(credit.step_advantages, steps.loss_mask)  # [S, L]
         times["credit"] = time.perf_counter() - began
         ledger.append(credit.ledger_rows, update=update)
-        if config.run.save_rollouts and update % config.run.save_rollouts == 0:
+        last = update == config.run.updates
+        if config.run.save_rollouts and (last or update % config.run.save_rollouts == 0):
             began = time.perf_counter()
             save_rollouts(run.rollouts, update, config.credit.estimator, trajectories,
                           prepared.batch, credit, tokenizer, keep=config.run.keep_rollouts)
@@ -293,7 +298,6 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         bar.update(success=f"{metrics['rollout/success']:.2f}",
                    reward=f"{metrics['rollout/reward']:.2f}")
 
-        last = update == config.run.updates
         if last or (config.run.eval_every and update % config.run.eval_every == 0):
             success_end = run_eval(update)
         if last or update % config.run.checkpoint_every == 0:

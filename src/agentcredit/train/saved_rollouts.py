@@ -1,6 +1,6 @@
 """One update's rollouts with their credit, saved for the report's viewer (``run.save_rollouts``).
 
-Every ``run.save_rollouts`` updates the trainer writes
+Every ``run.save_rollouts`` updates, and after the last update, the trainer writes
 ``rollouts/update_NNNNN.json.gz``: the update's rollouts as they were credited,
 so ``agentcredit report`` can show, action by action, what each step saw and did
 and which advantage it got, without recomputing anything. The newest

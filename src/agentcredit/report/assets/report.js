@@ -33,9 +33,10 @@
     return Math.abs(value) >= 100 ? value.toFixed(1) : value.toFixed(3);
   }
 
-  function table(header, rows, rowClass) {
+  function table(header, rows, rowClass, rowTitle) {
     const head = el("tr", {}, ...header.map((h) => el("th", {}, h)));
-    const body = rows.map((row, i) => el("tr", {class: rowClass ? rowClass(i) : ""},
+    const body = rows.map((row, i) => el("tr", {class: rowClass ? rowClass(i) : "",
+                                                title: rowTitle ? rowTitle(i) : ""},
       ...row.map((cell) => el("td", {class: typeof cell === "number" ? "num" : ""}, fmt(cell)))));
     return el("div", {class: "table-wrap"}, el("table", {}, head, ...body));
   }
@@ -73,17 +74,26 @@
     return currentUpdate().groups[+pickGroup.value];
   }
 
+  // a run opens on the group viewer.py chose (the first with signal); another update on its
+  // first group with signal
   function chooseRun() {
     const run = viewer.runs[+pickRun.value];
     fill(pickUpdate, run.updates.map((u) => `update ${u.update}`));
-    pickUpdate.value = String(run.updates.length - 1);
-    chooseUpdate();
+    pickUpdate.value = String(run.open[0]);
+    showUpdate(run.open[1]);
   }
 
   function chooseUpdate() {
+    const first = currentUpdate().groups.findIndex((g) => g.signal);
+    showUpdate(Math.max(first, 0));
+  }
+
+  function showUpdate(group) {
     const update = currentUpdate();
     fill(pickGroup, update.groups.map((g) =>
-      `group ${g.group_id}: ${g.task_id} (${g.task_type}), ${g.rollouts.length} rollouts`));
+      `group ${g.group_id}: ${g.task_id} (${g.task_type}), ${g.won}/${g.rollouts.length} won` +
+      (g.signal ? "" : ", no signal")));
+    pickGroup.value = String(group);
     chooseGroup();
   }
 
@@ -101,7 +111,8 @@
         click: (event) => openStep(rollout, t, event.currentTarget),
       }, el("span", {}, `t=${t}`), el("span", {class: "action"}, step.response),
          el("span", {class: "adv"}, fmt(step.advantage)),
-         el("span", {class: "obs"}, step.observation)));
+         el("span", {class: "obs", title: "the observation before this action"},
+            "saw: ", step.observation)));
       return el("div", {class: "rollout"}, head, el("ol", {class: "steps"}, ...steps));
     }));
   }
@@ -111,13 +122,25 @@
     if (item) item.classList.add("open");
     const update = currentUpdate();
     const step = rollout.steps[t];
+    const values = [["reward", step.reward]];
+    if (update.token_level && step.tokens) {
+      const trained = step.tokens.token_advantage.filter((v) => v !== null);
+      values.push(["step_advantage", step.advantage],
+        ["token_advantage", trained.length === 0 ? null : `mean ${fmt(
+          trained.reduce((a, b) => a + b, 0) / trained.length)}, ${fmt(Math.min(...trained))}` +
+          ` to ${fmt(Math.max(...trained))} over ${trained.length} tokens`]);
+    } else {
+      values.push(["advantage", step.advantage]);
+    }
+    values.push(...update.step_fields.map((name) => [name, step.values[name]]));
+    const defined = values.filter(([name]) => viewer.definitions[name]);
     const parts = [
       el("h3", {}, `Rollout ${rollout.rollout}, step ${t}`),
-      table(["value", "number"], [
-        ["reward", step.reward], ["advantage (final, trained on)", step.advantage],
-        ...update.step_fields.map((name) => [name, step.values[name]]),
-      ]),
-      el("h3", {}, "Observation"), el("pre", {class: "observation"}, step.observation),
+      table(["value", "number"], values, null, (i) => viewer.definitions[values[i][0]] || ""),
+      el("dl", {class: "legend"}, ...defined.flatMap(([name]) => [
+        el("dt", {}, name), el("dd", {}, viewer.definitions[name])])),
+      el("h3", {}, "Observation before this action"),
+      el("pre", {class: "observation"}, step.observation),
       el("h3", {}, "Response"), el("pre", {class: "response"}, step.response),
       el("p", {}, `parsed action: ${step.action === null ? "(unparsable)" : step.action} · ` +
                   (step.valid ? "valid" : "invalid")),
@@ -146,7 +169,11 @@
                "A^VICT", "correction", "base"],
           step.ledger.map((r) => [r.atom_id, r.relation, r.evidence_source, r.delta_hat,
                                   r.witness_weight, r.witness_share, r.atom_credit,
-                                  r.vict_advantage, r.correction, r.base_advantage])));
+                                  r.vict_advantage, r.correction, r.base_advantage])),
+        el("p", {class: "note"}, "δ̂: the atom's marginal value to the rollout's score; ω: " +
+           "this step's witness weight for the atom, ω / Z its share of the atom's witnesses; " +
+           "atom credit = δ̂ · ω / Z; A^VICT sums the step's atom credits; correction and " +
+           "base as defined above."));
     } else if (trace) {
       parts.push(el("p", {class: "muted"}, "No ledger row: this step's correction is 0."));
     }
