@@ -41,8 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from agentcredit.train.outcomes import bootstrap_mean_interval
 from bench_common import (
-    bootstrap_mean_interval,
     method_config,
     run_method,
     sft_start,

@@ -6,43 +6,8 @@ from __future__ import annotations
 import pytest
 
 import bench_common
-from bench_common import bootstrap_mean_interval
+from agentcredit.train.outcomes import bootstrap_mean_interval
 from learning_alfworld import gain_statistics, per_game_won
-
-
-def test_equal_gains_give_a_zero_width_interval_at_that_gain():
-    low, high = bootstrap_mean_interval([[1, 1, 1], [1, 1, 1]])
-    assert low == pytest.approx(1.0) and high == pytest.approx(1.0)
-
-
-def test_two_games_won_and_lost_span_the_whole_range():
-    # one seed, gains 0 and 1: a resample's mean is 0, 1/2 or 1 with probability 1/4, 1/2,
-    # 1/4, so the 2.5 % quantile is 0 and the 97.5 % quantile is 1
-    assert bootstrap_mean_interval([[0, 1]]) == (0.0, 1.0)
-
-
-def test_one_gain_in_four_games_reaches_three_quarters_at_most():
-    # gains 0, 0, 0, 1: the mean is k/4 with k ~ Binomial(4, 1/4): P(k <= 2) = 0.949 and
-    # P(k <= 3) = 0.996, so the 97.5 % quantile is 3/4; P(k = 0) = 0.316 puts the 2.5 % at 0
-    assert bootstrap_mean_interval([[0, 0, 0, 1]]) == (0.0, 0.75)
-
-
-def test_seeds_are_resampled_too():
-    # two seeds with one game each, gains 0 and 1: only seed resampling can move the mean
-    assert bootstrap_mean_interval([[0], [1]]) == (0.0, 1.0)
-
-
-def test_the_interval_is_fixed_by_its_seed_and_narrows_with_more_games():
-    few = [[0, 1, 0, 1]]
-    many = [[0, 1] * 50]
-    assert bootstrap_mean_interval(few) == bootstrap_mean_interval(few)
-    width = [high - low for low, high in map(bootstrap_mean_interval, (few, many))]
-    assert width[1] < width[0]
-
-
-def test_an_empty_table_is_refused():
-    with pytest.raises(ValueError, match="seeds, games"):
-        bootstrap_mean_interval([[]])
 
 
 def test_per_game_outcomes_are_read_in_split_name_order():
