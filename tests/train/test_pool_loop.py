@@ -35,12 +35,13 @@ def pool_run(tmp_path_factory, tiny_fake_run):
     config = load_config(None, [*tiny_fake_run, *POOL_RUN, "eval.held_out=ends",
                                 f"run.output_dir={tmp_path_factory.mktemp('pool')}",
                                 "run.name=pool", "run.seed=1"])
+    echoed: list[str] = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(RolloutCollector, "collect", recording)
-        train(config, echo=lambda _: None)
+        train(config, echo=echoed.append)
     records = [json.loads(line) for line in (config.run_dir / "metrics.jsonl").read_text()
                .splitlines()]
-    return config, calls, records
+    return config, calls, records, echoed
 
 
 def _pool_ids(config, make_fake_task):
@@ -50,7 +51,7 @@ def _pool_ids(config, make_fake_task):
 
 
 def test_rl_rollouts_come_only_from_the_pool(pool_run, make_fake_task):
-    config, calls, _ = pool_run
+    config, calls, _, _ = pool_run
     pool = _pool_ids(config, make_fake_task)
     assert len(pool) == 2
     trained = [ids for ids, _, temperature in calls if temperature == 1.0]
@@ -60,7 +61,7 @@ def test_rl_rollouts_come_only_from_the_pool(pool_run, make_fake_task):
 
 def test_the_pool_is_evaluated_with_its_episodes_per_game_and_the_held_out_at_the_ends(
         pool_run, make_fake_task):
-    config, calls, records = pool_run
+    config, calls, records, echoed = pool_run
     pool = _pool_ids(config, make_fake_task)
     evaluated = [(ids, episodes) for ids, episodes, temperature in calls if temperature == 0.4]
     assert (pool, 3) in evaluated
@@ -78,3 +79,8 @@ def test_the_pool_is_evaluated_with_its_episodes_per_game_and_the_held_out_at_th
             assert record["eval/valid_unseen/episodes_per_game"] == 1.0
             assert len(record["eval/valid_seen/won"]) == 2
             assert "eval/episodes_per_game" not in record  # the splits' counts differ
+    # the progress lines name the pool and the held-out games apart, never a merged figure
+    shown = [line for line in echoed if line.startswith("eval after update")]
+    assert shown[0].startswith("eval after update 0: pool ")
+    assert "(games RL trains on); held-out valid_seen " in shown[0]
+    assert "held-out" not in shown[1]

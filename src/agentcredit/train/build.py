@@ -8,7 +8,7 @@ limits and dtype.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
@@ -74,7 +74,7 @@ def validation_tasks(config: TrainConfig, suite: EnvSuite) -> dict[str, list[Tas
             for split in splits}
 
 
-def episodes_per_split(config: TrainConfig, splits) -> dict[str, int]:
+def episodes_per_split(config: TrainConfig, splits: Iterable[str]) -> dict[str, int]:
     """Episodes played per game of each of ``splits`` at evaluation: ``eval.episodes_per_game``,
     ``eval.pool_episodes_per_game`` for the pool."""
     return {split: config.eval.pool_episodes_per_game if split == POOL

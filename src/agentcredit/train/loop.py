@@ -201,8 +201,14 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
                 temperature=config.rollout.policy_temperature))
             metrics["time/probe_gap"] = time.perf_counter() - began
         log(metrics)
-        echo(f"eval after update {update}: success {metrics['eval/success']:.3f} ("
-             + ", ".join(f"{s} {metrics[f'eval/{s}/success']:.3f}" for s in splits) + ")")
+        held_out = ", ".join(f"{s} {metrics[f'eval/{s}/success']:.3f}" for s in splits
+                             if s != POOL)
+        if POOL in splits:  # the pool and the held-out games apart, never one merged figure
+            echo(f"eval after update {update}: pool {metrics['eval/pool/success']:.3f} (games "
+                 "RL trains on)" + (f"; held-out {held_out} (new games)" if held_out else ""))
+        else:
+            echo(f"eval after update {update}: success {metrics['eval/success']:.3f} "
+                 f"({held_out})")
         return metrics["eval/success"]
 
     if start_update == 0 and config.run.eval_at_start:
