@@ -209,11 +209,12 @@ def _start_eval(start: Path, method: str, overrides: list[str], name: str, saved
 
 
 def _map(workers: int, function, jobs: list[tuple]) -> list:
-    """``function(*job)`` for every job, ``workers`` processes at a time (one CPU thread each)."""
+    """``function(*job)`` for every job, ``workers`` processes at a time (one CPU thread each),
+    each taking the next job when it finishes one."""
     if workers <= 1:
         return [function(*job) for job in jobs]
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        return pool.starmap(function, jobs)
+        return pool.starmap(function, jobs, chunksize=1)
 
 
 def main() -> None:
