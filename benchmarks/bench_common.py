@@ -15,7 +15,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from agentcredit.train.config import load_config
@@ -152,41 +151,6 @@ def run_method(start: Path, method: str, overrides: Sequence[str], name: str) ->
         train(config, resume=checkpoint is not None, echo=lambda _: None)
     lines = (config.run_dir / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines]
-
-
-def bootstrap_mean_interval(table: Sequence[Sequence[float]], *, resamples: int = 10_000,
-                            level: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of ``table`` (``[S, G]``: seeds × games).
-
-    Each resample draws ``S`` rows (seeds) and, independently, ``G`` columns (games)
-    with replacement and takes the mean of the ``S × G`` cells they cross, so the
-    interval carries both the seed-to-seed and the game-to-game variation; a column is
-    the same game in every row (every seed evaluates the same tasks). The interval is
-    the ``(1 − level)/2`` and ``(1 + level)/2`` quantiles of the ``resamples`` means
-    (numpy's linear interpolation). Pure and deterministic for a ``seed``: a table of
-    equal cells gives a zero-width interval at that value.
-    """
-    cells = np.asarray(table, dtype=np.float64)
-    if cells.ndim != 2 or 0 in cells.shape:
-        raise ValueError(f"bootstrap needs a non-empty [seeds, games] table, got shape "
-                         f"{cells.shape}")
-    rng = np.random.default_rng(seed)
-    num_seeds, num_games = cells.shape
-    # how often each seed / game is drawn in each resample: [B, S] and [B, G]
-    seed_counts = _draw_counts(rng, resamples, num_seeds)
-    game_counts = _draw_counts(rng, resamples, num_games)
-    means = np.einsum("bs,sg,bg->b", seed_counts, cells, game_counts) / (num_seeds * num_games)
-    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return float(low), float(high)
-
-
-def _draw_counts(rng: np.random.Generator, resamples: int, size: int) -> np.ndarray:
-    """``[resamples, size]``: how often each of ``size`` items is drawn in ``size`` draws with
-    replacement, for each resample."""
-    draws = rng.integers(0, size, size=(resamples, size))
-    offsets = np.arange(resamples)[:, None] * size
-    return np.bincount((draws + offsets).ravel(), minlength=resamples * size).reshape(
-        resamples, size).astype(np.float64)
 
 
 def phase_shares_pct(phases: dict[str, float]) -> dict[str, float]:

@@ -1,39 +1,47 @@
-"""Learning on generated ALFWorld: methods compared from the same SFT start and rollout budget.
+"""Learning on generated ALFWorld, pool protocol: methods compared, paired, on the games RL meets.
 
-One SFT warm start is trained (the embedded default's model and SFT, with the
-first seed) and every method and seed then runs the same number of RL updates
-from it, with the same rollouts per update and the same evaluation schedule:
-the seeds vary the RL run (task draws, sampling), not the start. Curves are the
-evaluations in each run's ``metrics.jsonl``, after the start's evaluation: that one
-is run once per seed and evaluation setting (``bench_common.start_evaluation``; it
-is the evaluation each run would log at update 0) and the runs skip their own.
+**Protocol** (``pool``). For each seed, one SFT warm start (the embedded default's model and
+SFT, with ``sft.skill_share`` so that ADRS's teacher can read skill text; every method of the
+seed starts from it) and one RL pool (``env.pool_games_per_type`` train games per task type,
+drawn with the seed, ``train.build.draw_pool``). Every method of a seed then runs the same RL
+updates from that start, on that pool, with the same task draws (the seed's task stream) and
+rollout budget. The headline is success on the pool (``eval/pool/*``, several episodes per
+game); the held-out validation games are evaluated beside it, at the start and the end
+(``eval.held_out=ends``), and reported under their own names, never merged into it.
 
-Per method, ``metrics`` holds ``success_start_mean`` (the start's success under each
-seed's evaluation sampling), ``success_final_mean``, ``success_gain_mean``
-(final − start), ``success_gain_min`` (the worst seed's gain), ``success_auc_mean``
-and ``success_gain_ci_low`` / ``success_gain_ci_high``: a 95 % percentile bootstrap
-interval of the mean gain (``bench_common.bootstrap_mean_interval``, 10,000
-resamples, seed 0) over the ``[seeds, games]`` table of per-game gains, each the
-game's final outcome minus its start outcome (−1, 0 or 1) read from the evaluations'
-``eval/{split}/won`` strings. ``eval_games`` is the games per evaluation and
-``wall_s`` the whole benchmark's wall time.
+The start is evaluated once per seed (``bench_common.start_evaluation``: the evaluation every
+run of the seed would log at update 0); the runs skip their own. Each game's outcome is its
+share of episodes won (``train.outcomes.game_shares``), so every figure is a mean over the
+``[seeds, games]`` table of per-game values, and every interval a 95 % percentile bootstrap
+that resamples seeds and games (``train.outcomes.bootstrap_mean_interval``, 10,000 resamples,
+seed 0).
 
-    python benchmarks/learning_alfworld.py [--quick] [--methods grpo,vict/gigpo,adrs/gigpo/L3]
-        [--seeds 0,1,2] [--updates N] [--output-dir DIR] [--start SFT_DIR] [--workers 2]
-        [--name RESULT] [key=value ...]
+``metrics``, per method ``m``: ``success_start_mean.m``, ``success_final_mean.m``,
+``success_gain_mean.m`` (final − start on the pool), ``success_auc_mean.m`` (area under the
+pool success curve over updates, trapezoids divided by the span of updates, in percent), each
+with ``_ci_low`` / ``_ci_high`` after the name's first part (``success_gain_ci_low.m``);
+``success_gain_min.m`` (the worst seed's gain); ``held_out_gain_mean.m`` with its interval and
+``held_out_start_mean.m`` / ``held_out_final_mean.m``. Per pair ``A-B`` of ``PAIRS`` (both
+run): ``paired_gain_diff_mean.A-B`` and ``paired_auc_diff_mean.A-B`` with ``_ci_low`` /
+``_ci_high``, the mean over seeds and games of A's per-game gain (AUC) minus B's, the same
+game under the same seed. ADRS's ``probe_gap_{class}.m`` (the teacher's token gap on the probe
+trajectories at each run's last evaluation, averaged over seeds) says whether its teacher
+carries signal (> 0). ``pool_games``, ``held_out_games``, ``seeds`` and ``wall_s``.
 
-A method is ``NAME[/BACKBONE[/GATE]]`` (``bench_common.method_overrides``).
-Extra ``key=value`` overrides go to every run. One evaluation with one episode per game
-is a wide sample (the embedded start read 13.0–26.9 % under five seeds, docs/research_log.md), so a
-gain of a few points needs ``eval.episodes_per_game=4``; at about 4.5 minutes per such
-evaluation on one core, ``run.eval_every=N`` (the final evaluation only) keeps it
-affordable. Each game's outcome is then its share of episodes won.
+    python benchmarks/learning_alfworld.py [--quick] [--methods grpo,gigpo,...] [--seeds 0,1,2,3,4]
+        [--updates N] [--output-dir DIR] [--workers 2] [--name RESULT] [key=value ...]
+
+A method is ``NAME[/BACKBONE[/GATE]]`` (``bench_common.method_overrides``). Extra
+``key=value`` overrides go to every SFT and RL run. With ``--output-dir``, a second call with
+the same arguments resumes: finished SFT starts, start evaluations and runs are read back,
+unfinished runs resume from their last checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import multiprocessing
 import signal
 import sys
@@ -41,31 +49,129 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import (
-    bootstrap_mean_interval,
-    method_config,
-    run_method,
-    sft_start,
-    start_evaluation,
-    write_result,
-)
+from agentcredit.train.outcomes import POOL, bootstrap_mean_interval, evaluated_splits, game_shares
+from bench_common import method_config, run_method, sft_start, start_evaluation, write_result
 
-DEFAULT_METHODS = "grpo,gigpo,vict/grpo,vict/gigpo,adrs/grpo/L2,adrs/gigpo/L3,skill_grpo,sdar"
+PROTOCOL = "pool"
+DEFAULT_METHODS = "grpo,gigpo,vict/grpo,vict/gigpo,adrs/gigpo,random_edges/grpo"
+DEFAULT_SEEDS = "0,1,2,3,4"
+#: the paired comparisons: (A, B) reports A − B
+PAIRS = (("vict/grpo", "grpo"), ("vict/gigpo", "gigpo"), ("adrs/gigpo", "gigpo"),
+         ("vict/grpo", "random_edges/grpo"))
+#: every run's settings: the pool protocol (the embedded default's pool, evaluated at four
+#: points besides the start), the skill-prefixed SFT that ADRS's teacher needs
+PROTOCOL_OVERRIDES = ("sft.skill_share=0.5", "eval.held_out=ends")
+#: a smoke-sized run: two seeds of a few games, a short SFT, two updates
+QUICK_OVERRIDES = ("env.train_games_per_type=2", "env.valid_games_per_type=1",
+                   "env.pool_games_per_type=1", "eval.pool_episodes_per_game=2",
+                   "sft.epochs=1", "rollout.tasks_per_update=2")
 
-#: Issue 12's targets for the embedded default (3 seeds, one shared start, 2 cores).
-TARGETS = {"success_start_mean.grpo": {"min": 0.20, "max": 0.60},
+#: The targets of the pool protocol on 2 cores.
+TARGETS = {"seeds": {"min": 5},
            "success_gain_mean.grpo": {"min": 0.10},
-           "success_gain_min.grpo": {"min": 1 / 108},  # every seed gains: a game of 108 at least
-           "eval_games": {"min": 108},
+           "success_gain_ci_low.grpo": {"above": 0},
            "wall_s": {"max": 9000}}
 
 
-def _curve(evals: list[dict]) -> list[dict]:
-    return [{"update": r["update"], "success": r["eval/success"],
-             **{k.removeprefix("eval/").replace("/", "_"): v for k, v in r.items()
-                if k.startswith("eval/") and k.endswith("/success") and k.count("/") == 2}}
-            for r in evals]
+# STATISTICS (pure: tests/benchmarks/test_learning_statistics.py)
 
+
+def per_game_auc(curve: list[tuple[int, list[float]]]) -> list[float]:
+    """Each game's area under its success curve, ``curve`` being ``(update, shares)`` in update
+    order: trapezoids over updates divided by the span of updates, in percent (one point: its
+    share). The mean over games is the area under the mean curve."""
+    if len(curve) == 1:
+        return [100.0 * share for share in curve[0][1]]
+    span = curve[-1][0] - curve[0][0]
+    games = len(curve[0][1])
+    return [100.0 * sum((b[0] - a[0]) * (a[1][g] + b[1][g]) / 2
+                        for a, b in itertools.pairwise(curve)) / span for g in range(games)]
+
+
+def _mean(table: list[list[float]]) -> float:
+    return sum(map(sum, table)) / sum(map(len, table))
+
+
+def _with_interval(name: str, method: str, table: list[list[float]]) -> dict[str, float]:
+    """``{name}_mean.{method}`` and its bootstrap ``{name}_ci_low`` / ``_ci_high``."""
+    low, high = bootstrap_mean_interval(table)
+    return {f"{name}_mean.{method}": _mean(table), f"{name}_ci_low.{method}": low,
+            f"{name}_ci_high.{method}": high}
+
+
+def method_statistics(runs: list[dict], method: str) -> dict[str, float]:
+    """``method``'s figures over its runs (one per seed). A run carries ``pool_start`` and
+    ``pool_final`` (its pool's per-game shares), ``pool_auc`` (``per_game_auc``) and
+    ``held_out_start`` / ``held_out_final``."""
+    mine = [r for r in runs if r["method"] == method]
+    gains = [[b - a for a, b in zip(r["pool_start"], r["pool_final"], strict=True)]
+             for r in mine]
+    held_out = [[b - a for a, b in zip(r["held_out_start"], r["held_out_final"], strict=True)]
+                for r in mine]
+    return {**_with_interval("success_start", method, [r["pool_start"] for r in mine]),
+            **_with_interval("success_final", method, [r["pool_final"] for r in mine]),
+            **_with_interval("success_gain", method, gains),
+            f"success_gain_min.{method}": min(sum(g) / len(g) for g in gains),
+            **_with_interval("success_auc", method, [r["pool_auc"] for r in mine]),
+            **_with_interval("held_out_gain", method, held_out),
+            f"held_out_start_mean.{method}": _mean([r["held_out_start"] for r in mine]),
+            f"held_out_final_mean.{method}": _mean([r["held_out_final"] for r in mine])}
+
+
+def paired_statistics(runs: list[dict], first: str, second: str) -> dict[str, float]:
+    """``first − second``, game by game under each seed both ran: ``paired_gain_diff_*`` (the
+    starts are shared, so a game's gain difference is its final difference) and
+    ``paired_auc_diff_*``, means with bootstrap intervals.
+
+    Raises:
+        ValueError: the two methods share no seed.
+    """
+    by_seed = {(r["method"], r["seed"]): r for r in runs}
+    seeds = sorted(seed for method, seed in by_seed if method == first
+                   and (second, seed) in by_seed)
+    if not seeds:
+        raise ValueError(f"{first} and {second} share no seed; a paired difference needs both "
+                         "methods run with the same seeds")
+    pair = f"{first}-{second}"
+    gain, auc = [], []
+    for seed in seeds:
+        a, b = by_seed[(first, seed)], by_seed[(second, seed)]
+        if a["pool_start"] != b["pool_start"]:
+            raise ValueError(f"{first} and {second} under seed {seed} start from different "
+                             "evaluations: they are not paired")
+        gain.append([x - y for x, y in zip(a["pool_final"], b["pool_final"], strict=True)])
+        auc.append([x - y for x, y in zip(a["pool_auc"], b["pool_auc"], strict=True)])
+    return {**_with_interval("paired_gain_diff", pair, gain),
+            **_with_interval("paired_auc_diff", pair, auc)}
+
+
+def run_record(method: str, seed: int, evaluations: list[dict], updates: list[dict]) -> dict:
+    """One run's record from its start evaluation and its ``metrics.jsonl`` lines: the pool's
+    per-game shares at the start and the end, their ``per_game_auc``, the held-out splits'
+    shares at the start and at the last evaluation holding them, the curve, the last
+    evaluation's figures and the mean ``credit/*`` and ``time/*`` diagnostics."""
+    start, last = evaluations[0], evaluations[-1]
+    held_out = [split for split in evaluated_splits(start) if split != POOL]
+    held_out_last = next(e for e in reversed(evaluations) if f"eval/{held_out[0]}/won" in e)
+    name, _, backbone = method.partition("/")
+    keys = sorted({k for r in updates for k in r if k.startswith(("credit/", "time/"))
+                   and isinstance(r[k], int | float)})
+    return {"method": method, "backbone": backbone.split("/")[0] or name, "seed": seed,
+            "curve": [{"update": e["update"],
+                       **{f"success_{s}": e[f"eval/{s}/success"] for s in evaluated_splits(e)}}
+                      for e in evaluations],
+            "final": {k.removeprefix("eval/"): v for k, v in last.items()
+                      if k.startswith("eval/") and not k.endswith("/won")},
+            "pool_start": game_shares(start, [POOL]), "pool_final": game_shares(last, [POOL]),
+            "pool_auc": per_game_auc([(e["update"], game_shares(e, [POOL]))
+                                      for e in evaluations]),
+            "held_out_start": game_shares(start, held_out),
+            "held_out_final": game_shares(held_out_last, held_out),
+            "diagnostics": {k: sum(r.get(k, 0.0) for r in updates) / len(updates)
+                            for k in keys} if updates else {}}
+
+
+# RUNNING
 
 #: tries after an OSError such as a full disk (a shared disk can stay full for minutes)
 #: and the seconds between them
@@ -86,141 +192,116 @@ def _run(start: Path, method: str, overrides: list[str], name: str) -> list[dict
     return run_method(start, method, overrides, name)
 
 
-def _mean_diagnostics(updates: list[dict]) -> dict[str, float]:
-    """Each ``credit/*`` and ``time/*`` figure averaged over a run's updates."""
-    keys = sorted({k for r in updates for k in r if k.startswith(("credit/", "time/"))
-                   and isinstance(r[k], int | float)})
-    return {k: sum(r.get(k, 0.0) for r in updates) / len(updates) for k in keys} if updates else {}
+def _start(overrides: list[str], seed: int) -> Path:
+    """The seed's SFT start (trained once, then read back)."""
+    print(f"sft_seed{seed} ...", file=sys.stderr, flush=True)
+    return sft_start([*overrides, f"run.seed={seed}"], f"sft_seed{seed}")
 
 
-def per_game_won(evaluation: dict) -> list[float]:
-    """Each game's share of episodes won in one ``eval`` line (1 won, 0 not, with one episode
-    per game), splits in name order, games in each split's task order (``eval/{split}/won``
-    holds the episodes won, ``eval/episodes_per_game`` how many were played; see
-    ``train.evaluate.evaluate``)."""
-    keys = sorted(k for k in evaluation if k.startswith("eval/") and k.endswith("/won"))
-    if not keys:
-        raise SystemExit(f"an eval line of update {evaluation.get('update')} has no per-game "
-                         "outcomes (eval/<split>/won): the run was logged before they were; "
-                         "run it again in a fresh --output-dir")
-    episodes = evaluation.get("eval/episodes_per_game", 1)
-    return [int(wins) / episodes for key in keys for wins in evaluation[key]]
+def _start_eval(start: Path, method: str, overrides: list[str], name: str, saved: Path) -> dict:
+    """The start's evaluation under the run's settings, kept in ``saved`` once computed."""
+    if saved.is_file():
+        return json.loads(saved.read_text())
+    print(f"{saved.stem} ...", file=sys.stderr, flush=True)
+    record = start_evaluation(start, method_config(start, method, overrides, name), {})
+    saved.write_text(json.dumps(record))
+    return record
 
 
-def gain_statistics(runs: list[dict], method: str) -> dict[str, float]:
-    """``method``'s start and gain figures over its runs (one per seed); each run carries
-    ``start_won`` and ``final_won``, its first and last evaluation's ``per_game_won``."""
-    mine = [r for r in runs if r["method"] == method]
-    gains = [[end - begin for begin, end in zip(r["start_won"], r["final_won"], strict=True)]
-             for r in mine]
-    start = [sum(r["start_won"]) / len(r["start_won"]) for r in mine]
-    per_seed = [sum(g) / len(g) for g in gains]
-    low, high = bootstrap_mean_interval(gains)
-    return {f"success_start_mean.{method}": sum(start) / len(start),
-            f"success_gain_mean.{method}": sum(per_seed) / len(per_seed),
-            f"success_gain_min.{method}": min(per_seed),
-            f"success_gain_ci_low.{method}": low,
-            f"success_gain_ci_high.{method}": high}
-
-
-def _auc_pct(curve: list[dict]) -> float:
-    """Area under the success curve over updates, as a percentage of the full box."""
-    if len(curve) < 2:
-        return 100.0 * curve[0]["success"] if curve else 0.0
-    area = sum((b["update"] - a["update"]) * (a["success"] + b["success"]) / 2
-               for a, b in itertools.pairwise(curve))
-    return 100.0 * area / (curve[-1]["update"] - curve[0]["update"])
+def _map(workers: int, function, jobs: list[tuple]) -> list:
+    """``function(*job)`` for every job, ``workers`` processes at a time (one CPU thread each),
+    each taking the next job when it finishes one."""
+    if workers <= 1:
+        return [function(*job) for job in jobs]
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        return pool.starmap(function, jobs, chunksize=1)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
     parser.add_argument("--methods", default=DEFAULT_METHODS)
-    parser.add_argument("--seeds", default=None, help="comma-separated (full: 0,1,2; quick: 0)")
-    parser.add_argument("--updates", type=int, default=None, help="RL updates per run")
+    parser.add_argument("--seeds", default=None,
+                        help=f"comma-separated (full: {DEFAULT_SEEDS}; quick: 0,1)")
+    parser.add_argument("--updates", type=int, default=None,
+                        help="RL updates per run (full: 20; quick: 2)")
     parser.add_argument("--output-dir", default=None,
-                        help="where runs go (default: a temp dir); runs found there are read "
-                             "back (finished) or resumed (unfinished), not started again")
-    parser.add_argument("--start", default=None, help="SFT checkpoint to start from (else trained)")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="runs in parallel, one CPU thread each (default 1: one at a time)")
+                        help="where starts and runs go (default: a temp dir); what is found "
+                             "there is read back (finished) or resumed (unfinished)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="processes in parallel, one CPU thread each (default %(default)s)")
     parser.add_argument("--name", default="learning_alfworld",
                         help="result file benchmarks/results/NAME.json (default: %(default)s)")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args()
     methods = args.methods.split(",")
-    seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1,2")).split(",")]
+    seeds = [int(s) for s in (args.seeds or ("0,1" if args.quick else DEFAULT_SEEDS)).split(",")]
     updates = args.updates or (2 if args.quick else 20)
     began = time.perf_counter()
     root = Path(args.output_dir or tempfile.mkdtemp(prefix="learning-alfworld-"))
+    root.mkdir(parents=True, exist_ok=True)
     schedule = {"run.eval_every": max(1, updates // 4),
                 "run.checkpoint_every": max(1, updates // 4)}
     overridden = {override.split("=", 1)[0] for override in args.overrides}
-    common = [f"run.output_dir={root}", "run.progress=false", f"run.updates={updates}",
+    common = [f"run.output_dir={root}", "run.progress=false", "run.threads=1",
+              f"run.updates={updates}", *PROTOCOL_OVERRIDES,
+              *(QUICK_OVERRIDES if args.quick else ()),
               *(f"{key}={value}" for key, value in schedule.items() if key not in overridden),
               *args.overrides]
-    if args.quick:
-        common += ["env.valid_games_per_type=1", "rollout.tasks_per_update=2"]
-    start = (Path(args.start) if args.start
-             else sft_start([*common, f"run.seed={seeds[0]}"], f"sft_seed{seeds[0]}"))
-    jobs = [(start, method, [*common, f"run.seed={seed}"], f"{method.replace('/', '-')}_seed{seed}")
-            for seed in seeds for method in methods]
-    # the start is evaluated once per seed and evaluation setting, not once per run
-    cache: dict = {}
-    starts = [start_evaluation(start, method_config(*job), cache) for job in jobs]
-    print(f"start evaluated {len(cache)} times for {len(jobs)} runs", file=sys.stderr, flush=True)
+    # a killed benchmark must take its workers with it, or they keep writing run dirs
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    starts = dict(zip(seeds, _map(args.workers, _start, [(common, seed) for seed in seeds]),
+                      strict=True))
+    jobs = [(starts[seed], method, [*common, f"run.seed={seed}"],
+             f"{method.replace('/', '-')}_seed{seed}") for seed in seeds for method in methods]
+    # every method of a seed shares the evaluation settings: one start evaluation per seed
+    start_evals = dict(zip(seeds, _map(args.workers, _start_eval, [
+        (*jobs[n * len(methods)], root / f"start_eval_seed{seed}.json")
+        for n, seed in enumerate(seeds)]), strict=True))
     jobs = [(*job[:2], [*job[2], "run.eval_at_start=false"], job[3]) for job in jobs]
-    if args.workers > 1:
-        # a killed benchmark must take its workers with it, or they keep writing run dirs
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-        jobs = [(*job[:2], [*job[2], "run.threads=1"], job[3]) for job in jobs]
-        with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-            results = pool.starmap(_run, jobs)
-    else:
-        results = [_run(*job) for job in jobs]
+    results = _map(args.workers, _run, jobs)
     runs = []
-    for (seed, method), records, start_eval in zip(itertools.product(seeds, methods), results,
-                                                   starts, strict=True):
-        evals = [start_eval, *(r for r in records if r["kind"] == "eval")]
-        updates_logged = [r for r in records if r["kind"] == "update"]
-        name, _, backbone = method.partition("/")
-        runs.append({"method": method, "backbone": backbone.split("/")[0] or name, "seed": seed,
-                     "curve": _curve(evals),
-                     "final": {k.removeprefix("eval/"): v for k, v in evals[-1].items()
-                               if k.startswith("eval/") and not k.endswith("/won")},
-                     "start_won": per_game_won(evals[0]), "final_won": per_game_won(evals[-1]),
-                     "diagnostics": _mean_diagnostics(updates_logged)})
-    eval_games = {len(r["final_won"]) for r in runs} | {len(r["start_won"]) for r in runs}
-    if len(eval_games) != 1:
-        raise SystemExit(f"evaluations of different sizes ({sorted(eval_games)} games): every "
-                         "run must use the same env settings")
-    metrics, diagnostics = {}, {}
+    for (seed, method), records in zip(itertools.product(seeds, methods), results, strict=True):
+        evaluations = [start_evals[seed], *(r for r in records if r["kind"] == "eval")]
+        runs.append(run_record(method, seed, evaluations,
+                               [r for r in records if r["kind"] == "update"]))
+        runs[-1]["probe_gap"] = {k.removeprefix("eval/probe_gap/"): v
+                                 for k, v in evaluations[-1].items()
+                                 if k.startswith("eval/probe_gap/")}
+    metrics: dict[str, float] = {}
     for method in methods:
-        mine = [r for r in runs if r["method"] == method]
-        metrics[f"success_final_mean.{method}"] = (sum(r["curve"][-1]["success"] for r in mine)
-                                                   / len(mine))
-        metrics.update(gain_statistics(runs, method))
-        metrics[f"success_auc_mean.{method}"] = sum(_auc_pct(r["curve"]) for r in mine) / len(mine)
-        keys = sorted({k for r in mine for k in r["diagnostics"]})
-        diagnostics[method] = {
-            k: round(sum(r["diagnostics"].get(k, 0.0) for r in mine) / len(mine), 4)
-            for k in keys}
+        metrics.update(method_statistics(runs, method))
+        if method.startswith("adrs"):
+            gaps = [r["probe_gap"] for r in runs if r["method"] == method]
+            metrics.update({f"probe_gap_{name}.{method}": sum(g[name] for g in gaps) / len(gaps)
+                            for name in sorted(set.intersection(*(set(g) for g in gaps)))})
+    for first, second in PAIRS:
+        if first in methods and second in methods:
+            metrics.update(paired_statistics(runs, first, second))
     path = write_result(
         args.name,
-        config={"methods": methods, "seeds": seeds, "updates": updates, "overrides": common},
-        metrics={**{k: round(v, 4) for k, v in metrics.items()},
-                 "eval_games": eval_games.pop(), "wall_s": round(time.perf_counter() - began, 1)},
+        config={"protocol": PROTOCOL, "methods": methods, "seeds": seeds, "updates": updates,
+                "workers": args.workers, "overrides": common},
+        metrics={**{k: round(v, 4) for k, v in metrics.items()}, "seeds": len(seeds),
+                 "pool_games": len(runs[0]["pool_start"]),
+                 "held_out_games": len(runs[0]["held_out_start"]),
+                 "wall_s": round(time.perf_counter() - began, 1)},
         targets=TARGETS,
-        notes=("Embedded default (tiny model, generated small rooms) unless overridden; every "
-               "method and seed starts from one SFT checkpoint and gets the same rollout budget; "
-               "success is over valid_seen + valid_unseen at temperature 0.4. The gain's "
-               "95% interval is a bootstrap over seeds x games of per-game gains (final - "
-               "start outcome); start_won / final_won in `runs` are those outcomes. "
-               "`diagnostics` "
-               "holds each method's credit diagnostics (VICT docs/vict.md §4.9, ADRS gates) "
-               "averaged over updates and seeds. Generated games are not comparable with "
+        notes=("Pool protocol: per seed one SFT start (sft.skill_share 0.5, for ADRS's "
+               "teacher) and one RL pool of training games shared by every method, with the "
+               "same task draws; success_* is on the pool (the games RL trains on, several "
+               "episodes each), held_out_* on the validation games (new games, at the start "
+               "and the end). Intervals: 95% bootstraps over seeds x games of per-game values "
+               "(each game's share won); paired_*_diff compares two methods game by game "
+               "under the same seed. probe_gap_*: ADRS's teacher gap at the last evaluation "
+               "(> 0: the teacher carries signal). Generated games are not comparable with "
                "published ALFWorld numbers."),
-        quick=args.quick, diagnostics=diagnostics, runs=runs)
+        quick=args.quick, protocol=PROTOCOL, seeds=seeds,
+        diagnostics={m: {k: round(sum(r["diagnostics"].get(k, 0.0) for r in runs
+                                      if r["method"] == m) / len(seeds), 4)
+                         for k in sorted({k for r in runs if r["method"] == m
+                                          for k in r["diagnostics"]})} for m in methods},
+        runs=runs)
     print(path.read_text())
 
 

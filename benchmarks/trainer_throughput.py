@@ -72,7 +72,8 @@ def main() -> None:
               "run.eval_every=0", f"run.updates={updates}", f"run.checkpoint_every={updates}",
               *args.overrides]
     if args.quick:
-        common += ["sft.epochs=1", "env.train_games_per_type=2", "env.valid_games_per_type=1"]
+        common += ["sft.epochs=1", "env.train_games_per_type=2", "env.valid_games_per_type=1",
+                   "env.pool_games_per_type=1"]
     began = time.perf_counter()
     start = Path(args.model) if args.model else sft_start(common, "sft")
     metrics: dict[str, float] = {}

@@ -58,7 +58,8 @@ def update_share_pct(model: str | None, updates: int, quick: bool) -> tuple[floa
     common = [f"run.output_dir={root}", "run.progress=false", "run.eval_at_start=false",
               "run.eval_every=0", f"run.updates={updates}", f"run.checkpoint_every={updates}"]
     if quick:
-        common += ["sft.epochs=1", "env.train_games_per_type=2", "env.valid_games_per_type=1"]
+        common += ["sft.epochs=1", "env.train_games_per_type=2", "env.valid_games_per_type=1",
+                   "env.pool_games_per_type=1"]
     start = Path(model) if model else sft_start(common, "sft")
     records = [r for r in run_method(start, "vict", common, "vict") if r["kind"] == "update"]
     shares = []

@@ -120,9 +120,10 @@ def tiny_fake_run(fake_suite) -> tuple[str, ...]:
     """Overrides for a seconds-long training run: the fake corridor environment, a
     1-layer 32-wide model, 4-step rollouts, one thread, no progress bar; free-text
     actions, a one-step window and a KL pass, so a tiny policy still makes mistakes that
-    give its groups a signal, and every scoring pass runs. Rollouts at temperature 1 (the
-    embedded default samples at the evaluation's 0.4): the tests tell training from
-    evaluation sampling by temperature, and the fake verl actor scores at 1."""
+    give its groups a signal, and every scoring pass runs; no RL pool (RL on every train
+    task). Rollouts at temperature 1 (the embedded default samples at the evaluation's 0.4):
+    the tests tell training from evaluation sampling by temperature, and the fake verl actor
+    scores at 1."""
     return (
         "run.progress=false", "run.threads=1", "rollout.temperature=1.0",
         "rollout.decoding=free", "rollout.history_window=1", "rollout.history_style=pairs",
@@ -132,6 +133,7 @@ def tiny_fake_run(fake_suite) -> tuple[str, ...]:
         "model.tiny.intermediate_size=64", "model.tiny.max_position_embeddings=512",
         "rollout.max_steps=4", "rollout.max_new_tokens=6",
         "env.name=fake", "env.train_games_per_type=2", "env.valid_games_per_type=1",
+        "env.pool_games_per_type=0",
     )
 
 

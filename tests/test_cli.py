@@ -28,8 +28,8 @@ def test_train_prints_the_run_directory_and_success_before_and_after(config_file
     out = capsys.readouterr().out
     assert status == 0
     assert out.count(f"run directory: {(tmp_path / 'cli').resolve()}") == 1
-    assert "success before RL (after SFT): " in out
-    assert "success after 1 updates: " in out
+    assert "held-out: 4 new games RL never trains on (valid_seen, valid_unseen)" in out
+    assert "  before RL (after SFT): " in out and "  after 1 updates:      " in out
 
 
 def test_resuming_a_finished_run_reports_its_last_evaluation(finished_run, tmp_path, capsys):
@@ -41,12 +41,16 @@ def test_resuming_a_finished_run_reports_its_last_evaluation(finished_run, tmp_p
     lines = (run / "metrics.jsonl").read_text().splitlines()
     last_eval = max(i for i, line in enumerate(lines) if '"kind": "eval"' in line)
     record = json.loads(lines[last_eval])
-    record["eval/success"] = 0.625  # distinct from the start, so the two cannot be confused
+    # every game won: distinct from the start, so the two cannot be confused
+    record.update({key: "1" * len(value) for key, value in record.items()
+                   if key.endswith("/won")})
     lines[last_eval] = json.dumps(record)
     (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     capsys.readouterr()
     assert main(["train", "--resume", str(run)]) == 0
-    assert "success after 1 updates: 0.625" in capsys.readouterr().out
+    after = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("  after 1 updates:")]
+    assert after and after[0].split()[3] == "100.0%"
 
 
 @pytest.mark.parametrize("name", ["", "a/b", ".."])
@@ -64,7 +68,7 @@ def test_resume_continues_a_run_and_eval_reads_its_latest_checkpoint(config_file
     assert main(["train", "--resume", str(run_dir), "run.updates=2", "method=grpo",
                  "run.device=cpu", "run.keep_checkpoints=3"]) == 0
     out = capsys.readouterr().out
-    assert "success after 2 updates" in out
+    assert "  after 2 updates:" in out
     # method=grpo restates the run's method: nothing to accept; unchanged keys are not listed
     assert [line for line in out.splitlines() if line.startswith("resume:")] == [
         "resume: accepted run.updates=2 (was 1)", "resume: accepted run.keep_checkpoints=3 (was 2)"]

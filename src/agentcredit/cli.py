@@ -329,8 +329,10 @@ def _first_line(err: BaseException) -> str:
 
 
 def _train(args) -> int:
+    from agentcredit.jsonl_log import read_jsonl
     from agentcredit.train.config import load_config
     from agentcredit.train.loop import train
+    from agentcredit.train.outcomes import success_report
 
     overrides = list(args.overrides)
     if args.model:
@@ -343,9 +345,9 @@ def _train(args) -> int:
         print("warning: rollout.group_size = 1 gives every group-relative advantage 0; nothing "
               "trains", file=sys.stderr)
     result = train(config, resume=bool(args.resume), overwrite=args.overwrite)
-    start = "success before RL (after SFT)" if config.sft.enabled else "success before RL"
-    print(f"{start}: {_fmt(result.success_start)}")
-    print(f"success after {result.updates_done} updates: {_fmt(result.success_end)}")
+    evaluations = [record for record in read_jsonl(result.run_dir / "metrics.jsonl")
+                   if record.get("kind") == "eval"]
+    print("\n".join(success_report(evaluations, sft=config.sft.enabled)))
     return 0
 
 
@@ -570,10 +572,6 @@ def _type_name(hint) -> str:
     if isinstance(hint, type):
         return hint.__name__
     return str(hint).replace("typing.", "")
-
-
-def _fmt(value: float | None) -> str:
-    return "not evaluated" if value is None else f"{value:.3f}"
 
 
 if __name__ == "__main__":

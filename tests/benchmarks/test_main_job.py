@@ -1,5 +1,6 @@
-"""The main-job benchmark reads the start and final success from a run's metrics.jsonl and the
-peak RSS from /usr/bin/time's report (the job itself takes many minutes and is not run)."""
+"""The main-job benchmark reads the pool and held-out success, start and final, and the phase
+times from a run's metrics.jsonl, and the peak RSS from /usr/bin/time's report (the job itself
+takes many minutes and is not run)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 
 import pytest
 
-from main_job import REPO, checkout, command, peak_rss_mb, success_from_metrics
+from main_job import REPO, checkout, command, peak_rss_mb, phase_seconds, success_from_metrics
 
 
 def _write(path, records):
@@ -16,18 +17,39 @@ def _write(path, records):
     return path
 
 
-def test_start_and_final_success_come_from_the_first_and_last_evaluations(tmp_path):
+def test_pool_and_held_out_success_come_from_the_start_and_the_last_evaluation_with_them(
+        tmp_path):
+    """Pool: games 0 and 4 of 4 won (mean 0.5), at update 4 both 4 of 4 (1.0): gain 0.5, per
+    game +1 and 0, whose bootstrap interval is 0 to 1 (two values each drawn with
+    probability 1/2). Held-out (two splits of one game): 1 of 2 won, at update 4 (the last
+    evaluation holding them; update 2 evaluated the pool alone) 2 of 2."""
     metrics = _write(tmp_path / "metrics.jsonl", [
-        {"kind": "sft", "update": 0, "sft/final_loss": 0.4},
-        {"kind": "eval", "update": 0, "eval/success": 0.125, "eval/valid_seen/won": "010"},
-        {"kind": "update", "update": 1, "rollout/success": 0.9},
-        {"kind": "eval", "update": 2, "eval/success": 0.25},
-        {"kind": "update", "update": 3, "rollout/success": 0.8},
-        {"kind": "eval", "update": 4, "eval/success": 0.375},
+        {"kind": "sft", "update": 0, "sft/seconds": 300.0},
+        {"kind": "eval", "update": 0, "eval/success": 0.5, "eval/pool/won": "04",
+         "eval/pool/episodes_per_game": 4.0, "eval/valid_seen/won": "1",
+         "eval/valid_unseen/won": "0", "time/eval": 60.0},
+        {"kind": "update", "update": 1, "rollout/success": 0.9, "time/rollout": 20.0,
+         "time/update": 5.0},
+        {"kind": "eval", "update": 2, "eval/pool/won": "11", "eval/pool/episodes_per_game": 4.0},
+        {"kind": "eval", "update": 4, "eval/pool/won": "44", "eval/pool/episodes_per_game": 4.0,
+         "eval/valid_seen/won": "1", "eval/valid_unseen/won": "1", "time/eval": 50.0},
     ])
-    assert success_from_metrics(metrics) == {"success_start": 0.125, "success_final": 0.375,
-                                             "success_gain": 0.25, "final_update": 4,
-                                             "evaluations": 3}
+    figures = success_from_metrics(metrics)
+    assert figures["pool_games"] == 2 and figures["held_out_games"] == 2
+    assert (figures["pool_success_start"], figures["pool_success_final"]) == (0.5, 1.0)
+    assert figures["pool_success_gain"] == 0.5
+    assert (figures["pool_success_gain_ci_low"], figures["pool_success_gain_ci_high"]) == (0, 1)
+    assert (figures["pool_success_final_ci_low"], figures["pool_success_final_ci_high"]) == (1, 1)
+    assert (figures["held_out_success_start"], figures["held_out_success_final"]) == (0.5, 1.0)
+    assert (figures["final_update"], figures["evaluations"]) == (4, 3)
+    assert phase_seconds(metrics) == {"sft_s": 300.0, "eval_s": 110.0, "updates_s": 25.0}
+
+
+def test_a_run_without_a_pool_is_refused(tmp_path):
+    metrics = _write(tmp_path / "metrics.jsonl",
+                     [{"kind": "eval", "update": 0, "eval/valid_seen/won": "01"}])
+    with pytest.raises(SystemExit, match="env.pool_games_per_type"):
+        success_from_metrics(metrics)
 
 
 def test_a_run_without_a_start_evaluation_is_refused(tmp_path):

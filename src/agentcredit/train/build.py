@@ -7,17 +7,21 @@ limits and dtype.
 
 from __future__ import annotations
 
+import random
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
 
 from agentcredit.config_schema import ConfigError
+from agentcredit.envs.base import Task
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import HFPolicy
 from agentcredit.rollout.prompts import PromptConfig
 from agentcredit.train.config import TrainConfig
 from agentcredit.train.env_suites import EnvSuite
 from agentcredit.train.models import load_policy
+from agentcredit.train.outcomes import POOL
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -63,6 +67,46 @@ def make_collector(config: TrainConfig, model, tokenizer, suite: EnvSuite) -> Ro
     return RolloutCollector(policy, suite.make_env, collector_config(config))
 
 
-def validation_tasks(config: TrainConfig, suite: EnvSuite) -> dict:
-    """The evaluated tasks by split (``eval.splits``, else the environment's own)."""
-    return {split: suite.tasks(split) for split in config.eval.splits or suite.validation_splits}
+def validation_tasks(config: TrainConfig, suite: EnvSuite) -> dict[str, list[Task]]:
+    """The evaluated tasks by split: ``eval.splits``, else the environment's own validation
+    splits and, when there is an RL pool, the ``pool`` split (``rl_tasks``) after them."""
+    splits = config.eval.splits or [*suite.validation_splits,
+                                    *([POOL] if config.env.pool_games_per_type else [])]
+    return {split: rl_tasks(config, suite.tasks("train")) if split == POOL else suite.tasks(split)
+            for split in splits}
+
+
+def episodes_per_split(config: TrainConfig, splits: Iterable[str]) -> dict[str, int]:
+    """Episodes played per game of each of ``splits`` at evaluation: ``eval.episodes_per_game``,
+    ``eval.pool_episodes_per_game`` for the pool."""
+    return {split: config.eval.pool_episodes_per_game if split == POOL
+            else config.eval.episodes_per_game for split in splits}
+
+
+def rl_tasks(config: TrainConfig, train_tasks: Sequence[Task]) -> list[Task]:
+    """The tasks RL draws from: the pool (``env.pool_games_per_type``) when there is one, else
+    every train task."""
+    per_type = config.env.pool_games_per_type
+    return draw_pool(train_tasks, per_type, config.run.seed) if per_type else list(train_tasks)
+
+
+def draw_pool(train_tasks: Sequence[Task], per_type: int, seed: int) -> list[Task]:
+    """``per_type`` tasks of each task type, drawn without replacement from ``train_tasks`` by a
+    generator of ``seed`` alone (the same pool for every method and setting of a seed), in
+    ``train_tasks``' order.
+
+    Raises:
+        ConfigError: a task type has fewer than ``per_type`` train tasks.
+    """
+    rng = random.Random(f"rl-pool/{seed}")
+    by_type: dict[str, list[int]] = {}
+    for index, task in enumerate(train_tasks):
+        by_type.setdefault(task.task_type, []).append(index)
+    chosen = []
+    for task_type, indices in by_type.items():
+        if len(indices) < per_type:
+            raise ConfigError(f"env.pool_games_per_type = {per_type} but task type {task_type!r} "
+                              f"has {len(indices)} train games; lower it or raise "
+                              "env.train_games_per_type")
+        chosen += rng.sample(indices, per_type)
+    return [train_tasks[index] for index in sorted(chosen)]

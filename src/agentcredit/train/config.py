@@ -345,15 +345,25 @@ class EvalConfig:
     validation split; 0 = off."""
     splits: list[str] = field(default_factory=list)
     """Splits evaluated (empty: the environment's own validation splits, ALFWorld
-    ``valid_seen`` and ``valid_unseen``, WebShop ``valid``); success is reported per split,
-    overall and per task type."""
+    ``valid_seen`` and ``valid_unseen``, WebShop ``valid``, and ``pool`` when there is an RL
+    pool); success is reported per split, overall and per task type."""
     episodes_per_game: int = 1
     """Episodes played on each validation game (1 to 9); success is the mean over all of
     them. At 20 % success one episode per game of 108 reads with a standard deviation of
     3.8 points, four read with about 1.9 (fewer when games differ in difficulty)."""
 
+    pool_episodes_per_game: int = 4
+    """Episodes played on each game of the ``pool`` split (1 to 9), the RL pool's games
+    (``env.pool_games_per_type``): a pool is small, so each game is played several times and
+    its outcome is its share won."""
+    held_out: Literal["every", "ends"] = "every"
+    """When the pool is evaluated, when the other splits are too: ``every`` evaluation, or only
+    at the ``ends`` (the first and the last evaluation; the pool curve's points between them
+    then cost a pool evaluation only)."""
+
     _limits: ClassVar[dict[str, tuple]] = {"temperature": (0.0, None), "probes": (0, None),
-                                           "episodes_per_game": (1, 9)}
+                                           "episodes_per_game": (1, 9),
+                                           "pool_episodes_per_game": (1, 9)}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -382,6 +392,11 @@ class EnvConfig:
     """Generated train games per task type (6 types)."""
     valid_games_per_type: int = 4
     """Generated games per task type in each validation split."""
+    pool_games_per_type: int = 0
+    """The RL pool: RL draws its tasks only from this many train games per task type, drawn
+    from the train games with ``run.seed`` (``train.build.draw_pool``) and evaluated as the
+    split ``pool``; SFT still clones every train game. 0 = no pool, RL draws from every train
+    game."""
     cache_dir: str = ".cache/agentcredit/alfworld"
     """Where generated games are cached (shared between runs)."""
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
@@ -395,7 +410,8 @@ class EnvConfig:
     judge."""
 
     _limits: ClassVar[dict[str, tuple]] = {"train_games_per_type": (1, None),
-                                           "valid_games_per_type": (1, None)}
+                                           "valid_games_per_type": (1, None),
+                                           "pool_games_per_type": (0, None)}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -669,9 +685,13 @@ def _check_env(config: TrainConfig) -> None:
                           f"{did_you_mean(config.env.name, names)} (known: {', '.join(names)})")
     splits = suite_splits(config.env.name)
     for split in config.eval.splits:
-        if split not in splits:
+        if split == "pool" and not config.env.pool_games_per_type:
+            raise ConfigError("eval.splits: 'pool' is the RL pool's games, but there is no pool; "
+                              "set env.pool_games_per_type (for example 4)")
+        if split not in (*splits, "pool"):
             raise ConfigError(f"eval.splits: {split!r} is not a split of {config.env.name} "
-                              f"(choose from {', '.join(splits)}){did_you_mean(split, splits)}")
+                              f"(choose from {', '.join(splits)}, pool)"
+                              f"{did_you_mean(split, splits)}")
 
 
 def _check_inputs(config: TrainConfig) -> None:

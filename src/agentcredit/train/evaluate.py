@@ -32,7 +32,12 @@ from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.provider import SkillProvider
-from agentcredit.train.build import load_model, make_collector, validation_tasks
+from agentcredit.train.build import (
+    episodes_per_split,
+    load_model,
+    make_collector,
+    validation_tasks,
+)
 from agentcredit.train.config import TrainConfig
 from agentcredit.train.run_dir import (
     CHECKPOINT_STATE,
@@ -55,60 +60,84 @@ def evaluate(
     temperature: float,
     generator: torch.Generator,
     skills: SkillProvider | None = None,
-    episodes_per_game: int = 1,
+    episodes_per_game: int | Mapping[str, int] = 1,
 ) -> dict[str, float | str]:
-    """Run ``episodes_per_game`` rollouts per task (``eval.episodes_per_game``) and summarise.
+    """Run ``episodes_per_game`` rollouts per task (``eval.episodes_per_game``; a mapping gives
+    each split its own count, ``build.episodes_per_split``) and summarise.
 
     ``skills`` puts each task's skill in its prompts (``eval.skills``: the ``skill_prompt``
     and ``skill_grpo*`` baselines); ``None``, the default, evaluates without skills.
 
     Returns (``s`` a split, ``k`` a task type): ``eval/success`` (over all
-    evaluated tasks), ``eval/{s}/success``, ``eval/{s}/success/{k}``,
+    evaluated episodes), ``eval/{s}/success``, ``eval/{s}/success/{k}``,
     ``eval/{s}/invalid_rate``, ``eval/{s}/episode_length``, ``eval/{s}/env/{name}``
-    (``env_metric_means``), ``eval/episodes_per_game``, and ``eval/{s}/won``: each
+    (``env_metric_means``), ``eval/{s}/episodes_per_game``, ``eval/episodes_per_game`` when
+    every split has the same count, and ``eval/{s}/won``: each
     task's episodes won, in the split's task order, as a string of digits (``"0110"``:
     tasks 1 and 2 won; with two episodes per game ``"0120"``: task 1 won one of its two,
     task 2 both), so two evaluations of the same tasks can be compared game by game (the
     learning benchmark's bootstrap) while ``metrics.jsonl`` stays one short, strict-JSON
     line per evaluation. Every other figure is a mean over episodes.
 
+    Splits with different counts are collected one count at a time, in the order of their
+    first split; with one count every task is collected in one call.
+
     Progress (inside ``progress.reporting(True)``): an ``eval`` bar of finished games (of
     finished episodes when there are several per game).
     """
-    if not 1 <= episodes_per_game <= 9:
-        raise ValueError(f"episodes_per_game = {episodes_per_game}: use 1 to 9 (each game's "
-                         "wins are one digit of eval/<split>/won)")
+    counts = ({split: episodes_per_game for split in tasks_by_split}
+              if isinstance(episodes_per_game, int) else dict(episodes_per_game))
+    for split, count in counts.items():
+        if not 1 <= count <= 9:
+            raise ValueError(f"episodes_per_game = {count} for {split}: use 1 to 9 (each game's "
+                             "wins are one digit of eval/<split>/won)")
     order = [(split, task) for split, tasks in tasks_by_split.items() for task in tasks]
-    unit = "games" if episodes_per_game == 1 else "episodes"
-    with Progress("eval", len(order) * episodes_per_game, unit=unit, delay_s=0) as bar:
-        trajectories = collector.collect([task for _, task in order], episodes_per_game,
-                                         temperature=temperature, generator=generator,
-                                         skills=skills, on_step=bar.update)
-    return {**outcome_metrics([split for split, _ in order], trajectories, episodes_per_game),
-            "eval/episodes_per_game": float(episodes_per_game)}
+    unit = "games" if set(counts.values()) == {1} else "episodes"
+    played: dict[str, list[Trajectory]] = {}
+    with Progress("eval", sum(counts[split] for split, _ in order), unit=unit,
+                  delay_s=0) as bar:
+        for count in dict.fromkeys(counts[split] for split in tasks_by_split):
+            splits = [split for split in tasks_by_split if counts[split] == count]
+            trajectories = collector.collect(
+                [task for split in splits for task in tasks_by_split[split]], count,
+                temperature=temperature, generator=generator, skills=skills,
+                on_step=bar.update)
+            for split in splits:
+                size = len(tasks_by_split[split]) * count
+                played[split], trajectories = trajectories[:size], trajectories[size:]
+    uniform = ({"eval/episodes_per_game": float(next(iter(counts.values())))}
+               if len(set(counts.values())) == 1 else {})
+    return {**outcome_metrics([split for split, _ in order],
+                              [t for split in tasks_by_split for t in played[split]], counts),
+            **uniform}
 
 
 def outcome_metrics(splits: Sequence[str], trajectories: Sequence[Trajectory],
-                    episodes_per_game: int = 1) -> dict[str, float | str]:
-    """``evaluate``'s metrics of ``episodes_per_game`` finished trajectories per task:
-    ``trajectories[n * episodes_per_game : (n + 1) * episodes_per_game]`` are task ``n``'s, of
-    split ``splits[n]``, in each split's task order (the ReAct and Reflexion modes of
+                    episodes_per_game: int | Mapping[str, int] = 1) -> dict[str, float | str]:
+    """``evaluate``'s metrics of ``episodes_per_game`` finished trajectories per task (one
+    count, or one per split): task ``n`` of split ``splits[n]`` has the next that many
+    trajectories, in each split's task order (the ReAct and Reflexion modes of
     ``train/eval_modes.py`` summarise their episodes with it too)."""
-    if len(trajectories) != len(splits) * episodes_per_game:
+    counts = ({split: episodes_per_game for split in splits}
+              if isinstance(episodes_per_game, int) else episodes_per_game)
+    if len(trajectories) != sum(counts[split] for split in splits):
         raise ValueError(f"{len(trajectories)} trajectories for {len(splits)} tasks at "
                          f"{episodes_per_game} episodes per game")
     by_split: dict[str, list[Trajectory]] = defaultdict(list)
-    for n, traj in enumerate(trajectories):
-        by_split[splits[n // episodes_per_game]].append(traj)
+    position = 0
+    for split in splits:
+        by_split[split] += trajectories[position:position + counts[split]]
+        position += counts[split]
     metrics = {"eval/success": _mean([t.won for t in trajectories])}
     for split, trajs in by_split.items():
+        count = counts[split]
         metrics[f"eval/{split}/success"] = _mean([t.won for t in trajs])
         metrics[f"eval/{split}/invalid_rate"] = (sum(t.num_invalid for t in trajs)
                                                  / max(1, sum(len(t.steps) for t in trajs)))
         metrics[f"eval/{split}/episode_length"] = _mean([len(t.steps) for t in trajs])
+        metrics[f"eval/{split}/episodes_per_game"] = float(count)
         metrics[f"eval/{split}/won"] = "".join(
-            str(sum(t.won for t in trajs[g:g + episodes_per_game]))
-            for g in range(0, len(trajs), episodes_per_game))
+            str(sum(t.won for t in trajs[g:g + count])) for g in range(0, len(trajs), count))
         metrics.update(env_metric_means(trajs, f"eval/{split}/env/"))
         by_type: dict[str, list[bool]] = defaultdict(list)
         for t in trajs:
@@ -175,7 +204,7 @@ def evaluate_model(config: TrainConfig, model_dir: Path, update: int = 0
             check_skill_texts(skills, [task for split in tasks.values() for task in split])
         return evaluate(collector, tasks, temperature=config.eval.temperature,
                         generator=evaluation_generator(config.run.seed, update), skills=skills,
-                        episodes_per_game=config.eval.episodes_per_game)
+                        episodes_per_game=episodes_per_split(config, tasks))
 
 
 # WHICH MODEL

@@ -34,7 +34,15 @@ from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.collector import broadcast_to_tokens, tensorize_steps
 from agentcredit.rollout.policy import PolicyDiverged
 from agentcredit.skills import SkillProvider
-from agentcredit.train.build import check_device, load_model, make_collector, validation_tasks
+from agentcredit.train.build import (
+    POOL,
+    check_device,
+    episodes_per_split,
+    load_model,
+    make_collector,
+    rl_tasks,
+    validation_tasks,
+)
 from agentcredit.train.config import TrainConfig, config_to_dict, estimator_config, save_config
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.dapo import collect_with_signal, round_first_group_id, shaped_return
@@ -152,8 +160,11 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
     suite = build_env_suite(config.env)
     began = time.perf_counter()
     train_tasks = suite.tasks("train")
+    pool = rl_tasks(config, train_tasks)  # what RL draws from: the RL pool, else every train task
     valid = validation_tasks(config, suite)
-    echo(f"tasks: {len(train_tasks)} train, " + ", ".join(f"{len(v)} {k}" for k, v in valid.items())
+    echo(f"tasks: {len(train_tasks)} train"
+         + (f" (RL on a pool of {len(pool)})" if config.env.pool_games_per_type else "")
+         + ", " + ", ".join(f"{len(v)} {k}" for k, v in valid.items())
          + f" ({time.perf_counter() - began:.1f} s)")
     provider = SkillProvider(config.skills.root or None)
     if config.uses_skills:  # a missing skill file stops the run before anything is trained
@@ -184,12 +195,16 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
     inputs = CreditInputs(config, suite, tokenizer, provider)
     probes = probe_set(config, suite, valid, tokenizer, echo)
 
-    def run_eval(update: int) -> float:
+    def run_eval(update: int, ends: bool) -> float:
+        """Evaluate after ``update`` updates; ``ends``: the first or the last evaluation (the
+        only ones with the held-out splits beside the pool under ``eval.held_out=ends``)."""
         began = time.perf_counter()
-        metrics = evaluate(collector, valid, temperature=config.eval.temperature,
+        splits = (valid if ends or config.eval.held_out == "every" or POOL not in valid
+                  else {POOL: valid[POOL]})
+        metrics = evaluate(collector, splits, temperature=config.eval.temperature,
                            generator=evaluation_generator(seed, update),
                            skills=provider if config.eval.skills else None,
-                           episodes_per_game=config.eval.episodes_per_game)
+                           episodes_per_game=episodes_per_split(config, splits))
         metrics = {"kind": "eval", "update": update, **metrics,
                    "time/eval": time.perf_counter() - began}
         if probes:
@@ -200,12 +215,18 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
                 temperature=config.rollout.policy_temperature))
             metrics["time/probe_gap"] = time.perf_counter() - began
         log(metrics)
-        echo(f"eval after update {update}: success {metrics['eval/success']:.3f} ("
-             + ", ".join(f"{s} {metrics[f'eval/{s}/success']:.3f}" for s in valid) + ")")
+        held_out = ", ".join(f"{s} {metrics[f'eval/{s}/success']:.3f}" for s in splits
+                             if s != POOL)
+        if POOL in splits:  # the pool and the held-out games apart, never one merged figure
+            echo(f"eval after update {update}: pool {metrics['eval/pool/success']:.3f} (games "
+                 "RL trains on)" + (f"; held-out {held_out} (new games)" if held_out else ""))
+        else:
+            echo(f"eval after update {update}: success {metrics['eval/success']:.3f} "
+                 f"({held_out})")
         return metrics["eval/success"]
 
     if start_update == 0 and config.run.eval_at_start:
-        success_start = run_eval(0)
+        success_start = run_eval(0, ends=True)
     success_end = success_start
     if start_update > 0:  # resumed: the newest logged evaluation is the current one
         evals = [r for r in read_jsonl(run.metrics) if r.get("kind") == "eval"]
@@ -218,8 +239,8 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
 
     def collect_groups(update: int, round_index: int, count: int) -> list:
         """``count`` new task groups of update ``update``, collection round ``round_index``."""
-        tasks = (streams.task_rng.sample(train_tasks, count) if count <= len(train_tasks)
-                 else streams.task_rng.choices(train_tasks, k=count))
+        tasks = (streams.task_rng.sample(pool, count) if count <= len(pool)
+                 else streams.task_rng.choices(pool, k=count))
         return collector.collect(tasks, config.rollout.group_size,
                                  temperature=config.rollout.temperature,
                                  generator=streams.sampling,
@@ -299,7 +320,7 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
                    reward=f"{metrics['rollout/reward']:.2f}")
 
         if last or (config.run.eval_every and update % config.run.eval_every == 0):
-            success_end = run_eval(update)
+            success_end = run_eval(update, ends=last)
         if last or update % config.run.checkpoint_every == 0:
             run.save_checkpoint(update, model, tokenizer, optimizer, streams, success_start,
                                 config.run.keep_checkpoints)
