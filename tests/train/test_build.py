@@ -84,10 +84,10 @@ def test_a_pool_does_not_depend_on_the_processs_hash_seed(make_fake_task):
     assert outputs == {f"{[t.task_id for t in draw_pool(tasks, 2, 3)]}\n"}
 
 
-def test_a_pool_larger_than_a_task_type_is_refused_with_the_fix(make_fake_task):
-    with pytest.raises(ConfigError, match="env.pool_games_per_type = 7 but task type 'type0' "
-                                          "has 6 train games"):
-        draw_pool(_train_tasks(make_fake_task), 7, seed=0)
+def test_a_task_type_with_fewer_games_than_the_pool_size_brings_all_of_them(make_fake_task):
+    tasks = _train_tasks(make_fake_task, count=5)  # type0: 3 tasks, type1: 2
+    pool = draw_pool(tasks, 3, seed=0)
+    assert [t.task_id for t in pool] == [t.task_id for t in tasks]
 
 
 def test_rl_draws_from_the_pool_and_the_pool_is_evaluated_after_the_held_out_splits(

@@ -91,22 +91,15 @@ def rl_tasks(config: TrainConfig, train_tasks: Sequence[Task]) -> list[Task]:
 
 
 def draw_pool(train_tasks: Sequence[Task], per_type: int, seed: int) -> list[Task]:
-    """``per_type`` tasks of each task type, drawn without replacement from ``train_tasks`` by a
-    generator of ``seed`` alone (the same pool for every method and setting of a seed), in
-    ``train_tasks``' order.
-
-    Raises:
-        ConfigError: a task type has fewer than ``per_type`` train tasks.
-    """
+    """Up to ``per_type`` tasks of each task type, drawn without replacement from
+    ``train_tasks`` by a generator of ``seed`` alone (the same pool for every method and
+    setting of a seed), in ``train_tasks``' order. A type with fewer train tasks brings all of
+    them (the embedded preset's pool of 4 per type also fits a small Search-QA or tau set)."""
     rng = random.Random(f"rl-pool/{seed}")
     by_type: dict[str, list[int]] = {}
     for index, task in enumerate(train_tasks):
         by_type.setdefault(task.task_type, []).append(index)
     chosen = []
-    for task_type, indices in by_type.items():
-        if len(indices) < per_type:
-            raise ConfigError(f"env.pool_games_per_type = {per_type} but task type {task_type!r} "
-                              f"has {len(indices)} train games; lower it or raise "
-                              "env.train_games_per_type")
-        chosen += rng.sample(indices, per_type)
+    for indices in by_type.values():
+        chosen += rng.sample(indices, min(per_type, len(indices)))
     return [train_tasks[index] for index in sorted(chosen)]

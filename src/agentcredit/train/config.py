@@ -393,8 +393,9 @@ class EnvConfig:
     valid_games_per_type: int = 4
     """Generated games per task type in each validation split."""
     pool_games_per_type: int = 0
-    """The RL pool: RL draws its tasks only from this many train games per task type, drawn
-    from the train games with ``run.seed`` (``train.build.draw_pool``) and evaluated as the
+    """The RL pool: RL draws its tasks only from this many train games per task type (all of a
+    type's games when it has fewer), drawn from the train games with ``run.seed``
+    (``train.build.draw_pool``) and evaluated as the
     split ``pool``; SFT still clones every train game. 0 = no pool, RL draws from every train
     game."""
     cache_dir: str = ".cache/agentcredit/alfworld"
