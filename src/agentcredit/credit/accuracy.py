@@ -112,7 +112,7 @@ def rank(x: np.ndarray) -> np.ndarray:
     return (ends - (counts - 1) / 2.0)[inverse]
 
 
-def _pearson(x: np.ndarray, y: np.ndarray) -> float:
+def pearson(x: np.ndarray, y: np.ndarray) -> float:
     """Pearson r, 0 when either side is constant or there are fewer than 2 points."""
     if x.size < 2:
         return 0.0
@@ -126,7 +126,7 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if x.shape != y.shape:
         raise ValueError(f"spearman: x has shape {x.shape} but y {y.shape}; pass aligned arrays.")
-    return _pearson(rank(x), rank(y)) if x.size >= 2 else 0.0
+    return pearson(rank(x), rank(y)) if x.size >= 2 else 0.0
 
 
 def within_rollout_rhos(advantages: np.ndarray, truth: np.ndarray, step_rollout: np.ndarray
