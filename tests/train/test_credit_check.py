@@ -64,3 +64,13 @@ def test_pairs_are_against_the_backbone_and_the_random_edges_control():
         ("vict/gigpo", "gigpo"), ("vict/gigpo", "random_edges"), ("gigpo", "random_edges"),
         ("adrs", "random_edges")]  # GRPO was not run: no ADRS - GRPO
     assert method_settings("vict/gigpo") == ["method=vict", "credit.options.backbone=gigpo"]
+
+
+def test_every_default_method_resolves_and_knows_its_backbone():
+    from agentcredit.train.config import load_config
+    from agentcredit.train.credit_check import DEFAULT_METHODS, backbone_of
+
+    backbones = {m: backbone_of(load_config(None, method_settings(m))) for m in DEFAULT_METHODS}
+    assert backbones["grpo"] is None and backbones["gigpo"] is None
+    assert backbones["vict"] == "grpo" and backbones["vict/gigpo"] == "gigpo"
+    assert backbones["random_edges"] == "grpo" and backbones["adrs"] == "grpo"
