@@ -495,7 +495,7 @@ def _credit_check(args) -> int:
         result = run_credit_check(args.config or source.run_config, [*env, *args.overrides],
                                   source.model_dir, options)
     except (ValueError, KeyError, ReplayMismatch) as err:
-        raise ConfigError(str(err).strip("'\"")) from None
+        raise ConfigError(err.args[0] if isinstance(err, KeyError) else str(err)) from None
     print(format_table(result.table), end="")
     output = Path(args.output)
     output.write_text(json.dumps({"model": str(source.model_dir), **result.to_dict()}, indent=1)

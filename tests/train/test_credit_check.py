@@ -74,3 +74,26 @@ def test_every_default_method_resolves_and_knows_its_backbone():
     assert backbones["grpo"] is None and backbones["gigpo"] is None
     assert backbones["vict"] == "grpo" and backbones["vict/gigpo"] == "gigpo"
     assert backbones["random_edges"] == "grpo" and backbones["adrs"] == "grpo"
+
+
+def test_training_logs_the_credit_check_every_k_updates(tmp_path, tiny_fake_run):
+    register_solver("fake", corridor_distance)
+    assert main(["train", *tiny_fake_run, *START_RUN, "run.updates=2", "run.eval_every=0",
+                 "run.eval_at_start=false", "run.credit_check_every=2",
+                 f"run.output_dir={tmp_path}", "run.name=checked"]) == 0
+    lines = [json.loads(line) for line in (tmp_path / "checked/metrics.jsonl").read_text()
+             .splitlines()]
+    updates = [r for r in lines if r["kind"] == "update"]
+    assert "credit_check/solver/pooled" not in updates[0]
+    checked = updates[1]
+    assert {"credit_check/solver/pooled", "credit_check/solver/within",
+            "credit_check/solver/pooled_random", "time/credit_check"} <= set(checked)
+    assert checked["credit_check/solver_s_per_100_steps"] > 0
+
+
+def test_a_credit_check_without_a_solver_is_refused_before_the_run(tmp_path, capsys):
+    assert main(["train", "env.name=searchqa", "run.credit_check_every=1",
+                 f"run.output_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert "run.credit_check_every = 1: environment 'searchqa' has no solver truth" in err
+    assert not any(tmp_path.iterdir())

@@ -23,10 +23,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agentcredit.credit import get_estimator
-from agentcredit.credit.accuracy import AccuracyTable, StepLayout, accuracy_table
+from agentcredit.config_schema import ConfigError
+from agentcredit.credit import CreditResult, get_estimator
+from agentcredit.credit.accuracy import (
+    METRICS,
+    RANDOM_ROW,
+    AccuracyTable,
+    StepLayout,
+    accuracy_table,
+)
 from agentcredit.credit.tokens import to_step_rows
 from agentcredit.rollout.collector import tensorize_steps
+from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import load_model, make_collector
 from agentcredit.train.config import TrainConfig, estimator_config, load_config
@@ -149,6 +157,54 @@ def method_pairs(methods: Sequence[str], backbones: dict[str, str | None]
     return pairs
 
 
+def step_credit(result: CreditResult, loss_mask: torch.Tensor) -> np.ndarray:
+    """``[S]`` a method's step credit: its step advantages, or for a method that credits tokens
+    (ADRS) the mean of its token advantages over each step's response."""
+    if result.token_advantages is None:
+        return result.step_advantages.detach().double().numpy()
+    rows = to_step_rows(result.token_advantages.to(torch.float32), loss_mask)
+    return (rows.sum(1) / loss_mask.sum(1).clamp(min=1)).double().numpy()
+
+
+def step_layout(trajectories: Sequence[Trajectory]) -> StepLayout:
+    """The batch's layout; a group has signal when its outcomes differ (invalid-action
+    penalties aside)."""
+    return StepLayout.from_lists([t.group_id for t in trajectories],
+                                 [len(t.steps) for t in trajectories],
+                                 [t.outcome_reward for t in trajectories])
+
+
+def require_solver(config: TrainConfig) -> None:
+    """Refuse ``run.credit_check_every`` on an environment without a solver truth."""
+    if config.run.credit_check_every:
+        try:
+            solver_for(config.env.name)
+        except KeyError as err:
+            raise ConfigError(f"run.credit_check_every = {config.run.credit_check_every}: "
+                              f"{err.args[0]}; set "
+                              "run.credit_check_every=0") from None
+
+
+def update_credit_check(config: TrainConfig, make_env: Callable,
+                        trajectories: Sequence[Trajectory], step_advantages: np.ndarray,
+                        seed: int) -> dict[str, float]:
+    """``credit_check/*`` of one training update: the estimator's step credit against the solver
+    truth (one seeded tie-break, 200 bootstrap draws), the random row's pooled ρ beside it."""
+    truth = SolverTruth(make_env, solver_for(config.env.name), cap=config.rollout.max_steps,
+                        tie_breaks=1, seed=seed).estimate(trajectories)
+    name = config.credit.estimator
+    table = accuracy_table({name: step_advantages}, {"solver": truth.truth_values()},
+                           step_layout(trajectories), boots=200, seed=seed)
+    metrics = {}
+    for metric in METRICS:
+        value = table.value(name, "solver", metric)
+        metrics[f"credit_check/solver/{metric}"] = float("nan") if value is None else value
+    chance = table.value(RANDOM_ROW, "solver", "pooled")
+    metrics["credit_check/solver/pooled_random"] = float("nan") if chance is None else chance
+    metrics["credit_check/solver_s_per_100_steps"] = truth.seconds_per_100_steps
+    return metrics
+
+
 def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
                      model_dir: str | Path, options: CreditCheckOptions,
                      echo: Callable[[str], None] = print) -> CreditCheckResult:
@@ -198,12 +254,7 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
                 model, trajectories, steps, old, old if "reference" in needs else None, 1).batch
         result = get_estimator(config.credit.estimator)(prepared[needs],
                                                         estimator_config(config.credit))
-        if result.token_advantages is not None:  # token credit: its mean over each step
-            rows = to_step_rows(result.token_advantages.to(torch.float32), steps.loss_mask)
-            step_values = rows.sum(1) / steps.loss_mask.sum(1).clamp(min=1)
-        else:
-            step_values = result.step_advantages
-        advantages[method] = step_values.detach().double().numpy()
+        advantages[method] = step_credit(result, steps.loss_mask)
         method_seconds[method] = time.perf_counter() - started
     seconds["credit"] = time.perf_counter() - began
     echo(f"credit of {len(configs)} methods ({seconds['credit']:.0f} s)")
@@ -227,9 +278,7 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     for name, truth in truths.items():
         seconds[name] = truth.seconds
 
-    layout = StepLayout.from_lists([t.group_id for t in trajectories],
-                                   [len(t.steps) for t in trajectories],
-                                   [t.total_reward for t in trajectories])
+    layout = step_layout(trajectories)
     pairs = method_pairs(list(configs), {m: backbone_of(c) for m, c in configs.items()})
     table = accuracy_table(advantages, {n: t.truth_values() for n, t in truths.items()}, layout,
                            pairs, boots=options.boots, seed=options.seed)
