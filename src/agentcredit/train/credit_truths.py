@@ -127,6 +127,14 @@ def _offsets(trajectories: Sequence[Trajectory]) -> list[int]:
     return np.cumsum([0] + [len(t.steps) for t in trajectories])[:-1].tolist()
 
 
+def _close(envs: Sequence[Environment]) -> None:
+    """Give back what the replay environments hold (ALFWorld: a planner library copy each)."""
+    for env in envs:
+        close = getattr(env, "close", None)
+        if close is not None:
+            close()
+
+
 def _chosen(trajectories: Sequence[Trajectory], rollouts: Sequence[int] | None) -> list[int]:
     chosen = list(range(len(trajectories))) if rollouts is None else list(rollouts)
     bad = [i for i in chosen if not 0 <= i < len(trajectories)]
@@ -198,6 +206,7 @@ class SolverTruth:
                     seen.append(after[t])
             d_arr = np.asarray(d)
             values[offsets[i]:offsets[i] + len(traj.steps)] = d_arr[:-1] - d_arr[1:] - 1.0
+        _close([env])
         return TruthEstimate(self.name, values, self.threshold, time.perf_counter() - began,
                              {"states": float(len(cache)), "replay_steps": float(env_steps)})
 
@@ -316,6 +325,8 @@ class MonteCarloTruth:
             self._run(slots, generator)
             for (state, k), slot in zip(part, slots, strict=True):
                 outcomes[state, k] = float(slot.won)
+        _close(self._envs)
+        self._envs = []
         half = self.k // 2
         value = {"all": outcomes.mean(1), "a": outcomes[:, :half].mean(1),
                  "b": outcomes[:, half:].mean(1)}
