@@ -1,5 +1,5 @@
-"""The corridor's verifier, shared by the test suite's ``FakeEnv`` (``conftest.py``) and the
-synthetic runs of ``benchmarks/report_size.py``."""
+"""The corridor's verifier and solver, shared by the test suite's ``FakeEnv`` (``conftest.py``)
+and the synthetic runs of ``benchmarks/report_size.py``."""
 
 from __future__ import annotations
 
@@ -33,3 +33,16 @@ def corridor_verifier(task: Task) -> Verifier:
         commit_scope=lambda a: ("apple_taken",) if a.strip() == "take apple" else (),
         extract_evidence=lambda text, s: {"seen:apple": True} if "an apple" in text else {},
     )
+
+
+def corridor_distance(env, task: Task, prefix, cap: int, rng, observations) -> int:
+    """The corridor's solver truth ``d(s)`` (``train.credit_truths.DistanceFn``): after replaying
+    ``prefix``, walk straight to the apple and take it."""
+    from agentcredit.envs.base import ReplayMismatch
+
+    env.reset(task)
+    for t, action in enumerate(prefix):
+        obs, _, _, _ = env.step(action)
+        if obs.text != observations[t]:
+            raise ReplayMismatch(task.task_id, t, observations[t], obs.text)
+    return 0 if env.won else min(abs(env.room - task.payload["apple"]) + 1, cap)

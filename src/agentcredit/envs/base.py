@@ -68,6 +68,18 @@ class StepInfo:
     metrics: dict[str, float] = field(default_factory=dict, hash=False)
 
 
+class ReplayMismatch(RuntimeError):
+    """Replaying a recorded rollout's actions from reset showed other text than was recorded:
+    the environment does not replay deterministically, so no state can be revisited."""
+
+    def __init__(self, task_id: str, step: int, recorded: str, replayed: str):
+        super().__init__(
+            f"task {task_id!r} does not replay identically: after step {step} the rollout "
+            f"recorded {recorded[:80]!r} but the replay shows {replayed[:80]!r}; credit truths "
+            "need an environment whose reset and step are deterministic.")
+        self.task_id, self.step = task_id, step
+
+
 @runtime_checkable
 class Environment(Protocol):
     """One episode at a time; ``reset`` may be called again with any task."""

@@ -77,11 +77,16 @@ class RunConfig:
     wandb: str = ""
     """Also log every metrics line to this Weights & Biases project (needs ``pip install
     wandb``); empty = off. ``metrics.jsonl`` stays the record."""
+    credit_check_every: int = 0
+    """Every this many updates, score the update's step credit against the environment's solver
+    truth (one seeded tie-break) and log ``credit_check/*`` (docs/credit_check.md); 0 = off.
+    Needs an environment with a solver (ALFWorld)."""
 
     _limits: ClassVar[dict[str, tuple]] = {"seed": (0, 2**32 - 1), "updates": (0, None),
                "eval_every": (0, None), "checkpoint_every": (1, None),
                "keep_checkpoints": (1, None), "threads": (0, None),
-               "save_rollouts": (0, None), "keep_rollouts": (1, None)}
+               "save_rollouts": (0, None), "keep_rollouts": (1, None),
+               "credit_check_every": (0, None)}
 
     def __post_init__(self) -> None:
         validate(self)

@@ -7,6 +7,7 @@ plain records to the next:
     build.py          policy, collector and validation tasks (shared with eval and audit)
     warm_start.py     the tiny-model bootstrap and the SFT warm start → ``reference/``
     credit_inputs.py  the credit batch with what the estimator declared (traces, teacher)
+    credit_check.py   with ``run.credit_check_every``, the credit against the solver truth
     ppo.py            scoring passes and the PPO update
     evaluate.py       validation success and rollout metrics
 
@@ -44,6 +45,7 @@ from agentcredit.train.build import (
     validation_tasks,
 )
 from agentcredit.train.config import TrainConfig, config_to_dict, estimator_config, save_config
+from agentcredit.train.credit_check import require_solver, step_credit, update_credit_check
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.dapo import collect_with_signal, round_first_group_id, shaped_return
 from agentcredit.train.env_suites import build_env_suite
@@ -90,6 +92,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
             long phases go to stderr unless ``run.progress`` is false (``agentcredit.progress``).
     """
     check_device(config)
+    require_solver(config)
     run = RunDirectory(config.run_dir)
     run.lock()
     progress = [0, 0]  # the last finished and the last stepped update, for the messages
@@ -288,6 +291,12 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         else:
             advantages = broadcast_to_tokens(credit.step_advantages, steps.loss_mask)  # [S, L]
         times["credit"] = time.perf_counter() - began
+        checked = {}
+        if config.run.credit_check_every and update % config.run.credit_check_every == 0:
+            began = time.perf_counter()
+            checked = update_credit_check(config, suite.make_env, trajectories,
+                                          step_credit(credit, steps.loss_mask), seed + update)
+            times["credit_check"] = time.perf_counter() - began
         ledger.append(credit.ledger_rows, update=update)
         last = update == config.run.updates
         if config.run.save_rollouts and (last or update % config.run.save_rollouts == 0):
@@ -309,6 +318,7 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
                    **rollout_metrics(trajectories), **update_stats, **prepared.metrics,
                    **(sampled.metrics() if rounds else {}),
                    **{f"credit/{key}": value for key, value in credit.diagnostics.items()},
+                   **checked,
                    "advantage/mean_abs": float(credit.step_advantages.abs().mean()),
                    **sampling_gap,
                    "tokens/generated_per_s": sum(len(s.response_ids) for t in trajectories

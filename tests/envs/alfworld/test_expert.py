@@ -11,6 +11,7 @@ from agentcredit.envs.alfworld import engine, expert
 from agentcredit.envs.alfworld.game_file import read_game_file
 from agentcredit.envs.alfworld.tasks import TASK_TYPES
 from agentcredit.envs.alfworld.verifier import read_game_facts
+from agentcredit.envs.base import ReplayMismatch
 
 
 def _replay(env, task, actions):
@@ -230,3 +231,79 @@ def test_a_wrong_object_carried_to_a_closed_receptacle_is_put_down_after_opening
             checked += 1
             break
     assert checked, "no game had a closed receptacle to carry a wrong object to"
+
+
+def _taken(actions):
+    """The step that takes the target and the target's name."""
+    step = next(t for t, a in enumerate(actions) if a.startswith("take "))
+    return step, actions[step].removeprefix("take ").split(" from ")[0]
+
+
+def test_a_transformation_of_the_wrong_kind_is_not_recorded_as_done(env, games_by_type):
+    checked = 0
+    for task in games_by_type["pick_heat_then_place"]:
+        step, target = _taken(expert.demonstrate(env, task))
+
+        def to_fridge(commands):
+            return next((c for c in commands if c.startswith("go to fridge")), commands[0])
+
+        def cool(commands, target=target):  # the policy cools what the task wants heated
+            return next((c for c in commands if c.startswith(f"cool {target} with")),
+                        commands[0])
+
+        played = expert.noisy_demonstration(
+            env, task, _Mistakes({step + 1: to_fridge, step + 2: cool}), 1.0)
+        assert played is not None, f"{task.task_id}: the demonstrator stalls after a cool"
+        actions, labels = played
+        if not actions[step + 2].startswith(f"cool {target} with"):
+            continue
+        # it still heats the target before putting it in place
+        later = labels[step + 3:]
+        heat = next(t for t, a in enumerate(later) if a.startswith(f"heat {target} with"))
+        assert not any(a.startswith(f"move {target} to ") for a in later[:heat]), task.task_id
+        assert _replay(env, task, actions)[2]
+        checked += 1
+    assert checked, "no heat game had a fridge to cool the target in"
+
+
+def test_a_target_placed_before_its_transformation_is_taken_back(env, games_by_type):
+    checked = 0
+    for task in games_by_type["pick_heat_then_place"] + games_by_type["pick_clean_then_place"]:
+        step, target = _taken(expert.demonstrate(env, task))
+        goals = _targets(task).goal_receptacles
+        chosen = []
+
+        def to_goal(commands, goals=goals, chosen=chosen):
+            chosen.append(next(c.removeprefix("go to ") for c in commands
+                               if c.startswith("go to ") and c[6:] in goals))
+            return f"go to {chosen[0]}"
+
+        def place(commands, target=target, chosen=chosen):  # put in place untransformed
+            move = f"move {target} to {chosen[0]}"
+            return move if move in commands else commands[0]
+
+        played = expert.noisy_demonstration(
+            env, task, _Mistakes({step + 1: to_goal, step + 2: place}), 1.0)
+        assert played is not None, f"{task.task_id}: the demonstrator stalls after an early put"
+        actions, labels = played
+        if actions[step + 2] != f"move {target} to {chosen[0]}":
+            continue
+        assert labels[step + 3] == f"take {target} from {chosen[0]}", task.task_id
+        assert _replay(env, task, actions)[2]
+        checked += 1
+    assert checked, "no game let the target be put in place before its transformation"
+
+
+def test_the_distance_to_finish_counts_the_demonstrators_remaining_steps(env, games_by_type):
+    task = games_by_type["pick_clean_then_place"][0]
+    actions = expert.demonstrate(env, task)
+    observations = _replay(env, task, actions)[0][1:]
+    assert expert.distance_to_finish(env, task, [], 99) == len(actions)
+    assert expert.distance_to_finish(env, task, actions[:3], 99, None,
+                                     observations[:3]) == len(actions) - 3
+    assert expert.distance_to_finish(env, task, actions, 99) == 0
+    assert expert.distance_to_finish(env, task, [], 2) == 2  # capped
+    # an invalid action changes nothing and costs the solver nothing
+    assert expert.distance_to_finish(env, task, ["fly away"], 99) == len(actions)
+    with pytest.raises(ReplayMismatch, match="does not replay identically"):
+        expert.distance_to_finish(env, task, actions[:1], 99, None, ["something else"])

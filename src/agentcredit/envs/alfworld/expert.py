@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentcredit.envs.alfworld.game_file import read_game_file
 from agentcredit.envs.alfworld.tasks import TRANSFORMS
 from agentcredit.envs.alfworld.verifier import read_game_facts
-from agentcredit.envs.base import Task
+from agentcredit.envs.base import ReplayMismatch, Task
 
 #: the command verb of each transformation task.
 _VERBS = {"pick_clean_then_place": "clean", "pick_heat_then_place": "heat",
@@ -69,6 +70,8 @@ class _Knowledge:
     """Type of the receptacles the target goes to (None for look tasks)."""
     appliance_type: str | None
     """Type of the clean / heat / cool appliance (None for other tasks)."""
+    verb: str | None = None
+    """The transformation the task needs (``clean`` / ``heat`` / ``cool``; None for others)."""
     location: str | None = None
     """The receptacle last gone to (None in the middle of the room)."""
     searched: set[str] = field(default_factory=set)
@@ -109,7 +112,8 @@ def _knowledge(task: Task, snapshot, pddl_problem: str, admissible) -> _Knowledg
         rtype=rtype, can_hold={(r, o) for r, o in facts.get("cancontain", [])},
         targets=game.targets, lamps=game.lamps,
         goal_type=min(goal_types) if goal_types else None,
-        appliance_type=f"{appliance.lower()}type" if appliance else None)
+        appliance_type=f"{appliance.lower()}type" if appliance else None,
+        verb=_VERBS.get(task.task_type))
 
 
 def _mentioned(name: str, text: str) -> bool:
@@ -224,14 +228,16 @@ def _observe(k: _Knowledge, action: str, text: str, admissible: set[str]) -> Non
         return
     if verb == "move":
         destination = rest.split(" to ")[-1]
-        if k.holding in k.targets and k.rtype.get(destination) == k.goal_type:
+        ready = k.verb is None or k.holding in k.transformed  # placed too early counts for nothing
+        if k.holding in k.targets and k.rtype.get(destination) == k.goal_type and ready:
             k.placed.add(k.holding)
+            k.chosen.setdefault(k.goal_type, destination)  # the second of a pair goes there too
         elif k.holding in k.targets:  # put down elsewhere: fetched from there later
             k.seen[k.holding] = destination
         k.holding = None
         return
     if verb in _VERBS.values():
-        if k.holding is not None:
+        if k.holding is not None and verb == k.verb:  # another kind does not do the task's
             k.transformed.add(k.holding)
         return
     if action.startswith("go to "):
@@ -246,6 +252,17 @@ def _observe(k: _Knowledge, action: str, text: str, admissible: set[str]) -> Non
     for name in k.targets + k.lamps:
         if name != k.holding and name not in k.placed and _mentioned(name, text):
             k.seen[name] = shown
+
+
+def _start(env, task: Task, rng: random.Random | None):
+    """Reset ``env`` on ``task``: the first observation, the knowledge before any look, and the
+    object types."""
+    obs = env.reset(task)
+    snapshot = env.snapshot()
+    problem = read_game_file(task.payload["game_file"])["pddl_problem"]
+    k = _knowledge(task, snapshot, problem, obs.admissible_actions)
+    k.rng = rng
+    return obs, k, dict(_parse_facts(snapshot).get("objecttype", []))
 
 
 #: commands a noisy step never takes: they change nothing (or only print help).
@@ -281,12 +298,7 @@ def noisy_demonstration(env, task: Task, rng: random.Random | None, noise: float
     if noise > 0 and rng is None:
         raise ValueError(f"noisy_demonstration: noise={noise} needs an rng to draw from")
 
-    obs = env.reset(task)
-    snapshot = env.snapshot()
-    problem = read_game_file(task.payload["game_file"])["pddl_problem"]
-    k = _knowledge(task, snapshot, problem, obs.admissible_actions)
-    k.rng = rng
-    types = dict(_parse_facts(snapshot).get("objecttype", []))
+    obs, k, types = _start(env, task, rng)
     actions: list[str] = []
     labels: list[str] = []
     for _ in range(max_steps):
@@ -305,3 +317,38 @@ def noisy_demonstration(env, task: Task, rng: random.Random | None, noise: float
             return actions, labels
         _observe(k, action, obs.text, set(obs.admissible_actions))
     return None
+
+
+def distance_to_finish(env, task: Task, prefix: Sequence[str], cap: int,
+                       rng: random.Random | None = None,
+                       observations: Sequence[str] | None = None) -> int:
+    """Steps the demonstrator needs to win ``task`` from the state ``prefix`` leads to, knowing
+    only what the prefix showed (the solver truth's ``d(s)``, docs/credit_check.md).
+
+    Resets ``env``, plays ``prefix`` (a policy's actions: the invalid ones change nothing and
+    teach nothing), then lets the demonstrator finish. 0 when the prefix already won; ``cap``
+    when the demonstrator gets stuck or needs ``cap`` steps or more. ``rng`` breaks its ties.
+
+    Raises:
+        ReplayMismatch: ``observations`` (the text after each prefix action, as recorded) differ
+            from what the replay shows.
+    """
+    obs, k, types = _start(env, task, rng)
+    for t, action in enumerate(prefix):
+        obs, _, _, info = env.step(action)
+        if observations is not None and obs.text != observations[t]:
+            raise ReplayMismatch(task.task_id, t, observations[t], obs.text)
+        if info.won:
+            return 0
+        if info.valid:
+            _observe(k, action, obs.text, set(obs.admissible_actions))
+    for n in range(cap):
+        admissible = set(obs.admissible_actions)
+        label = _next_action(k, task.task_type, types, admissible)
+        if label is None or label not in admissible:
+            return cap
+        obs, _, _, info = env.step(label)
+        if info.won:
+            return min(n + 1, cap)
+        _observe(k, label, obs.text, set(obs.admissible_actions))
+    return cap

@@ -1,0 +1,287 @@
+"""Credit check: every method's step credit on one batch against the truths (docs/credit_check.md).
+
+``run_credit_check`` collects ``groups`` task groups the way the trainer does (the run's
+collector, rollout temperature, group size), computes every method's advantages on that *same*
+batch (each with the inputs it declares: traces, teacher scores, hindsight), estimates the
+truths by replaying the rollouts (``train.credit_truths``) and scores each method against each
+truth (``credit.accuracy``), with paired differences against the method's backbone and against
+VICT's ``random_edges`` control. ``agentcredit credit-check`` and
+``benchmarks/credit_accuracy.py`` call it.
+
+Methods are written ``NAME[/BACKBONE]``: ``vict/gigpo`` is VICT on GiGPO, ``salt/rloo`` SALT on
+RLOO, ``grpo`` plain GRPO.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from agentcredit.config_schema import ConfigError
+from agentcredit.credit import CreditResult, get_estimator
+from agentcredit.credit.accuracy import (
+    METRICS,
+    RANDOM_ROW,
+    AccuracyTable,
+    StepLayout,
+    accuracy_table,
+)
+from agentcredit.credit.tokens import to_step_rows
+from agentcredit.rollout.collector import tensorize_steps
+from agentcredit.rollout.records import Trajectory
+from agentcredit.skills import SkillProvider
+from agentcredit.train.build import load_model, make_collector
+from agentcredit.train.config import TrainConfig, estimator_config, load_config
+from agentcredit.train.credit_inputs import CreditInputs
+from agentcredit.train.credit_truths import (
+    MonteCarloTruth,
+    SolverTruth,
+    TruthEstimate,
+    solver_for,
+)
+from agentcredit.train.env_suites import build_env_suite
+from agentcredit.train.ppo import score_steps
+
+#: every estimator that runs on a collected batch: the backbones, VICT on each, VICT's six
+#: controls (on GRPO), the fine-grained baselines and ADRS.
+DEFAULT_METHODS = ("grpo", "rloo", "gigpo", "vict", "vict/rloo", "vict/gigpo",
+                   "dense_atom_reward", "commit_only", "temporal_nearest", "random_edges",
+                   "no_core", "no_proof_edges", "salt", "hcapo", "proxmo", "adrs")
+#: the control every method is also compared with (edges permuted: same atoms, random steps).
+CONTROL = "random_edges"
+TRUTHS = ("solver", "mc")
+
+
+def method_settings(method: str) -> list[str]:
+    """``NAME[/BACKBONE]`` -> the dotted settings of that method (``method=NAME`` and
+    ``credit.options.backbone=BACKBONE``)."""
+    name, _, backbone = method.partition("/")
+    if not name or "/" in backbone:
+        raise ValueError(f"method {method!r}: write NAME or NAME/BACKBONE (vict/gigpo)")
+    return [f"method={name}"] + ([f"credit.options.backbone={backbone}"] if backbone else [])
+
+
+def backbone_of(config: TrainConfig) -> str | None:
+    """The backbone a method's estimator corrects (``None`` for a backbone, or none declared)."""
+    backbone = getattr(estimator_config(config.credit), "backbone", None)
+    return None if backbone is None else backbone.config_name
+
+
+@dataclass
+class CreditCheckOptions:
+    """What ``run_credit_check`` measures.
+
+    Attributes:
+        methods: ``NAME[/BACKBONE]`` specs (``DEFAULT_METHODS``).
+        groups: task groups collected (each ``rollout.group_size`` rollouts).
+        truths: which truths to estimate (``solver``, ``mc``).
+        mc_groups: groups (the first ones) the Monte Carlo truth covers; 0: all.
+        continuations: ``K`` continuations per state for the Monte Carlo truth.
+        tie_breaks: random tie-breaks the solver's distance is averaged over.
+        boots: bootstrap draws of groups for the intervals.
+        seed: seeds the task draw, the rollouts, the continuations and the bootstrap.
+        split: the task split the groups are drawn from.
+    """
+
+    methods: Sequence[str] = DEFAULT_METHODS
+    groups: int = 16
+    truths: Sequence[str] = TRUTHS
+    mc_groups: int = 4
+    continuations: int = 8
+    tie_breaks: int = 4
+    boots: int = 1000
+    seed: int = 0
+    split: str = "train"
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.truths if t not in TRUTHS]
+        if unknown:
+            raise ValueError(f"truth {unknown[0]!r} is unknown; choose from {', '.join(TRUTHS)}")
+        for name, low in (("groups", 1), ("mc_groups", 0), ("continuations", 2),
+                          ("tie_breaks", 0), ("boots", 1)):
+            if getattr(self, name) < low:
+                raise ValueError(f"credit check: {name} = {getattr(self, name)}; it must be "
+                                 f">= {low}")
+
+
+@dataclass
+class CreditCheckResult:
+    """What a credit check measured.
+
+    Attributes:
+        table: every method against every truth (``credit.accuracy.AccuracyTable``).
+        truths: the truths' estimates (values, cost, standard error, reliability).
+        steps: steps in the batch; ``groups``: task groups; ``rollouts``: rollouts.
+        seconds: wall time per phase (``collect``, ``credit``, one per truth).
+        method_seconds: each method's credit time (its inputs' preparation included).
+    """
+
+    table: AccuracyTable
+    truths: dict[str, TruthEstimate]
+    steps: int
+    groups: int
+    rollouts: int
+    success: float
+    seconds: dict[str, float] = field(default_factory=dict)
+    method_seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready data; a truth's cost is ``{truth}_s_per_100_steps``."""
+        return {
+            "steps": self.steps, "groups": self.groups, "rollouts": self.rollouts,
+            "rollout_success": self.success,
+            **{f"{name}_s_per_100_steps": t.seconds_per_100_steps
+               for name, t in self.truths.items()},
+            "truth_stats": {name: {"steps": t.steps, "seconds": t.seconds, **t.stats}
+                            for name, t in self.truths.items()},
+            "seconds": self.seconds, "method_seconds": self.method_seconds,
+            **self.table.to_dict()}
+
+
+def method_pairs(methods: Sequence[str], backbones: dict[str, str | None]
+                 ) -> list[tuple[str, str]]:
+    """Each method against its backbone and against ``CONTROL``, where those were run."""
+    pairs = []
+    for method in methods:
+        base = backbones.get(method)
+        if base is not None and base != method and base in methods:
+            pairs.append((method, base))
+        if method != CONTROL and CONTROL in methods:
+            pairs.append((method, CONTROL))
+    return pairs
+
+
+def step_credit(result: CreditResult, loss_mask: torch.Tensor) -> np.ndarray:
+    """``[S]`` a method's step credit: its step advantages, or for a method that credits tokens
+    (ADRS) the mean of its token advantages over each step's response."""
+    if result.token_advantages is None:
+        return result.step_advantages.detach().double().numpy()
+    rows = to_step_rows(result.token_advantages.to(torch.float32), loss_mask)
+    return (rows.sum(1) / loss_mask.sum(1).clamp(min=1)).double().numpy()
+
+
+def step_layout(trajectories: Sequence[Trajectory]) -> StepLayout:
+    """The batch's layout; a group has signal when its outcomes differ (invalid-action
+    penalties aside)."""
+    return StepLayout.from_lists([t.group_id for t in trajectories],
+                                 [len(t.steps) for t in trajectories],
+                                 [t.outcome_reward for t in trajectories])
+
+
+def require_solver(config: TrainConfig) -> None:
+    """Refuse ``run.credit_check_every`` on an environment without a solver truth."""
+    if config.run.credit_check_every:
+        try:
+            solver_for(config.env.name)
+        except KeyError as err:
+            raise ConfigError(f"run.credit_check_every = {config.run.credit_check_every}: "
+                              f"{err.args[0]}; set "
+                              "run.credit_check_every=0") from None
+
+
+def update_credit_check(config: TrainConfig, make_env: Callable,
+                        trajectories: Sequence[Trajectory], step_advantages: np.ndarray,
+                        seed: int) -> dict[str, float]:
+    """``credit_check/*`` of one training update: the estimator's step credit against the solver
+    truth (one seeded tie-break, 200 bootstrap draws), the random row's pooled ρ beside it."""
+    truth = SolverTruth(make_env, solver_for(config.env.name), cap=config.rollout.max_steps,
+                        tie_breaks=1, seed=seed).estimate(trajectories)
+    name = config.credit.estimator
+    table = accuracy_table({name: step_advantages}, {"solver": truth.truth_values()},
+                           step_layout(trajectories), boots=200, seed=seed)
+    metrics = {}
+    for metric in METRICS:
+        value = table.value(name, "solver", metric)
+        metrics[f"credit_check/solver/{metric}"] = float("nan") if value is None else value
+    chance = table.value(RANDOM_ROW, "solver", "pooled")
+    metrics["credit_check/solver/pooled_random"] = float("nan") if chance is None else chance
+    metrics["credit_check/solver_s_per_100_steps"] = truth.seconds_per_100_steps
+    return metrics
+
+
+def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
+                     model_dir: str | Path, options: CreditCheckOptions,
+                     echo: Callable[[str], None] = print) -> CreditCheckResult:
+    """Collect a batch with the model in ``model_dir`` under the config (``config_path`` plus
+    ``overrides``), score every method of ``options`` against the truths; see the module
+    docstring."""
+    configs = {m: load_config(config_path, [*overrides, *method_settings(m)])
+               for m in options.methods}
+    base = load_config(config_path, list(overrides))
+    if base.run.threads:
+        torch.set_num_threads(base.run.threads)
+    suite = build_env_suite(base.env)
+    tasks = suite.tasks(options.split)
+    if not tasks:
+        raise ValueError(f"environment {base.env.name!r} has no {options.split!r} tasks")
+    model, tokenizer = load_model(base, model_dir)
+    model.eval()
+    collector = make_collector(base, model, tokenizer, suite)
+    rng = random.Random(options.seed)
+    chosen = (rng.sample(tasks, options.groups) if options.groups <= len(tasks)
+              else rng.choices(tasks, k=options.groups))
+    seconds: dict[str, float] = {}
+    began = time.perf_counter()
+    trajectories = collector.collect(chosen, base.rollout.group_size,
+                                     temperature=base.rollout.temperature,
+                                     generator=torch.Generator().manual_seed(options.seed))
+    seconds["collect"] = time.perf_counter() - began
+    echo(f"collected {len(chosen)} groups, {len(trajectories)} rollouts, "
+         f"{sum(len(t.steps) for t in trajectories)} steps ({seconds['collect']:.0f} s)")
+
+    # CREDIT: every method on the same batch; inputs prepared once per set of needs
+    began = time.perf_counter()
+    steps = tensorize_steps(trajectories, tokenizer.pad_token_id)
+    temperature = base.rollout.policy_temperature
+    old = (score_steps(model, steps, base.optim.score_micro_batch_size, temperature)
+           if base.optim.recompute_old_logprobs else steps.sampling_logprobs)
+    provider = SkillProvider(base.skills.root or None)
+    prepared: dict[frozenset, object] = {}
+    advantages: dict[str, np.ndarray] = {}
+    method_seconds: dict[str, float] = {}
+    for method, config in configs.items():
+        started = time.perf_counter()
+        needs = config.inputs
+        if needs not in prepared:
+            # the policy is its own reference: the check scores one fixed policy
+            prepared[needs] = CreditInputs(config, suite, tokenizer, provider).prepare(
+                model, trajectories, steps, old, old if "reference" in needs else None, 1).batch
+        result = get_estimator(config.credit.estimator)(prepared[needs],
+                                                        estimator_config(config.credit))
+        advantages[method] = step_credit(result, steps.loss_mask)
+        method_seconds[method] = time.perf_counter() - started
+    seconds["credit"] = time.perf_counter() - began
+    echo(f"credit of {len(configs)} methods ({seconds['credit']:.0f} s)")
+
+    # TRUTHS
+    truths: dict[str, TruthEstimate] = {}
+    if "solver" in options.truths:
+        solver = SolverTruth(suite.make_env, solver_for(base.env.name), cap=base.rollout.max_steps,
+                             tie_breaks=options.tie_breaks, seed=options.seed)
+        truths["solver"] = solver.estimate(trajectories)
+        echo(f"solver truth: {truths['solver'].steps} steps ({truths['solver'].seconds:.0f} s)")
+    if "mc" in options.truths:
+        covered = options.mc_groups or options.groups
+        rollouts = [i for i, t in enumerate(trajectories)
+                    if t.group_id < trajectories[0].group_id + covered]
+        mc = MonteCarloTruth(collector, base.rollout.temperature,
+                             continuations=options.continuations, seed=options.seed)
+        truths["mc"] = mc.estimate(trajectories, rollouts)
+        echo(f"Monte Carlo truth: {truths['mc'].steps} steps, K = {options.continuations} "
+             f"({truths['mc'].seconds:.0f} s)")
+    for name, truth in truths.items():
+        seconds[name] = truth.seconds
+
+    layout = step_layout(trajectories)
+    pairs = method_pairs(list(configs), {m: backbone_of(c) for m, c in configs.items()})
+    table = accuracy_table(advantages, {n: t.truth_values() for n, t in truths.items()}, layout,
+                           pairs, boots=options.boots, seed=options.seed)
+    return CreditCheckResult(table, truths, layout.num_steps, layout.num_groups,
+                             len(trajectories), float(np.mean([t.won for t in trajectories])),
+                             seconds, method_seconds)

@@ -1,0 +1,350 @@
+"""The true value of each action of a batch of rollouts, by replaying them (docs/credit_check.md).
+
+Two truths, one interface (``Truth``: ``estimate(trajectories, rollouts) -> TruthEstimate``):
+
+- ``SolverTruth``: regret against a solver that knows only what the prefix showed,
+  ``g_t = d(s_t) − d(s_{t+1}) − 1`` with ``d`` the solver's steps to finish, capped, averaged
+  over its random tie-breaks. An environment provides ``d`` with ``register_solver``
+  (ALFWorld: the demonstrator's ``distance_to_finish``).
+- ``MonteCarloTruth``: the current policy's advantage, ``g_t = V̂(s_{t+1}) − V̂(s_t)`` with
+  ``V̂`` the success rate of ``K`` fresh continuations of the policy (same prompts, decoding,
+  temperature and remaining step budget) from the replayed state. ``Q̂(s_t, a_t) = V̂(s_{t+1})``
+  holds because the environments are deterministic and pay the outcome at the end, so each
+  state's continuations serve both the step before it and the step after it; identical
+  prefixes (every group's first state) are estimated once.
+
+Both replay each prefix from reset and raise ``ReplayMismatch`` when the replay shows other
+text than the rollout recorded. Values are in the truth's own units (steps of regret;
+success probability); ``NaN`` marks steps a truth was not asked to estimate.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from agentcredit.credit.accuracy import TruthValues, pearson
+from agentcredit.envs.base import Environment, ReplayMismatch, Task
+from agentcredit.rollout.actions import parse_action
+from agentcredit.rollout.admissible import ActionTrie
+from agentcredit.rollout.collector import RolloutCollector
+from agentcredit.rollout.policy import PromptCache
+from agentcredit.rollout.prompts import build_prompt_ids
+from agentcredit.rollout.records import Trajectory
+
+#: ``d(env, task, prefix, cap, rng, observations)``: the solver's steps to finish after
+#: ``prefix`` (valid actions only), capped at ``cap``; ``observations`` are the recorded texts
+#: after each prefix action, and a replay that differs raises ``ReplayMismatch``.
+DistanceFn = Callable[[Environment, Task, Sequence[str], int, random.Random | None,
+                       Sequence[str]], int]
+
+_SOLVERS: dict[str, DistanceFn] = {}
+
+
+def register_solver(env_name: str, distance: DistanceFn) -> None:
+    """Give environment ``env_name`` a solver truth (``DistanceFn``); a second registration
+    under the same name replaces the first."""
+    _SOLVERS[env_name] = distance
+
+
+def solver_for(env_name: str) -> DistanceFn:
+    """The registered solver of ``env_name``; a ``KeyError`` lists the environments that have
+    one."""
+    if env_name == "alfworld" and env_name not in _SOLVERS:
+        from agentcredit.envs.alfworld.expert import distance_to_finish
+
+        register_solver("alfworld", distance_to_finish)
+    try:
+        return _SOLVERS[env_name]
+    except KeyError:
+        raise KeyError(f"environment {env_name!r} has no solver truth (environments with one: "
+                       f"{', '.join(sorted({*_SOLVERS, 'alfworld'}))}); use the Monte Carlo "
+                       "truth or register a solver with register_solver") from None
+
+
+@dataclass
+class TruthEstimate:
+    """One truth on a batch.
+
+    Attributes:
+        name: ``solver`` or ``mc``.
+        values: ``[S]`` ``g_t`` per flat step of the batch, ``NaN`` where not estimated.
+        threshold: ``θ`` of the sign metrics (``TruthValues``).
+        seconds: wall time of the estimate.
+        stats: what the estimate reports about itself (``mc``: ``se_mean``,
+            ``split_half``; both: ``states``; solver: ``replay_steps``).
+    """
+
+    name: str
+    values: np.ndarray
+    threshold: float
+    seconds: float
+    stats: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def steps(self) -> int:
+        """Steps with a value."""
+        return int(np.isfinite(self.values).sum())
+
+    @property
+    def seconds_per_100_steps(self) -> float:
+        """Wall time per 100 estimated steps."""
+        return 100.0 * self.seconds / max(self.steps, 1)
+
+    def truth_values(self) -> TruthValues:
+        """The values as ``credit.accuracy`` takes them."""
+        return TruthValues(self.values, self.threshold)
+
+
+class Truth(Protocol):
+    """What a truth implements: a name and an estimate on chosen rollouts of a batch."""
+
+    name: str
+
+    def estimate(self, trajectories: Sequence[Trajectory],
+                 rollouts: Sequence[int] | None = None) -> TruthEstimate:
+        """``g_t`` on every step of ``rollouts`` (indices into ``trajectories``; None: all)."""
+
+
+def sent_actions(trajectory: Trajectory) -> list[str]:
+    """The text each step sent to the environment (the parsed action, else the response)."""
+    return [s.response if s.action is None else s.action for s in trajectory.steps]
+
+
+def recorded_observations(trajectory: Trajectory) -> list[str]:
+    """The environment text after each step, as the rollout recorded it."""
+    return [s.observation for s in trajectory.steps[1:]] + [trajectory.final_observation]
+
+
+def _offsets(trajectories: Sequence[Trajectory]) -> list[int]:
+    """Flat index of each trajectory's first step."""
+    return np.cumsum([0] + [len(t.steps) for t in trajectories])[:-1].tolist()
+
+
+def _close(envs: Sequence[Environment]) -> None:
+    """Give back what the replay environments hold (ALFWorld: a planner library copy each)."""
+    for env in envs:
+        close = getattr(env, "close", None)
+        if close is not None:
+            close()
+
+
+def _chosen(trajectories: Sequence[Trajectory], rollouts: Sequence[int] | None) -> list[int]:
+    chosen = list(range(len(trajectories))) if rollouts is None else list(rollouts)
+    bad = [i for i in chosen if not 0 <= i < len(trajectories)]
+    if bad:
+        raise ValueError(f"rollout {bad[0]} is not in the batch of {len(trajectories)}; pick "
+                         "rollouts 0..B-1.")
+    return chosen
+
+
+class SolverTruth:
+    """Regret against a solver (see the module docstring).
+
+    Args:
+        make_env: builds an environment instance to replay in.
+        distance: the solver (``solver_for(env_name)``).
+        cap: ``D``, the most steps ``d`` counts (the rollout step limit is a good choice).
+        tie_breaks: how many random tie-breaks ``d`` is averaged over (0: list order only).
+            The same seeds serve every state, so states the prefixes leave identical get the
+            same ``d``.
+        seed: seeds the tie-breaks.
+        threshold: ``θ`` in steps (0.5: at least half a step of regret, on average).
+    """
+
+    name = "solver"
+
+    def __init__(self, make_env: Callable[[], Environment], distance: DistanceFn, cap: int,
+                 tie_breaks: int = 4, seed: int = 0, threshold: float = 0.5):
+        if cap < 1 or tie_breaks < 0:
+            raise ValueError(f"SolverTruth: cap = {cap} must be >= 1 and tie_breaks = "
+                             f"{tie_breaks} >= 0.")
+        self.make_env, self.distance, self.cap = make_env, distance, cap
+        self.tie_breaks, self.seed, self.threshold = tie_breaks, seed, threshold
+
+    def _d(self, env: Environment, task: Task, prefix: tuple[str, ...],
+           observations: list[str]) -> float:
+        seeds = range(self.tie_breaks) if self.tie_breaks else [None]
+        return float(np.mean([self.distance(
+            env, task, prefix, self.cap,
+            None if s is None else random.Random(self.seed * 7919 + s), observations)
+            for s in seeds]))
+
+    def estimate(self, trajectories: Sequence[Trajectory],
+                 rollouts: Sequence[int] | None = None) -> TruthEstimate:
+        began = time.perf_counter()
+        env = self.make_env()
+        offsets = _offsets(trajectories)
+        values = np.full(sum(len(t.steps) for t in trajectories), np.nan)
+        cache: dict[tuple, float] = {}
+        env_steps = 0
+        for i in _chosen(trajectories, rollouts):
+            traj = trajectories[i]
+            sent, after = sent_actions(traj), recorded_observations(traj)
+            # an invalid action changes nothing and teaches the solver nothing: it keys the same
+            # state as the prefix without it
+            prefix: list[str] = []
+            seen: list[str] = []
+            d = []
+            for t in range(len(traj.steps) + 1):
+                if t == len(traj.steps) and traj.won:
+                    d.append(0.0)
+                    break
+                key = (traj.task.task_id, tuple(prefix))
+                if key not in cache:
+                    cache[key] = self._d(env, traj.task, key[1], seen)
+                    env_steps += len(prefix) * max(self.tie_breaks, 1)
+                d.append(cache[key])
+                if t < len(traj.steps) and traj.steps[t].valid:
+                    prefix.append(sent[t])
+                    seen.append(after[t])
+            d_arr = np.asarray(d)
+            values[offsets[i]:offsets[i] + len(traj.steps)] = d_arr[:-1] - d_arr[1:] - 1.0
+        _close([env])
+        return TruthEstimate(self.name, values, self.threshold, time.perf_counter() - began,
+                             {"states": float(len(cache)), "replay_steps": float(env_steps)})
+
+
+@dataclass
+class _Slot:
+    """One continuation in progress: a replayed state and its running history."""
+
+    env: Environment
+    task: Task
+    history: list[tuple[str, str]]
+    observation: str
+    admissible: tuple[str, ...]
+    budget: int
+    won: bool = False
+    done: bool = False
+
+
+class MonteCarloTruth:
+    """The current policy's advantage by Monte Carlo continuations (see the module docstring).
+
+    Args:
+        collector: the collector that made the rollouts: its policy, environments, prompts,
+            decoding and step limit are the continuations' own.
+        temperature: the rollouts' sampling temperature.
+        continuations: ``K`` per state (even, for the split-half reliability).
+        seed: seeds the continuations' sampling.
+        threshold: ``θ`` in success probability (0.25: about one standard error at K = 8).
+        chunk: continuations run at once (environment instances held).
+    """
+
+    name = "mc"
+
+    def __init__(self, collector: RolloutCollector, temperature: float, continuations: int = 8,
+                 seed: int = 0, threshold: float = 0.25, chunk: int = 64):
+        if continuations < 2 or continuations % 2:
+            raise ValueError(f"MonteCarloTruth: continuations = {continuations}; use an even "
+                             "number >= 2 (the split-half reliability halves them).")
+        self.collector, self.temperature, self.k = collector, temperature, continuations
+        self.seed, self.threshold, self.chunk = seed, threshold, chunk
+        self._envs: list[Environment] = []
+
+    def _env(self, index: int) -> Environment:
+        while len(self._envs) <= index:
+            self._envs.append(self.collector.make_env())
+        return self._envs[index]
+
+    def _replay(self, slot_index: int, traj: Trajectory, t: int) -> _Slot:
+        """A fresh continuation slot at step ``t`` of ``traj``, its replay checked."""
+        env = self._env(slot_index)
+        obs = env.reset(traj.task)
+        after = recorded_observations(traj)
+        for j, action in enumerate(sent_actions(traj)[:t]):
+            obs, _, _, _ = env.step(action)
+            if obs.text != after[j]:
+                raise ReplayMismatch(traj.task.task_id, j, after[j], obs.text)
+        history = [(s.observation, s.response.strip() if s.action is None else s.action)
+                   for s in traj.steps[:t]]
+        return _Slot(env, traj.task, history, obs.text, obs.admissible_actions,
+                     self.collector.config.max_steps - t)
+
+    def _run(self, slots: list[_Slot], generator: torch.Generator) -> None:
+        """Play every slot to its end (the collector's step loop, outcome only)."""
+        cfg, policy = self.collector.config, self.collector.policy
+        cache = PromptCache() if cfg.reuse_prompt_cache else None
+        while True:
+            active = [s for s in slots if not s.done]
+            if not active:
+                return
+            prompts = [build_prompt_ids(policy.tokenizer, s.task.instruction, s.history,
+                                        s.observation, s.admissible, cfg.prompt) for s in active]
+            tries = ([ActionTrie.from_commands(policy.tokenizer, s.admissible,
+                                               cfg.prompt.action_format) for s in active]
+                     if cfg.decoding == "admissible" else None)
+            generations = policy.generate(prompts, temperature=self.temperature,
+                                          max_new_tokens=cfg.max_new_tokens, generator=generator,
+                                          tries=tries, prompt_cache=cache)
+            for s, gen in zip(active, generations, strict=True):
+                action = parse_action(gen.text, cfg.prompt.action_format)
+                obs, _, done, info = s.env.step(gen.text if action is None else action)
+                s.history.append((s.observation, gen.text.strip() if action is None else action))
+                s.observation, s.admissible = obs.text, obs.admissible_actions
+                s.budget -= 1
+                s.won, s.done = info.won, done or s.budget <= 0
+
+    def estimate(self, trajectories: Sequence[Trajectory],
+                 rollouts: Sequence[int] | None = None) -> TruthEstimate:
+        began = time.perf_counter()
+        chosen = _chosen(trajectories, rollouts)
+        # the states: (task, prefix) keys; a rollout's last state is terminal, its value known
+        keys: dict[tuple, int] = {}
+        starts: dict[int, tuple[int, int]] = {}  # state to sample -> (rollout, step)
+        known: dict[int, float] = {}  # terminal state -> 1[won]
+        path: dict[int, list[int]] = {}  # rollout -> its states, s_0 .. s_T
+        for i in chosen:
+            traj = trajectories[i]
+            sent = sent_actions(traj)
+            for t in range(len(traj.steps) + 1):
+                key = (traj.task.task_id, tuple(sent[:t]))
+                if key not in keys:
+                    keys[key] = len(keys)
+                    if t < len(traj.steps):
+                        starts[keys[key]] = (i, t)
+                    else:
+                        known[keys[key]] = float(traj.won)
+                path.setdefault(i, []).append(keys[key])
+        outcomes = np.zeros((len(keys), self.k))
+        for state, won in known.items():
+            outcomes[state] = won
+        generator = torch.Generator().manual_seed(self.seed)
+        jobs = [(state, k) for state in starts for k in range(self.k)]
+        for begin in range(0, len(jobs), self.chunk):
+            part = jobs[begin:begin + self.chunk]
+            slots = [self._replay(n, trajectories[starts[state][0]], starts[state][1])
+                     for n, (state, _) in enumerate(part)]
+            self._run(slots, generator)
+            for (state, k), slot in zip(part, slots, strict=True):
+                outcomes[state, k] = float(slot.won)
+        _close(self._envs)
+        self._envs = []
+        half = self.k // 2
+        value = {"all": outcomes.mean(1), "a": outcomes[:, :half].mean(1),
+                 "b": outcomes[:, half:].mean(1)}
+        variance = value["all"] * (1 - value["all"]) / self.k  # binomial; 0 where known
+        offsets = _offsets(trajectories)
+        values = np.full(sum(len(t.steps) for t in trajectories), np.nan)
+        halves: dict[str, list[float]] = {"a": [], "b": []}
+        errors = []
+        for i, states in path.items():
+            now, later = np.asarray(states[:-1]), np.asarray(states[1:])
+            values[offsets[i]:offsets[i] + now.size] = value["all"][later] - value["all"][now]
+            for which, diffs in halves.items():
+                diffs.extend(value[which][later] - value[which][now])
+            errors.extend(np.sqrt(variance[now] + variance[later]))
+        # split-half reliability: Spearman-Brown on the halves' correlation over steps
+        r = pearson(np.asarray(halves["a"]), np.asarray(halves["b"]))
+        split_half = 2 * r / (1 + r) if r > -1 else float("nan")
+        return TruthEstimate(self.name, values, self.threshold, time.perf_counter() - began,
+                             {"states": float(len(starts)), "continuations": float(len(jobs)),
+                              "se_mean": float(np.mean(errors)) if errors else np.nan,
+                              "split_half": split_half, "split_half_r": r})

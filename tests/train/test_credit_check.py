@@ -1,0 +1,99 @@
+"""``agentcredit credit-check`` on the fake corridor: every method on one batch, both truths,
+the table printed and written, and one-line refusals of bad options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentcredit.cli import main
+from agentcredit.train.credit_check import method_pairs, method_settings
+from agentcredit.train.credit_truths import register_solver
+
+from ..corridor import corridor_distance
+
+START_RUN = ("run.updates=0", "sft.epochs=20", "sft.batch_size=4", "sft.lr=0.01",
+             "rollout.group_size=4")
+
+
+@pytest.fixture(scope="module")
+def start(tmp_path_factory, tiny_fake_run) -> Path:
+    """The SFT start of a fake-corridor run, with the corridor's solver registered."""
+    register_solver("fake", corridor_distance)
+    root = tmp_path_factory.mktemp("credit_check")
+    assert main(["train", *tiny_fake_run, *START_RUN, f"run.output_dir={root}",
+                 "run.name=start", "run.eval_at_start=false"]) == 0
+    return root / "start"
+
+
+def test_credit_check_scores_every_method_against_both_truths(start, tmp_path, capsys):
+    out = tmp_path / "check.json"
+    assert main(["credit-check", "--checkpoint", str(start), "--methods",
+                 "grpo,vict,random_edges,gigpo", "--groups", "4", "--mc-groups", "2",
+                 "--continuations", "2", "--boots", "30", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "truth solver:" in printed and "truth mc:" in printed
+    assert "vict - grpo" in printed and f"wrote {out}" in printed
+    result = json.loads(out.read_text())
+    assert result["groups"] == 4 and result["rollouts"] == 16
+    assert result["truth_stats"]["solver"]["steps"] == result["steps"]
+    assert 0 < result["truth_stats"]["mc"]["steps"] < result["steps"]  # the first 2 groups
+    assert result["solver_s_per_100_steps"] > 0 and result["mc_s_per_100_steps"] > 0
+    methods = {r["method"] for r in result["rows"]}
+    assert methods == {"grpo", "vict", "random_edges", "gigpo", "random"}
+    pairs = {(p["method"], p["versus"]) for p in result["pairs"]}
+    assert {("vict", "grpo"), ("vict", "random_edges"), ("random_edges", "grpo")} <= pairs
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--truths", "oracle"], "truth 'oracle' is unknown"),
+    (["--methods", "vict/grpo/x"], "write NAME or NAME/BACKBONE"),
+    (["--groups", "0"], "groups = 0"),
+])
+def test_bad_options_are_one_error_line(start, option, message, capsys):
+    assert main(["credit-check", "--checkpoint", str(start), *option]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_pairs_are_against_the_backbone_and_the_random_edges_control():
+    backbones = {"vict/gigpo": "gigpo", "gigpo": None, "random_edges": "grpo", "adrs": "grpo"}
+    assert method_pairs(["vict/gigpo", "gigpo", "random_edges", "adrs"], backbones) == [
+        ("vict/gigpo", "gigpo"), ("vict/gigpo", "random_edges"), ("gigpo", "random_edges"),
+        ("adrs", "random_edges")]  # GRPO was not run: no ADRS - GRPO
+    assert method_settings("vict/gigpo") == ["method=vict", "credit.options.backbone=gigpo"]
+
+
+def test_every_default_method_resolves_and_knows_its_backbone():
+    from agentcredit.train.config import load_config
+    from agentcredit.train.credit_check import DEFAULT_METHODS, backbone_of
+
+    backbones = {m: backbone_of(load_config(None, method_settings(m))) for m in DEFAULT_METHODS}
+    assert backbones["grpo"] is None and backbones["gigpo"] is None
+    assert backbones["vict"] == "grpo" and backbones["vict/gigpo"] == "gigpo"
+    assert backbones["random_edges"] == "grpo" and backbones["adrs"] == "grpo"
+
+
+def test_training_logs_the_credit_check_every_k_updates(tmp_path, tiny_fake_run):
+    register_solver("fake", corridor_distance)
+    assert main(["train", *tiny_fake_run, *START_RUN, "run.updates=2", "run.eval_every=0",
+                 "run.eval_at_start=false", "run.credit_check_every=2",
+                 f"run.output_dir={tmp_path}", "run.name=checked"]) == 0
+    lines = [json.loads(line) for line in (tmp_path / "checked/metrics.jsonl").read_text()
+             .splitlines()]
+    updates = [r for r in lines if r["kind"] == "update"]
+    assert "credit_check/solver/pooled" not in updates[0]
+    checked = updates[1]
+    assert {"credit_check/solver/pooled", "credit_check/solver/within",
+            "credit_check/solver/pooled_random", "time/credit_check"} <= set(checked)
+    assert checked["credit_check/solver_s_per_100_steps"] > 0
+
+
+def test_a_credit_check_without_a_solver_is_refused_before_the_run(tmp_path, capsys):
+    assert main(["train", "env.name=searchqa", "run.credit_check_every=1",
+                 f"run.output_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert "run.credit_check_every = 1: environment 'searchqa' has no solver truth" in err
+    assert not any(tmp_path.iterdir())

@@ -1,0 +1,125 @@
+"""The solver and Monte Carlo truths on corridor rollouts whose true values are worked by hand.
+
+``FakeEnv`` (``tests/conftest.py``): a corridor of 4 rooms; ``go left`` / ``go right`` move,
+``take apple`` wins in the apple room; any other action is invalid and changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from agentcredit.envs.base import ReplayMismatch, Task
+from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
+from agentcredit.rollout.policy import Generation
+from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.train.credit_truths import MonteCarloTruth, SolverTruth
+
+from ..conftest import FakeEnv
+from ..corridor import corridor_distance
+
+
+def corridor_task(start: int, apple: int) -> Task:
+    return Task(task_id=f"s{start}a{apple}", env="fake", split="train",
+                instruction="take the apple", task_type="type0",
+                payload={"start": start, "apple": apple, "size": 4})
+
+
+def played(task: Task, actions: list[str], group_id: int = 0) -> Trajectory:
+    """The trajectory ``actions`` make in the corridor (recorded as a collector records)."""
+    env = FakeEnv()
+    obs = env.reset(task)
+    traj = Trajectory(task=task, group_id=group_id)
+    for action in actions:
+        before = obs.text
+        obs, _, done, info = env.step(action)
+        traj.steps.append(Step(observation=before, response=action, action=action,
+                               valid=info.valid, reward=0.0, anchor_key=before, snapshot={},
+                               prompt_ids=[], response_ids=[], sampling_logprobs=[]))
+        if done:
+            break
+    traj.final_observation, traj.won = obs.text, env.won
+    return traj
+
+
+def test_solver_regret_is_zero_for_optimal_steps_and_counts_wasted_ones():
+    task = corridor_task(0, 2)
+    # d: 3, 2, 3, 2, 2 (the take in room 1 is invalid), 1, 0
+    traj = played(task, ["go right", "go left", "go right", "take apple", "go right",
+                         "take apple"])
+    truth = SolverTruth(FakeEnv, corridor_distance, cap=20, tie_breaks=2)
+    estimate = truth.estimate([traj])
+    assert estimate.values.tolist() == [0.0, -2.0, 0.0, -1.0, 0.0, 0.0]
+    assert estimate.steps == 6
+
+
+def test_solver_truth_leaves_unchosen_rollouts_unknown_and_shares_states():
+    task = corridor_task(0, 1)
+    a, b = played(task, ["go right", "take apple"]), played(task, ["go right", "go left"])
+    estimate = SolverTruth(FakeEnv, corridor_distance, cap=20).estimate([a, b], rollouts=[1])
+    assert np.isnan(estimate.values[:2]).all()
+    assert estimate.values[2:].tolist() == [0.0, -2.0]
+    both = SolverTruth(FakeEnv, corridor_distance, cap=20).estimate([a, b])
+    assert both.stats["states"] == 3  # s_0 and "go right" are shared; a's end is won
+
+
+def test_a_replay_that_differs_from_the_record_is_refused():
+    traj = played(corridor_task(0, 2), ["go right", "go right"])
+    traj.steps[1].observation = "You are in room 7."
+    with pytest.raises(ReplayMismatch, match="does not replay identically"):
+        SolverTruth(FakeEnv, corridor_distance, cap=20).estimate([traj])
+
+
+class WalkRight:
+    """A scripted policy: ``take apple`` when the current observation shows it, else
+    ``go right``; it reads the room from the prompt, as a policy must."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.calls = 0
+
+    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None,
+                 prompt_cache=None):
+        self.calls += 1
+        out = []
+        for ids in prompts:
+            text = self.tokenizer.decode(ids)
+            current = re.split(r"(?i)current observation", text)[-1]
+            action = "take apple" if "apple." in current.split("dmissible")[0] else "go right"
+            out.append(Generation(token_ids=[], logprobs=[], text=action))
+        return out
+
+
+def test_monte_carlo_truth_matches_the_hand_worked_values(fake_tokenizer):
+    # apple in room 2, 4 steps: from reset the walk-right policy wins in 3
+    task = corridor_task(0, 2)
+    traj = played(task, ["go left", "go left", "go right", "go right"])  # two invalid steps
+    collector = RolloutCollector(WalkRight(fake_tokenizer), FakeEnv, CollectorConfig(max_steps=4))
+    estimate = MonteCarloTruth(collector, temperature=1.0, continuations=4).estimate([traj])
+    # V: s_0 1 (3 steps needed, 4 left), s_1 1 (3 left), s_2 0 (2 left), s_3 0, the end 0
+    assert estimate.values.tolist() == [0.0, -1.0, 0.0, 0.0]
+    assert estimate.stats["se_mean"] == 0.0  # every continuation agrees
+    assert estimate.stats["split_half"] == pytest.approx(1.0)
+    assert estimate.stats["continuations"] == 4 * 4
+
+
+def test_monte_carlo_states_of_a_shared_prefix_are_sampled_once(fake_tokenizer):
+    task = corridor_task(0, 1)
+    group = [played(task, ["go right", "take apple"]),
+             played(task, ["go right", "go right", "go left", "go left"])]
+    collector = RolloutCollector(WalkRight(fake_tokenizer), FakeEnv, CollectorConfig(max_steps=4))
+    estimate = MonteCarloTruth(collector, temperature=1.0, continuations=2).estimate(group)
+    # sampled: s_0 and "go right" once for both, then the second rollout's rooms 2 and 1;
+    # V = 1, 1 | won | 0 (room 2, walks right), 1 (room 1, takes), lost end
+    assert estimate.stats["states"] == 4
+    assert estimate.values.tolist() == [0.0, 0.0, 0.0, -1.0, 1.0, -1.0]
+
+
+def test_monte_carlo_refuses_a_replay_that_differs(fake_tokenizer):
+    traj = played(corridor_task(0, 2), ["go right", "go right"])
+    traj.steps[1].observation = "You are in room 7."
+    collector = RolloutCollector(WalkRight(fake_tokenizer), FakeEnv, CollectorConfig(max_steps=4))
+    with pytest.raises(ReplayMismatch):
+        MonteCarloTruth(collector, temperature=1.0, continuations=2).estimate([traj])
