@@ -139,7 +139,7 @@ class SFTConfig:
     (``sft.demonstration_steps``)."""
     skill_share: float = 0.0
     """Share of demonstrations also trained as a copy with the task's skill prefix in every prompt
-    (issue 5 item 6, ``skills.with_skill_prompts``). Only for the embedded tiny model, which has
+    (``skills.with_skill_prompts``). Only for the embedded tiny model, which has
     never seen skill text: this teaches it to tolerate and read the prefix so ADRS's teacher
     branch is a working policy; it cannot teach procedures the expert never needed, so expect a
     small ``eval/probe_gap``. Real instruction-tuned checkpoints need no such step (keep 0).
@@ -478,7 +478,7 @@ class TrainConfig:
 # METHOD NAMES
 
 _NO_SKILLS = {"rollout.skills": False, "eval.skills": False, "optim.aux_loss": "none"}
-#: ``method=NAME`` is short for these settings (issue 5; docs/adrs.md §5.6). Overrides apply in
+#: ``method=NAME`` is short for these settings (docs/adrs.md §5.6). Overrides apply in
 #: order, so a method replaces the config file's settings and the overrides before it, and the
 #: overrides after it replace its own (``method=adrs credit.options.backbone=gigpo
 #: credit.options.gate=L3``); a ``method:`` key in a YAML file applies over that file. Every

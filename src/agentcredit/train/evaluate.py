@@ -1,5 +1,5 @@
-"""Evaluation: success on the validation splits, overall and per task type (issue 3,
-docs/settings.md §6).
+"""Evaluation: success on the validation splits, overall and per task type
+(docs/settings.md §6).
 
 One rollout per task at the evaluation temperature (docs/settings.md §6: 0.4), every split
 batched into one ``collect`` call. The sampling generator is seeded from the
