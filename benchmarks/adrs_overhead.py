@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from agentcredit.config import TinyModelConfig
 from agentcredit.envs.alfworld.engine import AlfWorldEnv
 from agentcredit.envs.alfworld.generator import GeneratorConfig, generate_split
 from agentcredit.envs.base import Task
@@ -45,7 +46,7 @@ from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
 from agentcredit.train.models import load_policy
 from agentcredit.train.ppo import score_steps
 from agentcredit.train.teacher import prefix_cache, privileged_logprobs
-from agentcredit.train.tiny_model import TinyModelConfig, bootstrap_tiny_model
+from agentcredit.train.tiny_model import bootstrap_tiny_model
 from bench_common import write_result
 
 Episode = tuple[Task, list[tuple[list[tuple[str, str]], str, tuple[str, ...], str]]]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from agentcredit.train.config import load_config
+from agentcredit.config import load_config
 from agentcredit.train.evaluate import evaluate_model
 from agentcredit.train.loop import train
 from agentcredit.train.run_dir import RunDirectory

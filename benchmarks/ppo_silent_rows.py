@@ -23,12 +23,11 @@ import time
 
 import torch
 
+from agentcredit.config import estimator_config, load_config
 from agentcredit.credit import get_estimator
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.rollout.collector import broadcast_to_tokens, tensorize_steps
 from agentcredit.train.build import load_model, make_collector
-from agentcredit.train.config import estimator_config, load_config
-from agentcredit.train.env_suites import build_env_suite
 from agentcredit.train.ppo import ppo_update
 from bench_common import parse_start_args, write_result
 
@@ -39,7 +38,7 @@ def main() -> None:
     args = parse_start_args(__doc__.splitlines()[0])
     config = load_config(None, [f"model.name={args.model}", "sft.enabled=false",
                                 *args.overrides])
-    suite = build_env_suite(config.env)
+    suite = config.env.build_suite()
     model, tokenizer = load_model(config, config.model.name)
     tasks = suite.tasks("train")[::30][:8]
     trajectories = make_collector(config, model, tokenizer, suite).collect(

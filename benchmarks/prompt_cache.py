@@ -19,9 +19,8 @@ import time
 
 import torch
 
+from agentcredit.config import load_config
 from agentcredit.train.build import load_model, make_collector
-from agentcredit.train.config import load_config
-from agentcredit.train.env_suites import build_env_suite
 from bench_common import parse_start_args, write_result
 
 REPEATS = 2
@@ -36,7 +35,7 @@ def main() -> None:
             config = load_config(None, [f"model.name={args.model}", "sft.enabled=false",
                                         *args.overrides,
                                         f"rollout.reuse_prompt_cache={str(reuse).lower()}"])
-            suite = build_env_suite(config.env)
+            suite = config.env.build_suite()
             model, tokenizer = load_model(config, config.model.name)
             collector = make_collector(config, model, tokenizer, suite)
             began = time.perf_counter()

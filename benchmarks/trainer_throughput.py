@@ -92,7 +92,7 @@ def main() -> None:
         config={"methods": methods, "updates": updates, "start": str(start), "overrides": common},
         metrics=metrics,
         targets={},
-        notes=("Embedded default (configs/embedded.yaml): tiny Qwen2 model, 3 tasks x 8 rollouts "
+        notes=("Embedded default (presets/embedded.yaml): tiny Qwen2 model, 3 tasks x 8 rollouts "
                "per update, up to 20 steps, bare actions, CPU threads=2. Medians over updates "
                "of one run per method from one SFT start; phases are measured inside the loop "
                "(metrics.jsonl time/*). Phase shares are of the summed phase times. "

@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from agentcredit.config import TinyModelConfig
 from agentcredit.envs.base import Observation, StepInfo, Task
+from agentcredit.envs.suites import GamesPerType
 from agentcredit.rollout.prompts import system_message
-from agentcredit.train.tiny_model import TinyModelConfig, bootstrap_tiny_model
+from agentcredit.train.tiny_model import bootstrap_tiny_model
 from agentcredit.train.tokenizer_bootstrap import train_bpe_tokenizer
 from agentcredit.verifier.atoms import Verifier
 
@@ -94,12 +96,11 @@ class FakeSuite:
     splits = ("train", "valid_seen", "valid_unseen")
     validation_splits = ("valid_seen", "valid_unseen")
 
-    def __init__(self, env_config) -> None:
-        self.config = env_config
+    def __init__(self, options: None = None, games: GamesPerType | None = None) -> None:
+        self.games = games or GamesPerType(train=1, valid=1)
 
     def tasks(self, split: str) -> list[Task]:
-        per_type = (self.config.train_games_per_type if split == "train"
-                    else self.config.valid_games_per_type)
+        per_type = self.games.train if split == "train" else self.games.valid
         return [fake_task(split, i) for i in range(2 * per_type)]
 
     def make_env(self) -> FakeEnv:
@@ -109,7 +110,7 @@ class FakeSuite:
 @pytest.fixture(scope="session")
 def fake_suite() -> type[FakeSuite]:
     """Registers the fake environment as env suite ``fake`` and returns the suite class."""
-    from agentcredit.train.env_suites import register_env_suite
+    from agentcredit.envs.suites import register_env_suite
 
     register_env_suite("fake", FakeSuite)
     return FakeSuite
@@ -132,7 +133,7 @@ def tiny_fake_run(fake_suite) -> tuple[str, ...]:
         "model.tiny.num_attention_heads=2", "model.tiny.num_key_value_heads=1",
         "model.tiny.intermediate_size=64", "model.tiny.max_position_embeddings=512",
         "rollout.max_steps=4", "rollout.max_new_tokens=6",
-        "env.name=fake", "env.train_games_per_type=2", "env.valid_games_per_type=1",
+        "env=fake", "env.train_games_per_type=2", "env.valid_games_per_type=1",
         "env.pool_games_per_type=0",
     )
 

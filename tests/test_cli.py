@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from agentcredit.cli import main
-from agentcredit.train.config import config_to_dict, load_config
+from agentcredit.config import config_to_dict, load_config
 
 CLI_RUN = (
     "run.updates=1", "sft.epochs=20", "sft.batch_size=4", "sft.lr=0.01",
@@ -282,7 +282,7 @@ def test_config_show_refuses_a_bad_key_in_one_line(capsys):
 
 
 def test_config_list_prints_every_key_with_its_type_and_doc(capsys):
-    from agentcredit.train.config import all_keys
+    from agentcredit.config import all_keys
 
     assert main(["config", "--list"]) == 0
     out = capsys.readouterr().out
@@ -291,8 +291,8 @@ def test_config_list_prints_every_key_with_its_type_and_doc(capsys):
     assert lines["rollout.group_size"].split()[1] == "int"
     assert "rollouts per task" in lines["rollout.group_size"]
     assert lines["rollout.action_format"].split()[1] == "bare|tagged|raw"
-    assert lines["env.generator.max_receptacles"].split()[1:3] == ["int", "|"]
-    assert "room size cap" in lines["env.generator.max_receptacles"]
+    assert lines["env.alfworld.generator.max_receptacles"].split()[1:3] == ["int", "|"]
+    assert "room size cap" in lines["env.alfworld.generator.max_receptacles"]
     assert "credit.options with credit.estimator=vict (or method=vict):" in out
     assert "credit.options.backbone.mode" in lines  # a backbone's option, under VICT and ADRS
     assert "``" not in out

@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from agentcredit.cli import main
-from agentcredit.train.config import config_to_dict, load_config
+from agentcredit.config import config_to_dict, load_config
 
 
 def _one_error_line(capsys) -> str:
@@ -23,7 +23,8 @@ def _one_error_line(capsys) -> str:
 @pytest.fixture(scope="module")
 def model_without_vocabulary(tmp_path_factory) -> Path:
     """A tiny model folder whose tokenizer.json is gone (its tokenizer_config.json stays)."""
-    from agentcredit.train.tiny_model import TinyModelConfig, bootstrap_tiny_model
+    from agentcredit.config import TinyModelConfig
+    from agentcredit.train.tiny_model import bootstrap_tiny_model
 
     folder = bootstrap_tiny_model(["go to countertop 1", "take egg 1 from countertop 2"] * 20,
                                   tmp_path_factory.mktemp("novocab"),

@@ -35,8 +35,8 @@ def test_every_help_is_plain_text_with_examples_settings_and_methods(command, ca
 
 
 def test_the_help_lists_exactly_the_registered_estimators_and_method_presets():
+    from agentcredit.config import METHODS
     from agentcredit.credit import estimator_names
-    from agentcredit.train.config import METHODS
 
     assert sorted(ESTIMATOR_METHODS) == sorted(estimator_names())
     assert sorted(PRESET_METHODS) == sorted(set(METHODS) - set(estimator_names()))
@@ -70,7 +70,7 @@ def test_no_help_imports_torch(tmp_path):
 
 def test_audit_help_and_the_env_name_doc_list_every_registered_environment(capsys):
     # the package's own registry, without the suites this test session registers
-    script = ("import json; from agentcredit.train.env_suites import env_suite_names; "
+    script = ("import json; from agentcredit.envs.suites import env_suite_names; "
               "print(json.dumps(env_suite_names()))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120, check=True)

@@ -103,8 +103,8 @@ def test_environments_do_not_import_torch():
 
 
 #: what the environments may import from outside envs/: the verifier interface and the
-#: dependency-free leaf modules (config checks, progress bars, disk-full errors)
-BELOW_ENVS = ("agentcredit.verifier", "agentcredit.config_schema", "agentcredit.progress",
+#: dependency-free leaf modules (the config schema, progress bars, disk-full errors)
+BELOW_ENVS = ("agentcredit.verifier", "agentcredit.config.schema", "agentcredit.progress",
               "agentcredit.disk_full")
 
 
@@ -125,6 +125,11 @@ def test_environments_import_nothing_above_them():
 
 def test_the_verifier_interface_imports_no_other_part_of_the_package():
     assert _layer_violations(_graph(), "agentcredit.verifier", ()) == []
+
+
+def test_the_config_schema_imports_no_other_part_of_the_package():
+    # the environments and estimators build their options with it, from below the config
+    assert _layer_violations(_graph(), "agentcredit.config.schema", ()) == []
 
 
 def test_the_layer_check_sees_an_environment_that_imports_the_trainer():

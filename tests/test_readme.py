@@ -6,7 +6,7 @@ Commands that would train or evaluate for minutes are checked without doing so: 
 command resolves through ``agentcredit config --show`` with the same ``--config``, ``--model``
 and settings, ``--resume`` through the resume check against a saved quick-start config, and
 ``eval``, ``audit`` and ``report`` parse and load their config. The quick start itself runs, at
-tiny settings, in ``tests/configs/test_quick.py``.
+tiny settings, in ``tests/config/presets/test_quick.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from agentcredit.cli import MAIN_EXAMPLES, _parser, _resume_config, main
-from agentcredit.train.config import load_config, save_config
+from agentcredit.config import load_config, save_config
 
 ROOT = Path(__file__).parents[1]
 README = (ROOT / "README.md").read_text()
@@ -124,7 +124,7 @@ def test_every_agentcredit_command_in_the_readme_runs_or_resolves(argv, in_a_fre
                 *(["--model", args.model] if args.model else []), *overrides]
         assert main(show) == 0, capsys.readouterr().err
     elif args.command in ("eval", "audit"):
-        env = [f"env.name={args.env}"] if getattr(args, "env", None) else []
+        env = [f"env={args.env}"] if getattr(args, "env", None) else []
         load_config(args.config, [*env, *overrides])
     else:
         assert args.command == "report" and args.run_dirs

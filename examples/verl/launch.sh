@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # An agentcredit run in verl 0.9 on GPUs: the papers' settings (docs/settings.md §6,
-# configs/hf.yaml) on one node, verl's keys derived from the agentcredit config.
+# config/presets/hf.yaml) on one node, verl's keys derived from the agentcredit config.
 #   bash examples/verl/launch.sh alfworld|webshop grpo|gigpo|vict|adrs \
 #       [--backbone qwen2.5-0.5b|qwen2.5-1.5b|qwen2.5-7b] [--dry-run] \
 #       [agentcredit overrides ...] [-- verl overrides ...]

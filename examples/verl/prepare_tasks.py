@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from agentcredit.config import load_config
 from agentcredit.integrations.verl.launch import write_task_files
-from agentcredit.train.config import load_config
 
 
 def main() -> None:

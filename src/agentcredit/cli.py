@@ -11,7 +11,7 @@
 The help texts below are what a user reads first; they are plain text, and
 listing the method names must not import torch (``--help`` loads neither torch
 nor the ALFWorld engine), so the names are written out here and a test keeps
-them equal to ``train.config.METHODS`` and the estimator registry.
+them equal to ``config.METHODS`` and the estimator registry.
 
 A user error (a bad config, a missing file, an unusable run directory, a folder
 that cannot be written) prints one ``error:`` line and exits with status 2; an
@@ -30,10 +30,10 @@ import traceback
 import typing
 from pathlib import Path
 
-from agentcredit.config_schema import ConfigError
+from agentcredit.config import ConfigError
 
 #: the method names of ``--help``: the registered estimators, and the other ``METHODS`` presets
-#: (tests/test_cli_help.py keeps them equal to the registry and ``train.config.METHODS``)
+#: (tests/test_cli_help.py keeps them equal to the registry and ``config.METHODS``)
 ESTIMATOR_METHODS = ("grpo", "rloo", "gigpo", "vict", "dense_atom_reward", "commit_only",
                      "temporal_nearest", "random_edges", "no_core", "no_proof_edges", "adrs",
                      "rlsd", "salt", "hcapo", "proxmo")
@@ -55,7 +55,10 @@ settings (key=value):
   After its options every command takes dotted settings that change one field
   of the run config, for example rollout.group_size=4 or optim.lr=1e-4.
   Values are read as YAML (true, 1e-4, [valid_seen]). model=DIR is short for
-  model.name=DIR. Without --config the embedded default is the starting point
+  model.name=DIR. env=NAME picks the environment (alfworld, webshop, searchqa,
+  tau-retail, tau-airline); its options are under its own key, for example
+  env.alfworld.generator.max_receptacles=6 or env.tau.max_tasks=10 (both tau
+  domains). Without --config the embedded default is the starting point
   (the tiny model on generated ALFWorld games, on the CPU).
   "agentcredit config --list" prints every key with its type and what it does;
   "agentcredit config --show [key=value ...]" prints the config they give.
@@ -199,7 +202,7 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 def _parser() -> argparse.ArgumentParser:
     from importlib.metadata import version
 
-    from agentcredit.train.env_suites import env_suite_names  # the registry: no torch
+    from agentcredit.envs.suites import env_suite_names  # the registry: no torch
 
     parser = argparse.ArgumentParser(
         prog="agentcredit", formatter_class=_HelpFormatter,
@@ -243,7 +246,7 @@ def _parser() -> argparse.ArgumentParser:
                           help="reflexion: trials per task (default 10)")
     evaluate.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
 
-    from agentcredit.train.audit import audit_legend  # torch-free, as env_suites
+    from agentcredit.train.audit import audit_legend  # torch-free, as envs.suites
 
     audit = command("audit", "print the VICT verifier-interface audit",
                     AUDIT_EXAMPLES + audit_legend() + "\n")
@@ -378,8 +381,8 @@ def _first_line(err: BaseException) -> str:
 
 
 def _train(args) -> int:
+    from agentcredit.config import load_config
     from agentcredit.jsonl_log import read_jsonl
-    from agentcredit.train.config import load_config
     from agentcredit.train.loop import train
     from agentcredit.train.outcomes import success_report
 
@@ -403,7 +406,7 @@ def _train(args) -> int:
 def _resume_config(args, overrides: list[str]):
     """The resumed run's config: its ``config.yaml`` plus the overrides ``RESUME_SAFE_KEYS``
     allow (each said in one line); any other change is refused in one line."""
-    from agentcredit.train.config import changed_keys, load_config
+    from agentcredit.config import changed_keys, load_config
 
     run_dir = Path(args.resume)
     if args.config:
@@ -445,7 +448,7 @@ def _show(value) -> str:
 def _eval(args) -> int:
     import dataclasses
 
-    from agentcredit.train.config import load_config
+    from agentcredit.config import load_config
     from agentcredit.train.eval_modes import ReflexionConfig, evaluate_model_mode
     from agentcredit.train.evaluate import evaluate_model, locate_model, write_eval_result
 
@@ -474,9 +477,9 @@ def _eval(args) -> int:
 
 
 def _audit(args) -> int:
+    from agentcredit.config import load_config
     from agentcredit.progress import reporting
     from agentcredit.train.audit import run_audit
-    from agentcredit.train.config import load_config
     from agentcredit.train.evaluate import locate_model
 
     if args.copies < 1:
@@ -484,7 +487,7 @@ def _audit(args) -> int:
     # the model is found (or refused) before the expert and random audits run
     source = locate_model(args.checkpoint) if args.checkpoint else None
     config_path = args.config or (source.run_config if source else None)
-    env = [f"env.name={args.env}"] if args.env else []
+    env = [f"env={args.env}"] if args.env else []
     config = load_config(config_path, [*env, *args.overrides])
     if source is not None:
         print(f"policy: {source.describe()}")
@@ -508,7 +511,7 @@ def _credit_check(args) -> int:
     except ValueError as err:
         raise ConfigError(str(err)) from None
     source = locate_model(args.checkpoint)
-    env = [f"env.name={args.env}"] if args.env else []
+    env = [f"env={args.env}"] if args.env else []
     print(f"credit check of {source.describe()}")
     try:
         result = run_credit_check(args.config or source.run_config, [*env, *args.overrides],
@@ -554,8 +557,7 @@ def _write_report(args) -> int:
 def _config(args) -> int:
     import yaml
 
-    from agentcredit.config_schema import to_dict
-    from agentcredit.train.config import config_to_dict, estimator_config, load_config
+    from agentcredit.config import config_to_dict, estimator_config, load_config, to_dict
 
     if args.show:
         model = [f"model.name={args.model}"] if args.model else []
@@ -573,8 +575,8 @@ def _config(args) -> int:
 
 def _key_lines() -> list[str]:
     """One line per config key, ``key  type  doc``, then each estimator's options."""
+    from agentcredit.config import TrainConfig
     from agentcredit.credit import estimator_names, get_estimator
-    from agentcredit.train.config import TrainConfig
 
     lines = _columns(_key_rows(TrainConfig, ""))
     for name in estimator_names():
@@ -589,7 +591,7 @@ def _key_rows(cls: type, prefix: str) -> list[tuple[str, str, str]]:
     members' keys after it (``credit.options.backbone.mode``)."""
     import dataclasses
 
-    from agentcredit.config_schema import leaf_keys, selectable
+    from agentcredit.config import leaf_keys, selectable
 
     attributes = _attribute_docs(cls)  # some configs document fields in their docstrings
     rows = []
@@ -639,7 +641,7 @@ def _type_name(hint) -> str:
     """A type hint in words: ``int``, ``bare|tagged``, ``section``, ``grpo|rloo|gigpo``."""
     import dataclasses
 
-    from agentcredit.config_schema import selectable
+    from agentcredit.config import selectable
 
     if dataclasses.is_dataclass(hint):
         return "section"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentcredit.train.config import load_config
+from agentcredit.config import load_config
 from bench_common import method_overrides
 
 

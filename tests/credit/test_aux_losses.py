@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from agentcredit.config import load_config
 from agentcredit.credit import self_distillation
 from agentcredit.credit.aux_losses import aux_loss_names, get_aux_loss, register_aux_loss
 from agentcredit.credit.self_distillation import opsd_loss, sdar_loss, skill_sd_loss
-from agentcredit.train.config import load_config
 
 STUDENT = torch.tensor([[-1.0, -2.0, -0.5]])
 TEACHER = torch.tensor([[-1.5, -1.0, -0.4]])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcredit.train.config import load_config
+from agentcredit.config import load_config
 from agentcredit.train.loop import train
 from agentcredit.train.saved_rollouts import saved_updates
 

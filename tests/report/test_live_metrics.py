@@ -11,9 +11,8 @@ import types
 
 import pytest
 
-from agentcredit.config_schema import ConfigError
+from agentcredit.config import ConfigError, RunConfig, load_config
 from agentcredit.jsonl_log import read_jsonl
-from agentcredit.train.config import RunConfig, load_config
 from agentcredit.train.live_metrics import LiveMetrics
 from agentcredit.train.loop import train
 

@@ -9,11 +9,10 @@ import json
 import pytest
 import torch
 
-from agentcredit.config_schema import ConfigError
+from agentcredit.config import ConfigError, load_config
 from agentcredit.credit import CreditBatch, CreditResult
 from agentcredit.jsonl_log import read_jsonl
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.config import load_config
 from agentcredit.train.loop import train
 from agentcredit.train.saved_rollouts import (
     TEXT_LIMIT,

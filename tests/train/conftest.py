@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agentcredit.train.tiny_model import TinyModelConfig, bootstrap_tiny_model
+from agentcredit.config import TinyModelConfig
+from agentcredit.train.tiny_model import bootstrap_tiny_model
 
 ALFWORLD_TEXTS = [
     (

@@ -17,7 +17,7 @@ package = types.ModuleType("tests")
 package.__path__ = [sys.argv[1]]
 sys.modules["tests"] = package
 from tests.conftest import FakeSuite
-from agentcredit.train.env_suites import register_env_suite
+from agentcredit.envs.suites import register_env_suite
 from agentcredit.cli import main
 register_env_suite("fake", FakeSuite)
 raise SystemExit(main(sys.argv[2:]))

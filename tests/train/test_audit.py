@@ -2,8 +2,8 @@
 
 import pytest
 
+from agentcredit.config import load_config
 from agentcredit.train.audit import SINGLE_COPY_NOTE, run_audit
-from agentcredit.train.config import load_config
 
 
 def test_webshop_audit_reconstructs_every_expert_and_random_rollout():

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from agentcredit.train.config import load_config
+from agentcredit.config import load_config
 from agentcredit.train.loop import train
 
 RUN = (

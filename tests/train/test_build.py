@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from agentcredit.config_schema import ConfigError
+from agentcredit.config import ConfigError, load_config
 from agentcredit.train.build import (
     check_device,
     collector_config,
@@ -19,7 +19,6 @@ from agentcredit.train.build import (
     rl_tasks,
     validation_tasks,
 )
-from agentcredit.train.config import load_config
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
@@ -92,15 +91,15 @@ def test_a_task_type_with_fewer_games_than_the_pool_size_brings_all_of_them(make
 
 def test_rl_draws_from_the_pool_and_the_pool_is_evaluated_after_the_held_out_splits(
         fake_suite, make_fake_task):
-    config = load_config(None, ["env.name=fake", "env.train_games_per_type=3",
+    config = load_config(None, ["env=fake", "env.train_games_per_type=3",
                                 "env.pool_games_per_type=1", "run.seed=5"])
-    suite = fake_suite(config.env)
+    suite = config.env.build_suite()
     pool = rl_tasks(config, suite.tasks("train"))
     assert [t.task_id for t in pool] == [t.task_id for t in draw_pool(suite.tasks("train"), 1, 5)]
     valid = validation_tasks(config, suite)
     assert list(valid) == ["valid_seen", "valid_unseen", "pool"] and valid["pool"] == pool
     assert episodes_per_split(config, valid) == {"valid_seen": 1, "valid_unseen": 1, "pool": 4}
-    no_pool = load_config(None, ["env.name=fake", "env.train_games_per_type=3",
+    no_pool = load_config(None, ["env=fake", "env.train_games_per_type=3",
                                  "env.pool_games_per_type=0"])
     assert rl_tasks(no_pool, suite.tasks("train")) == suite.tasks("train")
     assert list(validation_tasks(no_pool, suite)) == ["valid_seen", "valid_unseen"]

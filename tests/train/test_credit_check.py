@@ -67,7 +67,7 @@ def test_pairs_are_against_the_backbone_and_the_random_edges_control():
 
 
 def test_every_default_method_resolves_and_knows_its_backbone():
-    from agentcredit.train.config import load_config
+    from agentcredit.config import load_config
     from agentcredit.train.credit_check import DEFAULT_METHODS, backbone_of
 
     backbones = {m: backbone_of(load_config(None, method_settings(m))) for m in DEFAULT_METHODS}
@@ -92,7 +92,7 @@ def test_training_logs_the_credit_check_every_k_updates(tmp_path, tiny_fake_run)
 
 
 def test_a_credit_check_without_a_solver_is_refused_before_the_run(tmp_path, capsys):
-    assert main(["train", "env.name=searchqa", "run.credit_check_every=1",
+    assert main(["train", "env=searchqa", "run.credit_check_every=1",
                  f"run.output_dir={tmp_path}"]) == 2
     err = capsys.readouterr().err
     assert "run.credit_check_every = 1: environment 'searchqa' has no solver truth" in err

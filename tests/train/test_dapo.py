@@ -8,9 +8,9 @@ import itertools
 import pytest
 import torch
 
+from agentcredit.config import load_config
 from agentcredit.envs.base import Task
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.config import load_config
 from agentcredit.train.dapo import (
     collect_with_signal,
     overlong_penalty,

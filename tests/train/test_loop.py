@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from agentcredit.config import load_config
 from agentcredit.rollout.policy import PolicyDiverged
-from agentcredit.train.config import load_config
 from agentcredit.train.loop import train
 from agentcredit.train.run_dir import RunDirectory, RunDirectoryError
 

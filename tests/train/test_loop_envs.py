@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from agentcredit.train.config import load_config
+from agentcredit.config import load_config
 from agentcredit.train.loop import train
 
 TINY = (

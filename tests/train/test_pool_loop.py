@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from agentcredit.config import load_config
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.train.build import draw_pool
-from agentcredit.train.config import load_config
 from agentcredit.train.loop import train
 
 POOL_RUN = (

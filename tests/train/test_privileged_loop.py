@@ -17,10 +17,10 @@ import torch
 from safetensors.torch import load_file
 
 from agentcredit.cli import main
+from agentcredit.config import load_config
 from agentcredit.rollout.policy import HFPolicy
 from agentcredit.skills import SKILL_HEADER
 from agentcredit.train import credit_inputs, teacher, warm_start
-from agentcredit.train.config import load_config
 from agentcredit.train.loop import train
 from agentcredit.train.models import load_policy
 from agentcredit.train.probes import ACTION_WORDS

@@ -6,11 +6,11 @@ from __future__ import annotations
 from transformers.utils import logging as hf_logging
 
 from agentcredit import progress
+from agentcredit.config import load_config
 from agentcredit.envs.alfworld import generator
 from agentcredit.envs.alfworld.options import GeneratorConfig
 from agentcredit.envs.base import Task
 from agentcredit.progress import reporting
-from agentcredit.train.config import load_config
 from agentcredit.train.loop import train
 
 SHORT = ("run.updates=2", "run.eval_every=1", "run.checkpoint_every=2", "sft.epochs=2")

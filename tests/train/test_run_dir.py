@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
+from agentcredit.config import load_config
 from agentcredit.disk_full import DiskFullError
-from agentcredit.train.config import load_config
 from agentcredit.train.evaluate import locate_model
 from agentcredit.train.loop import train
 from agentcredit.train.models import load_policy

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from agentcredit.config import SFTConfig, TinyModelConfig
 from agentcredit.envs.base import Task
 from agentcredit.rollout.admissible import ActionTrie
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector, tensorize_steps
 from agentcredit.rollout.policy import Generation, HFPolicy
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
-from agentcredit.train.config import SFTConfig
 from agentcredit.train.evaluate import evaluate
 from agentcredit.train.models import load_policy
 from agentcredit.train.scoring import token_logprobs
@@ -23,7 +23,7 @@ from agentcredit.train.sft import (
     expert_demonstrations,
     run_sft,
 )
-from agentcredit.train.tiny_model import TinyModelConfig, bootstrap_tiny_model
+from agentcredit.train.tiny_model import bootstrap_tiny_model
 
 
 def _tasks(make_fake_task, split, n):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from agentcredit.config import TinyModelConfig
 from agentcredit.envs.base import Task
 from agentcredit.rollout.collector import tensorize_steps
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
@@ -22,7 +23,7 @@ from agentcredit.train.probes import (
 )
 from agentcredit.train.scoring import token_logprobs
 from agentcredit.train.teacher import privileged_logprobs
-from agentcredit.train.tiny_model import TinyModelConfig, bootstrap_tiny_model
+from agentcredit.train.tiny_model import bootstrap_tiny_model
 
 TASK_TYPES = ("pick_heat_then_place", "pick_and_place", "look_at_obj_in_light")
 ACTIONS = ["go to countertop 1", "take egg 1 from countertop 2", "heat egg 1 with microwave 1",

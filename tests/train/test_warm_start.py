@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentcredit.train.config import load_config
+from agentcredit.config import load_config
 from agentcredit.train.warm_start import demonstration_settings
 
 
@@ -21,7 +21,7 @@ def test_noisy_repeated_demonstrations_apply_where_the_demonstrator_labels():
 
 
 def test_other_environments_play_one_clean_demonstration_and_say_so():
-    config = load_config(None, ["env.name=webshop", "sft.demonstration_noise=0.3",
+    config = load_config(None, ["env=webshop", "sft.demonstration_noise=0.3",
                                 "sft.demonstrations_per_task=3"])
     copies, noise, note = demonstration_settings(config, _Plain())
     assert (copies, noise) == (1, 0.0)
@@ -29,6 +29,6 @@ def test_other_environments_play_one_clean_demonstration_and_say_so():
 
 
 def test_clean_single_demonstrations_need_no_note_anywhere():
-    config = load_config(None, ["env.name=webshop", "sft.demonstration_noise=0",
+    config = load_config(None, ["env=webshop", "sft.demonstration_noise=0",
                                 "sft.demonstrations_per_task=1"])
     assert demonstration_settings(config, _Plain()) == (1, 0.0, None)

@@ -55,7 +55,7 @@ from typing import ClassVar, Literal
 import torch
 from torch import Tensor
 
-from agentcredit.config_schema import validate
+from agentcredit.config.schema import validate
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.gigpo import (
     GiGPOConfig,

@@ -14,7 +14,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from agentcredit.config_schema import validate
+from agentcredit.config.schema import validate
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.registry import register_estimator
 from agentcredit.credit.result import CreditResult

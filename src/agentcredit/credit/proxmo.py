@@ -59,7 +59,7 @@ from typing import ClassVar, Literal
 import torch
 from torch import Tensor
 
-from agentcredit.config_schema import validate
+from agentcredit.config.schema import validate
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.gigpo import discounted_return_to_go
 from agentcredit.credit.grpo import episode_group_diagnostics, group_relative

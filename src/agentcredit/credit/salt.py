@@ -45,7 +45,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from agentcredit.config_schema import validate
+from agentcredit.config.schema import validate
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.grpo import GRPOConfig, episode_group_diagnostics
 from agentcredit.credit.registry import get_estimator, register_estimator

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache
 
-from agentcredit.config_schema import ConfigError
+from agentcredit.config.schema import ConfigError
 from agentcredit.rollout.admissible import ActionTrie, pack_sets, restrict_logits
 
 

@@ -16,7 +16,7 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentcredit.config_schema import ConfigError
+from agentcredit.config import ConfigError
 from agentcredit.progress import Progress
 
 #: what each column of the audit table means (``agentcredit audit --help`` and the output's
@@ -93,11 +93,10 @@ def policy_traces(config, checkpoint: Path, tasks: Sequence, copies: int) -> lis
     import torch
 
     from agentcredit.train.build import load_model, make_collector
-    from agentcredit.train.env_suites import build_env_suite
     from agentcredit.train.verifier_traces import VerifierTracer
 
     model, tokenizer = load_model(config, checkpoint)
-    suite = build_env_suite(config.env)
+    suite = config.env.build_suite()
     collector = make_collector(config, model, tokenizer, suite)
     generator = torch.Generator().manual_seed(config.run.seed)
     trajectories = collector.collect(tasks, copies, temperature=config.rollout.temperature,
@@ -111,8 +110,8 @@ def run_audit(config, split: str | None, copies: int, checkpoint: Path | None = 
     environment's first validation split); prints the table, the legend of its columns and,
     with ``copies`` = 1, why every group abstains. Returns the ``AuditRow`` of each source."""
     from agentcredit.credit.vict import format_audit_table, interface_audit
+    from agentcredit.envs.suites import suite_splits
     from agentcredit.train.build import check_device
-    from agentcredit.train.env_suites import build_env_suite, suite_splits
 
     known = suite_splits(config.env.name)
     if split is not None and split not in known:
@@ -120,7 +119,7 @@ def run_audit(config, split: str | None, copies: int, checkpoint: Path | None = 
                           f"{', '.join(known)}")
     if checkpoint is not None:  # the policy is audited last: refuse its device first
         check_device(config)
-    suite = build_env_suite(config.env)
+    suite = config.env.build_suite()
     split = split or suite.validation_splits[0]
     tasks = suite.tasks(split)
     env = suite.make_env()

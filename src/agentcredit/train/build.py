@@ -13,13 +13,12 @@ from pathlib import Path
 
 import torch
 
-from agentcredit.config_schema import ConfigError
+from agentcredit.config import ConfigError, TrainConfig
 from agentcredit.envs.base import Task
+from agentcredit.envs.suites import EnvSuite
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import HFPolicy
 from agentcredit.rollout.prompts import PromptConfig
-from agentcredit.train.config import TrainConfig
-from agentcredit.train.env_suites import EnvSuite
 from agentcredit.train.models import load_policy
 from agentcredit.train.outcomes import POOL
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agentcredit.config_schema import ConfigError
+from agentcredit.config import ConfigError, TrainConfig, estimator_config, load_config
 from agentcredit.credit import CreditResult, get_estimator
 from agentcredit.credit.accuracy import (
     METRICS,
@@ -37,7 +37,6 @@ from agentcredit.rollout.collector import tensorize_steps
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import load_model, make_collector
-from agentcredit.train.config import TrainConfig, estimator_config, load_config
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.credit_truths import (
     MonteCarloTruth,
@@ -45,7 +44,6 @@ from agentcredit.train.credit_truths import (
     TruthEstimate,
     solver_for,
 )
-from agentcredit.train.env_suites import build_env_suite
 from agentcredit.train.ppo import score_steps
 
 #: every estimator that runs on a collected batch: the backbones, VICT on each, VICT's six
@@ -216,7 +214,7 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     base = load_config(config_path, list(overrides))
     if base.run.threads:
         torch.set_num_threads(base.run.threads)
-    suite = build_env_suite(base.env)
+    suite = base.env.build_suite()
     tasks = suite.tasks(options.split)
     if not tasks:
         raise ValueError(f"environment {base.env.name!r} has no {options.split!r} tasks")

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
+from agentcredit.config import TrainConfig
 from agentcredit.credit import CreditBatch, TokenScores
 from agentcredit.credit.hindsight import HindsightScores
+from agentcredit.envs.suites import EnvSuite
 from agentcredit.rollout.collector import StepTensors, credit_batch
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
-from agentcredit.train.config import TrainConfig
 from agentcredit.train.dapo import overlong_penalty, response_lengths
-from agentcredit.train.env_suites import EnvSuite
 from agentcredit.train.hindsight import HindsightSplicer, hindsight_logprobs
 from agentcredit.train.privileged import teacher_logprobs
 from agentcredit.train.verifier_traces import VerifierTracer

@@ -32,14 +32,12 @@ from typing import ClassVar, Literal
 
 import torch
 
-from agentcredit.config_schema import ConfigError, validate
+from agentcredit.config import ConfigError, TrainConfig, validate
 from agentcredit.envs.base import Task
 from agentcredit.progress import reporting
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.build import load_model, make_collector, validation_tasks
-from agentcredit.train.config import TrainConfig
-from agentcredit.train.env_suites import build_env_suite
 from agentcredit.train.evaluate import evaluation_generator, outcome_metrics
 
 EvalMode = Literal["standard", "react", "reflexion"]
@@ -214,7 +212,7 @@ def evaluate_model_mode(config: TrainConfig, model_dir: Path, update: int, mode:
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
     model, tokenizer = load_model(config, model_dir)
-    suite = build_env_suite(config.env)
+    suite = config.env.build_suite()
     collector = make_collector(config, model, tokenizer, suite)
     generator = evaluation_generator(config.run.seed, update)
     with reporting(config.run.progress):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from agentcredit.config import TrainConfig
 from agentcredit.disk_full import writing
 from agentcredit.envs.base import Task
 from agentcredit.jsonl_log import finite_or_null
@@ -38,7 +39,6 @@ from agentcredit.train.build import (
     make_collector,
     validation_tasks,
 )
-from agentcredit.train.config import TrainConfig
 from agentcredit.train.run_dir import (
     CHECKPOINT_STATE,
     RunDirectory,
@@ -188,13 +188,12 @@ def evaluate_model(config: TrainConfig, model_dir: Path, update: int = 0
     evaluation after ``update`` updates. Shows progress bars (game generation, ``eval``)
     on stderr unless ``run.progress`` is false.
     """
-    from agentcredit.train.env_suites import build_env_suite
     from agentcredit.train.privileged import check_skill_texts
 
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
     model, tokenizer = load_model(config, model_dir)
-    suite = build_env_suite(config.env)
+    suite = config.env.build_suite()
     collector = make_collector(config, model, tokenizer, suite)
     with reporting(config.run.progress):
         tasks = validation_tasks(config, suite)

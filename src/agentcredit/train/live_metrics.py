@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentcredit.config_schema import ConfigError
+from agentcredit.config import ConfigError
 
 Sink = Callable[[dict[str, float], int], None]
 #: the run directory's folder of TensorBoard event files

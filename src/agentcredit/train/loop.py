@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from agentcredit.config import TrainConfig, config_to_dict, estimator_config, save_config
 from agentcredit.credit import get_estimator
 from agentcredit.credit.tokens import to_step_rows
 from agentcredit.disk_full import writing
@@ -44,11 +45,9 @@ from agentcredit.train.build import (
     rl_tasks,
     validation_tasks,
 )
-from agentcredit.train.config import TrainConfig, config_to_dict, estimator_config, save_config
 from agentcredit.train.credit_check import require_solver, step_credit, update_credit_check
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.dapo import collect_with_signal, round_first_group_id, shaped_return
-from agentcredit.train.env_suites import build_env_suite
 from agentcredit.train.evaluate import evaluate, evaluation_generator, rollout_metrics
 from agentcredit.train.live_metrics import LiveMetrics
 from agentcredit.train.ppo import ppo_update, score_steps
@@ -160,7 +159,7 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         live.log(record)
 
     # TASKS
-    suite = build_env_suite(config.env)
+    suite = config.env.build_suite()
     began = time.perf_counter()
     train_tasks = suite.tasks("train")
     pool = rl_tasks(config, train_tasks)  # what RL draws from: the RL pool, else every train task

@@ -16,7 +16,7 @@ from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
-from agentcredit.config_schema import ConfigError
+from agentcredit.config import ConfigError
 
 # A hub repo id is `name` or `owner/name` of letters, digits, `-`, `_`, `.`.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")

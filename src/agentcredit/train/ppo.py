@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
+from agentcredit.config import OptimConfig
 from agentcredit.credit.aux_losses import get_aux_loss
 from agentcredit.rollout.collector import StepTensors, by_length, trim_padding
-from agentcredit.train.config import OptimConfig
 from agentcredit.train.loss import ppo_loss
 from agentcredit.train.scoring import token_logprobs, token_logprobs_and_entropy
 

@@ -1,7 +1,7 @@
 """The privileged-skill stages of a training run: ADRS and its baselines (docs/adrs.md §5).
 
 Who reads the skill text ``ρ(x)`` (``skills.SkillProvider``), per method name
-(``train.config.METHODS``)::
+(``config.METHODS``)::
 
     method            rollout prompts  eval prompts  teacher pass ℓ^T   trained on
     adrs              -                -             yes                ADRS token advantages
@@ -33,16 +33,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from torch import Tensor, nn
 
+from agentcredit.config import TrainConfig
 from agentcredit.credit.adrs import TOKEN_CLASSES
 from agentcredit.envs.base import Environment, Task
+from agentcredit.envs.suites import EnvSuite
 from agentcredit.rollout.admissible import Decoding
 from agentcredit.rollout.collector import StepTensors
 from agentcredit.rollout.prompts import PromptConfig
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
 from agentcredit.train.build import collector_config
-from agentcredit.train.config import TrainConfig
-from agentcredit.train.env_suites import EnvSuite
 from agentcredit.train.probes import ACTION_WORDS, probe_token_gap
 from agentcredit.train.sft import demonstration_steps, expert_demonstrations
 from agentcredit.train.teacher import privileged_logprobs

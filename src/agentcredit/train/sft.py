@@ -194,7 +194,7 @@ def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
         model: the policy, trained in place.
         trajectories: from ``demonstration_steps``.
         pad_id: the tokenizer's pad id.
-        config: ``train.config.SFTConfig`` (epochs, lr, batch sizes, clip).
+        config: ``config.SFTConfig`` (epochs, lr, batch sizes, clip).
         generator: CPU generator for the sample order.
         progress: optional callable ``(step, num_steps, loss)`` after each optimiser step.
 

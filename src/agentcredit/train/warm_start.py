@@ -12,12 +12,12 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from agentcredit.config import TrainConfig
 from agentcredit.envs.base import Task
+from agentcredit.envs.suites import EnvSuite
 from agentcredit.progress import Progress, track
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train.build import collector_config, load_model
-from agentcredit.train.config import TrainConfig
-from agentcredit.train.env_suites import EnvSuite
 from agentcredit.train.privileged import skill_tokenizer_corpus, with_skill_demonstrations
 from agentcredit.train.run_dir import RunDirectory
 from agentcredit.train.sft import (

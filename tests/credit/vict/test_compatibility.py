@@ -54,7 +54,7 @@ def test_vict_corrects_the_step_level_backbones_own_advantage(batch, backbone):
 
 
 def test_vict_on_hcapo_asks_the_trainer_for_the_hindsight_pass():
-    from agentcredit.train.config import load_config
+    from agentcredit.config import load_config
 
     assert VICTConfig(backbone="hcapo").extra_inputs == {"hindsight"}
     assert get_estimator("vict").inputs(VICTConfig(backbone="salt")) == {"traces"}

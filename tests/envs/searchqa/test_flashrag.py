@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from agentcredit.config_schema import ConfigError
+from agentcredit.config import ConfigError
 from agentcredit.envs.searchqa import SearchQAConfig, SearchQAEnv, build_tasks
 from agentcredit.envs.searchqa.engine import TEMPLATES
 from agentcredit.envs.searchqa.flashrag import FlashRAGFormatError, load_corpus, load_qa

@@ -4,9 +4,7 @@ import re
 
 import pytest
 
-from agentcredit.config_schema import ConfigError
-from agentcredit.train.config import load_config
-from agentcredit.train.env_suites import build_env_suite
+from agentcredit.config import ConfigError, load_config
 
 SMALL = ["env=searchqa", "env.searchqa.num_passages=500", "env.searchqa.train_questions=10",
          "env.searchqa.valid_questions=5", "env.searchqa.test_questions=5"]
@@ -14,7 +12,7 @@ SMALL = ["env=searchqa", "env.searchqa.num_passages=500", "env.searchqa.train_qu
 
 def test_env_searchqa_builds_its_suite_with_the_configured_environment():
     config = load_config(None, [*SMALL, "env.searchqa.max_turns=2", "env.searchqa.topk=1"])
-    suite = build_env_suite(config.env)
+    suite = config.env.build_suite()
     assert suite.splits == ("train", "valid", "test") and suite.validation_splits == ("valid",)
     tasks = suite.tasks("valid")
     assert len(tasks) == 5 and all(t.env == "searchqa" for t in tasks)

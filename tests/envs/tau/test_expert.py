@@ -3,10 +3,9 @@ suites serve tau2's splits."""
 
 from __future__ import annotations
 
+from agentcredit.config import load_config
 from agentcredit.envs.tau.engine import TauEnv
 from agentcredit.envs.tau.tasks import build_tasks
-from agentcredit.train.config import load_config
-from agentcredit.train.env_suites import build_env_suite
 
 SIZES = {"retail": (114, 74, 40), "airline": (50, 30, 20)}
 
@@ -27,7 +26,7 @@ def test_the_expert_wins_every_task_of_the_domain(domain):
 
 def test_the_suites_serve_tau2s_train_and_test_splits(domain):
     config = load_config(None, [f"env=tau-{domain.name}", "env.tau.max_tasks=0"])
-    suite = build_env_suite(config.env)
+    suite = config.env.build_suite()
     _, train, test = SIZES[domain.name]
     assert (len(suite.tasks("train")), len(suite.tasks("test"))) == (train, test)
     assert suite.validation_splits == ("test",)

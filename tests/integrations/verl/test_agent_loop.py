@@ -17,12 +17,12 @@ import torch
 pytest.importorskip("verl.experimental.agent_loop.agent_loop",
                     reason="verl 0.9 is not importable: pip install agentcredit[verl]")
 
+from agentcredit.config import TinyModelConfig, load_config
 from agentcredit.integrations.verl import agent_loop, rows
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.policy import HFPolicy
-from agentcredit.train.config import load_config
 from agentcredit.train.models import load_policy
-from agentcredit.train.tiny_model import TinyModelConfig, bootstrap_tiny_model
+from agentcredit.train.tiny_model import bootstrap_tiny_model
 
 SETTINGS = ("rollout.decoding=free", "rollout.history_window=1", "rollout.max_steps=3",
             "rollout.max_new_tokens=8", "rollout.max_prompt_tokens=900",

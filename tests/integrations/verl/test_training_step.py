@@ -50,13 +50,13 @@ from verl.utils.dataset.rl_dataset import collate_fn
 from verl.workers.rollout.llm_server import LLMServerClient
 from verl.workers.rollout.replica import TokenOutput
 
+from agentcredit.config import estimator_config
 from agentcredit.credit import get_estimator
 from agentcredit.credit.tokens import to_step_rows
 from agentcredit.integrations.verl import agent_loop, launch
 from agentcredit.integrations.verl.trainer import AgentCreditTrainer
 from agentcredit.rollout.collector import broadcast_to_tokens, tensorize_steps
 from agentcredit.skills import SkillProvider
-from agentcredit.train.config import estimator_config
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.models import load_policy
 from agentcredit.train.ppo import ppo_update, score_steps

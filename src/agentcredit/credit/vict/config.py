@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from agentcredit.config_schema import validate
+from agentcredit.config.schema import validate
 from agentcredit.credit.gigpo import GiGPOConfig
 from agentcredit.credit.grpo import GRPOConfig
 from agentcredit.credit.hcapo import HCAPOConfig

@@ -1,11 +1,12 @@
-"""The ALFWorld environment's options (``env.generator``); importing this loads no engine."""
+"""The ALFWorld environment's options (``env.alfworld`` in a run config); importing this loads
+no engine."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
-from agentcredit.config_schema import validate
+from agentcredit.config.schema import validate
 
 
 @dataclass(frozen=True)
@@ -33,3 +34,13 @@ class GeneratorConfig:
 
     def __post_init__(self) -> None:
         validate(self)
+
+
+@dataclass(frozen=True)
+class AlfWorldConfig:
+    """ALFWorld's options: how games are generated and where they are cached."""
+
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    """How games are sampled (room size, distractors, plan length)."""
+    cache_dir: str = ".cache/agentcredit/alfworld"
+    """Where generated games are cached (shared between runs)."""

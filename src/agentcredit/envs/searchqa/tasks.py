@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentcredit.config_schema import ConfigError, validate
+from agentcredit.config.schema import ConfigError, validate
 from agentcredit.envs.base import Task
 from agentcredit.envs.searchqa.flashrag import SPLIT_FILES, load_qa
 from agentcredit.envs.searchqa.questions import Question, generate_questions

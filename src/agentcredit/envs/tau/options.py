@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from agentcredit.config_schema import validate
+from agentcredit.config.schema import validate
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class EndpointConfig:
 
 @dataclass(frozen=True)
 class TauConfig:
-    """tau2-bench retail and airline (``env.name=tau-retail`` or ``tau-airline``)."""
+    """tau2-bench retail and airline (``env=tau-retail`` or ``env=tau-airline``)."""
 
     instruction: Literal["policy", "brief"] = "policy"
     """What the agent is told each step: ``policy`` = the action format and the domain policy

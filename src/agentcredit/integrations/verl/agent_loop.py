@@ -40,14 +40,13 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
+from agentcredit.config import TrainConfig, estimator_config, load_config
 from agentcredit.credit import get_estimator
 from agentcredit.envs.base import Task
 from agentcredit.integrations.verl import PLUGIN_NAME, rows
 from agentcredit.integrations.verl.episode import EnvPool, play_rollout
 from agentcredit.rollout.collector import CollectorConfig
 from agentcredit.train.build import collector_config
-from agentcredit.train.config import TrainConfig, estimator_config, load_config
-from agentcredit.train.env_suites import build_env_suite
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +80,7 @@ class RunSetup:
 
     def __init__(self, config: TrainConfig):
         self.config = config
-        suite = build_env_suite(config.env)
+        suite = config.env.build_suite()
         self.pool = EnvPool(suite.make_env)
         self._suite = suite
         self._tasks: dict[str, dict[str, Task]] = {}

@@ -29,9 +29,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentcredit.config import ConfigError, TrainConfig, load_config
 from agentcredit.integrations.verl import ESTIMATOR_PREFIX, PLUGIN_NAME
-from agentcredit.train.config import ConfigError, TrainConfig, load_config
-from agentcredit.train.env_suites import build_env_suite
 
 #: step limit per episode (docs/settings.md §6).
 MAX_STEPS = {"alfworld": 50, "webshop": 15}
@@ -225,7 +224,7 @@ def write_task_files(config: TrainConfig, out: Path) -> None:
     agentcredit agent loop; the prompt is a placeholder, the loop builds every step's prompt."""
     import pandas as pd  # verl's dependency, as is the parquet engine
 
-    suite = build_env_suite(config.env)
+    suite = config.env.build_suite()
     out.mkdir(parents=True, exist_ok=True)
     for split, name in (("train", "train"), (suite.validation_splits[0], "val")):
         rows = [{"data_source": f"agentcredit/{config.env.name}", "agent_name": PLUGIN_NAME,

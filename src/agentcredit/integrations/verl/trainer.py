@@ -54,12 +54,12 @@ from verl.utils.seqlen_balancing import (
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 from verl.workers.utils.padding import response_from_nested, response_to_nested
 
+from agentcredit.config import TrainConfig, estimator_config, load_config
 from agentcredit.credit import get_estimator
 from agentcredit.integrations.verl import ESTIMATOR_PREFIX, PLUGIN_NAME, rows
 from agentcredit.integrations.verl.agent_loop import agentcredit_settings, run_setup
 from agentcredit.jsonl_log import JsonlLog
 from agentcredit.skills import SkillProvider, SkillSplicer
-from agentcredit.train.config import TrainConfig, estimator_config, load_config
 
 #: the name this trainer is registered under (``trainer.v1.trainer_mode``).
 TRAINER_NAME = PLUGIN_NAME

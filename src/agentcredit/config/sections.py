@@ -1,39 +1,24 @@
-"""The run configuration: dataclasses with a one-line doc per field, loaded from YAML + overrides.
+"""The run's config sections: one dataclass per section, a one-line doc per field.
 
-A run is one ``TrainConfig``. ``load_config(path, overrides)`` reads a YAML
-file (the packaged embedded default when ``path`` is None), applies
-``key=value`` overrides with dotted keys (``rollout.group_size=4``,
-``credit.estimator=gigpo``; ``model=DIR`` is short for ``model.name=DIR``;
-``method=NAME`` is short for a method's settings, see ``METHODS``), and
-validates everything once. Every problem raises ``ConfigError`` whose
-message is one line naming the key, the bad value and what is allowed (an
-unknown key suggests the closest known one).
+A run is one ``TrainConfig`` with the sections ``run``, ``model``, ``sft``, ``rollout``,
+``optim``, ``credit``, ``eval``, ``skills`` and ``env`` (``config.environment``). Every
+section validates itself at construction (``schema.validate``), so a config built in Python is
+checked like one loaded from YAML; what crosses sections is checked by ``config.checks``.
 
 Dataclass defaults are the papers' (docs/backbones.md §1, docs/settings.md §6) where they exist;
-``configs/embedded.yaml`` shrinks them for the laptop run.
+the preset ``config/presets/embedded.yaml`` shrinks them for the laptop run.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import yaml
-
-from agentcredit.config_schema import ConfigError, build, did_you_mean, leaf_keys, to_dict, validate
-from agentcredit.envs.alfworld.options import GeneratorConfig
-from agentcredit.envs.searchqa.tasks import SearchQAConfig
-from agentcredit.envs.tau.options import TauConfig
-from agentcredit.envs.webshop.tasks import WebShopConfig
+from agentcredit.config.environment import EnvConfig
+from agentcredit.config.schema import ConfigError, build, validate
+from agentcredit.config.tiny_model import TinyModelConfig
 from agentcredit.rollout.actions import ActionFormat
-from agentcredit.train.tiny_model import TinyModelConfig
-
-EMBEDDED_CONFIG = "embedded.yaml"
-__all__ = ["ConfigError", "TrainConfig", "load_config"]
 
 
 @dataclass
@@ -386,42 +371,6 @@ class SkillsConfig:
     cache (``train/teacher.py``); needs full attention in every layer."""
 
 
-@dataclass
-class EnvConfig:
-    """The environment and its task sets."""
-
-    name: str = "alfworld"
-    """Environment suite: ``alfworld``, ``webshop``, ``searchqa``, ``tau-retail`` or
-    ``tau-airline`` (``train.env_suites``)."""
-    train_games_per_type: int = 20
-    """Generated train games per task type (6 types)."""
-    valid_games_per_type: int = 4
-    """Generated games per task type in each validation split."""
-    pool_games_per_type: int = 0
-    """The RL pool: RL draws its tasks only from this many train games per task type (all of a
-    type's games when it has fewer), drawn from the train games with ``run.seed``
-    (``train.build.draw_pool``) and evaluated as the
-    split ``pool``; SFT still clones every train game. 0 = no pool, RL draws from every train
-    game."""
-    cache_dir: str = ".cache/agentcredit/alfworld"
-    """Where generated games are cached (shared between runs)."""
-    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
-    """ALFWorld: how games are sampled (room size, distractors, plan length)."""
-    webshop: WebShopConfig = field(default_factory=WebShopConfig)
-    """WebShop: the generated catalog and goals (``train``/``valid``/``test`` goals)."""
-    searchqa: SearchQAConfig = field(default_factory=SearchQAConfig)
-    """Search QA: the generated world and questions or FlashRAG data, retrieval, turn limit."""
-    tau: TauConfig = field(default_factory=TauConfig)
-    """tau2-bench (``tau-retail``, ``tau-airline``): the agent's instruction, the user, the
-    judge."""
-
-    _limits: ClassVar[dict[str, tuple]] = {"train_games_per_type": (1, None),
-                                           "valid_games_per_type": (1, None),
-                                           "pool_games_per_type": (0, None)}
-
-    def __post_init__(self) -> None:
-        validate(self)
-
 
 @dataclass
 class TrainConfig:
@@ -475,259 +424,6 @@ class TrainConfig:
                 or self.sft.skill_share > 0)
 
 
-# METHOD NAMES
-
-_NO_SKILLS = {"rollout.skills": False, "eval.skills": False, "optim.aux_loss": "none"}
-#: ``method=NAME`` is short for these settings (docs/adrs.md §5.6). Overrides apply in
-#: order, so a method replaces the config file's settings and the overrides before it, and the
-#: overrides after it replace its own (``method=adrs credit.options.backbone=gigpo
-#: credit.options.gate=L3``); a ``method:`` key in a YAML file applies over that file. Every
-#: registered estimator name is a method too: ``{"credit.estimator": NAME}`` plus the
-#: skill-free settings.
-METHODS: dict[str, dict[str, Any]] = {
-    # the untrained (SFT) policy with skills in its evaluation prompts: nothing to train
-    "skill_prompt": {"credit.estimator": "grpo", **_NO_SKILLS, "eval.skills": True,
-                     "run.updates": 0},
-    # GRPO with skills in the rollout prompts; evaluated without (`*`: with) them
-    "skill_grpo": {"credit.estimator": "grpo", **_NO_SKILLS, "rollout.skills": True},
-    "skill_grpo_star": {"credit.estimator": "grpo", **_NO_SKILLS, "rollout.skills": True,
-                        "eval.skills": True},
-    # the untrained (SFT) policy evaluated without skills: the paper's Vanilla row
-    "vanilla": {"credit.estimator": "grpo", **_NO_SKILLS, "run.updates": 0},
-    # GRPO plus an auxiliary self-distillation loss toward the privileged teacher (docs/adrs.md
-    # §5.6); the weights are the ADRS authors' (OPSD and SDAR 0.01, Skill-SD 0.1)
-    "opsd": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "opsd",
-             "optim.aux_coef": 0.01},
-    "sdar": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "sdar",
-             "optim.aux_coef": 0.01},
-    "skill_sd": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "skill_sd",
-                 "optim.aux_coef": 0.1},
-    # OPSD alone: the distillation loss with the policy-gradient term off
-    "opsd_only": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.aux_loss": "opsd",
-                  "optim.aux_coef": 0.01, "optim.pg_coef": 0.0},
-    # RLSD: GRPO's advantage reweighted per token by the teacher (λ 0.5, ε_w 0.2)
-    "rlsd": {"credit.estimator": "rlsd", **_NO_SKILLS},
-    # ADRS with the ADRS paper's primary settings (docs/adrs.md §5.4, docs/settings.md §6); the
-    # shared ones (group size 8, γ 0.95, KL 0.01, lr 1e-6) are the dataclass defaults.
-    # ALFWorld: GRPO backbone, L2 gate with GateNorm, global scope, η 0.1, ε_hi 0.28
-    "adrs": {"credit.estimator": "adrs", **_NO_SKILLS, "optim.clip_high": 0.28,
-             "credit.options.eta": 0.1, "credit.options.scope": "global",
-             "credit.options.gate": "L2", "credit.options.gate_norm": True},
-    # WebShop: GRPO backbone, L2 gate, per-step scope (the authors' per_seq), η 0.02, ε_hi 0.28
-    "adrs_webshop": {"credit.estimator": "adrs", **_NO_SKILLS, "optim.clip_high": 0.28,
-                     "credit.options.eta": 0.02, "credit.options.scope": "per_step",
-                     "credit.options.gate": "L2", "credit.options.gate_norm": False},
-    # DAPO (train/dapo.py): GRPO with clip-higher (0.2 / 0.28), the token-level loss every
-    # method uses, the soft overlong penalty (buffer 20% of max_new_tokens) and dynamic sampling
-    "dapo": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.clip_low": 0.2,
-             "optim.clip_high": 0.28, "rollout.overlong_buffer": 0.2,
-             "rollout.overlong_penalty": 0.1, "rollout.dynamic_sampling_rounds": 3},
-}
-#: Spellings from the papers that are awkward on a command line.
-METHOD_ALIASES = {"skill_grpo*": "skill_grpo_star"}
-
-
-def method_settings(method: str) -> dict[str, Any]:
-    """The dotted settings ``method=NAME`` stands for (``METHODS`` or a registered estimator)."""
-    from agentcredit.credit import estimator_names
-
-    if not isinstance(method, str):
-        raise ConfigError(f"method = {method!r} must be a method name such as adrs or skill_grpo")
-    name = METHOD_ALIASES.get(method, method)
-    if name in METHODS:
-        return dict(METHODS[name])
-    if name in estimator_names():
-        return {"credit.estimator": name, **_NO_SKILLS}
-    known = list(dict.fromkeys([*METHODS, *METHOD_ALIASES, *estimator_names()]))
-    raise ConfigError(f"method = {method!r} is not a method name{did_you_mean(method, known)} "
-                      f"(known: {', '.join(known)})")
-
-
-# LOADING
-
-
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
-                ) -> TrainConfig:
-    """Read ``path`` (the packaged embedded default when None), apply overrides, validate.
-
-    Raises:
-        ConfigError: one line naming the bad key or value and what is allowed.
-    """
-    text, source = _config_text(path)
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as err:
-        first = str(err).splitlines()[0] if str(err) else "parse error"
-        raise ConfigError(f"{source} is not valid YAML ({first})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source} must hold a mapping of sections, got {type(data).__name__}")
-    if "method" in data:  # the file's own method replaces the file's settings
-        _apply_method(data, data.pop("method"))
-    for override in overrides:
-        key, sep, raw = override.partition("=")
-        if sep and key.strip() == "method":
-            _apply_method(data, raw.strip())
-        else:
-            apply_override(data, override)
-    return config_from_dict(data)
-
-
-def _config_text(path: str | Path | None) -> tuple[str, str]:
-    """The YAML text of ``path`` and how to name it: a file, or a packaged preset by name
-    (``hf``, ``embedded.yaml``) when no such file exists; ``None`` is the embedded default."""
-    packaged = resources.files("agentcredit") / "configs"
-    name = EMBEDDED_CONFIG if path is None else str(path)
-    preset = name if name.endswith(".yaml") else f"{name}.yaml"
-    if path is None or (not Path(name).exists() and "/" not in name
-                        and (packaged / preset).is_file()):
-        return (packaged / preset).read_text(), f"the packaged {preset}"
-    try:
-        return Path(name).read_text(), name
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"config file {name!r} is not UTF-8 text (byte {err.start}); pass a "
-                          "YAML run config") from None
-    except OSError as err:
-        presets = sorted(p.name for p in packaged.iterdir() if p.name.endswith(".yaml"))
-        raise ConfigError(f"cannot read config file {name!r}: {err.strerror} (packaged "
-                          f"presets: {', '.join(presets)})") from None
-
-
-def _apply_method(data: dict, method: Any) -> None:
-    for key, value in method_settings(method).items():
-        _set_key(data, key, value)
-
-
-def apply_override(data: dict, override: str) -> None:
-    """Set ``a.b.c=value`` in the nested dict ``data``; the value is parsed as YAML."""
-    key, sep, raw = override.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ConfigError(f"override {override!r} is not key=value (for example "
-                          "rollout.group_size=4)")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    if "." not in key and _is_section(key) and not isinstance(value, dict):
-        key = f"{key}.name"  # `model=DIR` is short for `model.name=DIR`
-    _set_key(data, key, value)
-
-
-def _set_key(data: dict, key: str, value: Any) -> None:
-    """Set the dotted ``key`` in the nested dict ``data``, creating sections on the way."""
-    parts = key.split(".")
-    node = data
-    for depth, part in enumerate(parts[:-1]):
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        elif isinstance(child, str):  # `backbone=gigpo` then `backbone.mode=...`
-            child = node[part] = {"name": child}
-        if not isinstance(child, dict):
-            raise ConfigError(f"cannot set {key}: {'.'.join(parts[:depth + 1])} is a value, "
-                              "not a section")
-        node = child
-    node[parts[-1]] = value
-
-
-def _is_section(name: str) -> bool:
-    hints = typing.get_type_hints(TrainConfig)
-    return name in hints and dataclasses.is_dataclass(hints[name]) and \
-        "name" in {f.name for f in dataclasses.fields(hints[name])}
-
-
-def config_from_dict(data: dict) -> TrainConfig:
-    """Build and validate a ``TrainConfig`` from nested plain data."""
-    config = build(TrainConfig, data)
-    _check_credit(config)
-    _check_env(config)
-    _check_inputs(config)
-    _check_skill_settings(config)
-    return config
-
-
-def config_to_dict(config: TrainConfig) -> dict:
-    """Plain nested data (the content of a run's ``config.yaml``)."""
-    return to_dict(config)
-
-
-def save_config(config: TrainConfig, path: Path) -> None:
-    """Write ``config`` as YAML."""
-    path.write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
-
-
-def all_keys() -> list[str]:
-    """Every dotted key of ``TrainConfig`` (sections and leaves)."""
-    return [key for key, _, _ in leaf_keys(TrainConfig)]
-
-
-def _check_credit(config: TrainConfig) -> None:
-    """The estimator and the auxiliary loss exist, and the options build the estimator's config."""
-    from agentcredit.credit import estimator_names
-    from agentcredit.credit.aux_losses import aux_loss_names
-
-    credit = config.credit
-    if credit.estimator not in estimator_names():
-        raise ConfigError(f"credit.estimator = {credit.estimator!r} is not registered"
-                          f"{did_you_mean(credit.estimator, estimator_names())} "
-                          f"(known: {', '.join(estimator_names())})")
-    built = estimator_config(credit)
-    # the options as built: YAML's `off` (read as false) is the word again, a name its config
-    credit.options = {key: to_dict(getattr(built, key)) for key in credit.options}
-    losses = ["none", *aux_loss_names()]
-    if config.optim.aux_loss not in losses:
-        raise ConfigError(f"optim.aux_loss = {config.optim.aux_loss!r} is not allowed; choose "
-                          f"one of {', '.join(losses)}"
-                          f"{did_you_mean(config.optim.aux_loss, losses)}")
-
-
-def _check_env(config: TrainConfig) -> None:
-    """``env.name`` is a registered environment and ``eval.splits`` are its splits."""
-    from agentcredit.train.env_suites import env_suite_names, suite_splits
-
-    names = env_suite_names()
-    if config.env.name not in names:
-        raise ConfigError(f"env.name = {config.env.name!r} is not a registered environment"
-                          f"{did_you_mean(config.env.name, names)} (known: {', '.join(names)})")
-    splits = suite_splits(config.env.name)
-    for split in config.eval.splits:
-        if split == "pool" and not config.env.pool_games_per_type:
-            raise ConfigError("eval.splits: 'pool' is the RL pool's games, but there is no pool; "
-                              "set env.pool_games_per_type (for example 4)")
-        if split not in (*splits, "pool"):
-            raise ConfigError(f"eval.splits: {split!r} is not a split of {config.env.name} "
-                              f"(choose from {', '.join(splits)}, pool)"
-                              f"{did_you_mean(split, splits)}")
-
-
-def _check_inputs(config: TrainConfig) -> None:
-    """The rollouts record what the declared inputs are built from."""
-    if "traces" in config.inputs and not config.rollout.record_snapshots:
-        raise ConfigError(f"credit.estimator = {config.credit.estimator!r} traces rollouts "
-                          "through their verifiers, which needs the state snapshots; set "
-                          "rollout.record_snapshots=true")
-
-
-def _check_skill_settings(config: TrainConfig) -> None:
-    """The skill and teacher settings fit together (docs/adrs.md §5.1, 5.6).
-
-    Evaluation skills belong to the skill-prompt baselines (``skill_prompt``,
-    ``skill_grpo*``); a run with the privileged teacher (ADRS, OPSD, SDAR) learns from the
-    skill so that inference never needs it, and is evaluated without it.
-    """
-    if config.eval.skills and config.uses_teacher:
-        raise ConfigError("eval.skills = true shows the skill at evaluation, but "
-                          f"credit.estimator = {config.credit.estimator!r} with optim.aux_loss = "
-                          f"{config.optim.aux_loss!r} trains with a privileged teacher and is "
-                          "evaluated without skills: set eval.skills=false (skills at evaluation "
-                          "are the skill_prompt and skill_grpo* baselines)")
-    if config.uses_teacher and config.rollout.skills:
-        raise ConfigError("rollout.skills = true shows the skill to the acting policy, but "
-                          f"credit.estimator = {config.credit.estimator!r} with optim.aux_loss = "
-                          f"{config.optim.aux_loss!r} runs a privileged teacher that needs "
-                          "skill-free rollouts; set rollout.skills=false (or use "
-                          "method=skill_grpo without a teacher)")
-
 
 def estimator_config(credit: CreditConfig) -> Any:
     """The estimator's config dataclass built from ``credit.options``."""
@@ -735,20 +431,3 @@ def estimator_config(credit: CreditConfig) -> Any:
 
     return build(get_estimator(credit.estimator).config_cls, credit.options, "credit.options.")
 
-
-def changed_keys(old: TrainConfig, new: TrainConfig) -> dict[str, tuple[Any, Any]]:
-    """Every dotted leaf key whose value differs between two configs, as ``key → (old, new)``.
-
-    Compares the plain data (``config_to_dict``), so method shorthands and an estimator's
-    options are compared as the settings they stand for; a key present on one side only (an
-    option of one estimator) has ``None`` on the other.
-    """
-    def flat(data: Any, prefix: str = "") -> dict[str, Any]:
-        if not isinstance(data, dict):
-            return {prefix.rstrip("."): data}
-        return {k: v for key, value in data.items() for k, v in flat(value, f"{prefix}{key}.")
-                .items()}
-
-    before, after = flat(config_to_dict(old)), flat(config_to_dict(new))
-    return {key: (before.get(key), after.get(key)) for key in [*before, *after]
-            if before.get(key) != after.get(key)}

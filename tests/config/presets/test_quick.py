@@ -1,4 +1,4 @@
-"""The quick start (``configs/quick.yaml``): ``agentcredit train --config quick`` then
+"""The quick start (``config/presets/quick.yaml``): ``agentcredit train --config quick`` then
 ``agentcredit report`` on its run, in a fresh run directory, give a report whose rollout viewer
 holds the run's saved updates. Tiny settings here; the preset's own timing is in the README."""
 
@@ -10,18 +10,19 @@ from pathlib import Path
 import pytest
 
 from agentcredit.cli import main
-from agentcredit.train.config import load_config
+from agentcredit.config import load_config
 
 pytest.importorskip("alfworld")
 
-#: the games every run of this checkout shares (the preset's ``env.cache_dir``, from the root)
-GAMES = Path(__file__).parents[2] / ".cache" / "agentcredit" / "alfworld"
+#: the games every run of this checkout shares (the preset's ``env.alfworld.cache_dir``, from
+#: the root)
+GAMES = Path(__file__).parents[3] / ".cache" / "agentcredit" / "alfworld"
 TINY = ("run.progress=false", "run.threads=1", "run.updates=2", "env.train_games_per_type=1",
         "eval.splits=[valid_seen]", "sft.epochs=1", "rollout.tasks_per_update=2",
         "rollout.group_size=2", "rollout.max_steps=5", "model.tiny.hidden_size=32",
         "model.tiny.num_hidden_layers=1", "model.tiny.num_attention_heads=2",
         "model.tiny.num_key_value_heads=1", "model.tiny.intermediate_size=64",
-        f"env.cache_dir={GAMES}")
+        f"env.alfworld.cache_dir={GAMES}")
 
 
 def test_the_quick_preset_trains_with_saved_rollouts_on_a_pool_with_mixed_groups():

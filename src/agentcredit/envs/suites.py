@@ -1,15 +1,18 @@
-"""Environment suites: from the ``env`` config section to task lists and environment instances.
+"""Environment suites: from an environment's name and options to task lists and instances.
 
 The trainer asks a suite for the tasks of a split and for fresh environment
 instances (one per concurrent rollout); it never imports an environment
-package itself. ``register_env_suite`` adds a suite (the tests register an
-in-memory one).
+package itself. ``build_env_suite(name, options, games)`` takes plain values, the
+environment's options dataclass (``AlfWorldConfig``, ``WebShopConfig``, …) and the games per
+task type, so this module knows no run config. ``register_env_suite`` adds a suite (the
+tests register an in-memory one). The engines are imported only when a suite needs them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from agentcredit.envs.base import Environment, Task
 
@@ -30,12 +33,23 @@ class EnvSuite(Protocol):
         """A new environment instance, independent of every other one."""
 
 
+@dataclass(frozen=True)
+class GamesPerType:
+    """How many games of each task type a suite that generates its games makes per split."""
+
+    train: int
+    """Games per task type in the ``train`` split."""
+    valid: int
+    """Games per task type in each validation split."""
+
+
 _SUITES: dict[str, type] = {}
 
 
 def register_env_suite(name: str, suite: type) -> None:
-    """Register the suite class ``suite`` (``suite(env_config) -> EnvSuite``) under ``name``,
-    replacing an earlier one; its ``splits`` class attribute lists the splits it serves."""
+    """Register the suite class ``suite`` (``suite(options, games) -> EnvSuite``) under
+    ``name``, replacing an earlier one; its ``splits`` class attribute lists the splits it
+    serves."""
     _SUITES[name] = suite
 
 
@@ -49,14 +63,15 @@ def suite_splits(name: str) -> tuple[str, ...]:
     return tuple(_SUITES[name].splits)
 
 
-def build_env_suite(env_config) -> EnvSuite:
-    """The suite named ``env_config.name``; a ``KeyError`` lists the known names."""
+def build_env_suite(name: str, options: Any, games: GamesPerType) -> EnvSuite:
+    """The suite registered as ``name`` on its ``options`` (``None`` for a suite that takes
+    none) and ``games``; a ``KeyError`` lists the known names."""
     try:
-        factory = _SUITES[env_config.name]
+        factory = _SUITES[name]
     except KeyError:
-        raise KeyError(f"unknown environment {env_config.name!r}; known: "
+        raise KeyError(f"unknown environment {name!r}; known: "
                        f"{', '.join(sorted(_SUITES))}") from None
-    return factory(env_config)
+    return factory(options, games)
 
 
 class AlfWorldSuite:
@@ -66,16 +81,16 @@ class AlfWorldSuite:
     splits = ("train", "valid_seen", "valid_unseen")
     validation_splits = ("valid_seen", "valid_unseen")
 
-    def __init__(self, env_config):
-        self.config = env_config
+    def __init__(self, options, games: GamesPerType):
+        self.options = options
+        self.games = games
 
     def tasks(self, split: str) -> list[Task]:
         from agentcredit.envs.alfworld.generator import generate_split
 
-        per_type = (self.config.train_games_per_type if split == "train"
-                    else self.config.valid_games_per_type)
-        return generate_split(split, per_type, self.config.generator,
-                              Path(self.config.cache_dir))
+        per_type = self.games.train if split == "train" else self.games.valid
+        return generate_split(split, per_type, self.options.generator,
+                              Path(self.options.cache_dir))
 
     def make_env(self) -> Environment:
         from agentcredit.envs.alfworld.engine import AlfWorldEnv
@@ -92,13 +107,13 @@ class WebShopSuite:
     splits = ("train", "valid", "test")
     validation_splits = ("valid",)
 
-    def __init__(self, env_config):
-        self.config = env_config
+    def __init__(self, options, games: GamesPerType):
+        self.options = options
 
     def tasks(self, split: str) -> list[Task]:
         from agentcredit.envs.webshop.tasks import build_tasks
 
-        return build_tasks(split, self.config.webshop)
+        return build_tasks(split, self.options)
 
     def make_env(self) -> Environment:
         from agentcredit.envs.webshop.engine import WebShopEnv
@@ -116,18 +131,18 @@ class SearchQASuite:
     splits = ("train", "valid", "test")
     validation_splits = ("valid",)
 
-    def __init__(self, env_config):
-        self.config = env_config
+    def __init__(self, options, games: GamesPerType):
+        self.options = options
 
     def tasks(self, split: str) -> list[Task]:
         from agentcredit.envs.searchqa.tasks import build_tasks
 
-        return build_tasks(split, self.config.searchqa)
+        return build_tasks(split, self.options)
 
     def make_env(self) -> Environment:
         from agentcredit.envs.searchqa.engine import SearchQAEnv
 
-        qa = self.config.searchqa
+        qa = self.options
         return SearchQAEnv(max_turns=qa.max_turns, topk=qa.topk,
                            max_query_chars=qa.max_query_chars)
 
@@ -143,18 +158,18 @@ class TauSuite:
     validation_splits = ("test",)
     domain = "retail"
 
-    def __init__(self, env_config):
-        self.config = env_config
+    def __init__(self, options, games: GamesPerType):
+        self.options = options
 
     def tasks(self, split: str) -> list[Task]:
         from agentcredit.envs.tau.tasks import build_tasks
 
-        return build_tasks(self.domain, split, self.config.tau)
+        return build_tasks(self.domain, split, self.options)
 
     def make_env(self) -> Environment:
         from agentcredit.envs.tau.engine import TauEnv
 
-        return TauEnv(self.domain, self.config.tau)
+        return TauEnv(self.domain, self.options)
 
 
 class TauRetailSuite(TauSuite):

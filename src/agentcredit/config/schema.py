@@ -19,7 +19,9 @@ those dataclasses and back, and checks them in one way:
 - ``did_you_mean(word, known)`` is the one place that suggests a spelling.
 
 Every problem raises ``ConfigError``, a one-line message naming the key, the bad
-value and what is allowed.
+value and what is allowed. This module imports no other agentcredit module, so the
+environments' and estimators' option dataclasses use it from below the rest of the config
+package.
 """
 
 from __future__ import annotations

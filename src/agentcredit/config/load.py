@@ -1,0 +1,165 @@
+"""Loading a run config: YAML + ``key=value`` overrides, validated once.
+
+``load_config(path, overrides)`` reads a YAML file (the packaged preset
+``presets/embedded.yaml`` when ``path`` is None; a preset by name, ``--config hf``),
+applies ``key=value`` overrides with dotted keys (``rollout.group_size=4``,
+``credit.estimator=gigpo``; ``model=DIR`` is short for ``model.name=DIR`` and ``env=NAME``
+for ``env.name=NAME``; ``method=NAME`` is short for a method's settings, ``config.methods``),
+and validates everything once. Every problem raises ``ConfigError`` whose message is one line
+naming the key, the bad value and what is allowed (an unknown key suggests the closest known
+one; a key that moved names its new place).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentcredit.config.checks import check_config
+from agentcredit.config.environment import refuse_moved_keys
+from agentcredit.config.methods import method_settings
+from agentcredit.config.schema import ConfigError, build, leaf_keys, to_dict
+from agentcredit.config.sections import TrainConfig
+
+EMBEDDED_CONFIG = "embedded.yaml"
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+                ) -> TrainConfig:
+    """Read ``path`` (the packaged embedded default when None), apply overrides, validate.
+
+    Raises:
+        ConfigError: one line naming the bad key or value and what is allowed.
+    """
+    text, source = _config_text(path)
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        first = str(err).splitlines()[0] if str(err) else "parse error"
+        raise ConfigError(f"{source} is not valid YAML ({first})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source} must hold a mapping of sections, got {type(data).__name__}")
+    if "method" in data:  # the file's own method replaces the file's settings
+        _apply_method(data, data.pop("method"))
+    for override in overrides:
+        key, sep, raw = override.partition("=")
+        if sep and key.strip() == "method":
+            _apply_method(data, raw.strip())
+        else:
+            apply_override(data, override)
+    return config_from_dict(data)
+
+
+def _config_text(path: str | Path | None) -> tuple[str, str]:
+    """The YAML text of ``path`` and how to name it: a file, or a packaged preset by name
+    (``hf``, ``embedded.yaml``) when no such file exists; ``None`` is the embedded default."""
+    packaged = resources.files("agentcredit.config") / "presets"
+    name = EMBEDDED_CONFIG if path is None else str(path)
+    preset = name if name.endswith(".yaml") else f"{name}.yaml"
+    if path is None or (not Path(name).exists() and "/" not in name
+                        and (packaged / preset).is_file()):
+        return (packaged / preset).read_text(), f"the packaged {preset}"
+    try:
+        return Path(name).read_text(), name
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {name!r} is not UTF-8 text (byte {err.start}); pass a "
+                          "YAML run config") from None
+    except OSError as err:
+        presets = sorted(p.name for p in packaged.iterdir() if p.name.endswith(".yaml"))
+        raise ConfigError(f"cannot read config file {name!r}: {err.strerror} (packaged "
+                          f"presets: {', '.join(presets)})") from None
+
+
+def _apply_method(data: dict, method: Any) -> None:
+    for key, value in method_settings(method).items():
+        _set_key(data, key, value)
+
+
+def apply_override(data: dict, override: str) -> None:
+    """Set ``a.b.c=value`` in the nested dict ``data``; the value is parsed as YAML."""
+    key, sep, raw = override.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"override {override!r} is not key=value (for example "
+                          "rollout.group_size=4)")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    if "." not in key and _is_section(key) and not isinstance(value, dict):
+        key = f"{key}.name"  # `model=DIR` is short for `model.name=DIR`
+    _set_key(data, key, value)
+
+
+def _set_key(data: dict, key: str, value: Any) -> None:
+    """Set the dotted ``key`` in the nested dict ``data``, creating sections on the way."""
+    parts = key.split(".")
+    node = data
+    for depth, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif isinstance(child, str):  # `backbone=gigpo` then `backbone.mode=...`
+            child = node[part] = {"name": child}
+        if not isinstance(child, dict):
+            raise ConfigError(f"cannot set {key}: {'.'.join(parts[:depth + 1])} is a value, "
+                              "not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def _is_section(name: str) -> bool:
+    hints = typing.get_type_hints(TrainConfig)
+    return name in hints and dataclasses.is_dataclass(hints[name]) and \
+        "name" in {f.name for f in dataclasses.fields(hints[name])}
+
+
+def config_from_dict(data: dict) -> TrainConfig:
+    """Build and validate a ``TrainConfig`` from nested plain data."""
+    refuse_moved_keys(data)
+    config = build(TrainConfig, data)
+    check_config(config)
+    return config
+
+
+def config_to_dict(config: TrainConfig) -> dict:
+    """Plain nested data (the content of a run's ``config.yaml``), with the options of the
+    selected environment only."""
+    data = to_dict(config)
+    for key in config.env.unselected_options:
+        del data["env"][key]
+    return data
+
+
+def save_config(config: TrainConfig, path: Path) -> None:
+    """Write ``config`` as YAML."""
+    path.write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
+
+
+def all_keys() -> list[str]:
+    """Every dotted key of ``TrainConfig`` (sections and leaves)."""
+    return [key for key, _, _ in leaf_keys(TrainConfig)]
+
+
+
+def changed_keys(old: TrainConfig, new: TrainConfig) -> dict[str, tuple[Any, Any]]:
+    """Every dotted leaf key whose value differs between two configs, as ``key → (old, new)``.
+
+    Compares the plain data (``config_to_dict``), so method shorthands and an estimator's
+    options are compared as the settings they stand for; a key present on one side only (an
+    option of one estimator) has ``None`` on the other.
+    """
+    def flat(data: Any, prefix: str = "") -> dict[str, Any]:
+        if not isinstance(data, dict):
+            return {prefix.rstrip("."): data}
+        return {k: v for key, value in data.items() for k, v in flat(value, f"{prefix}{key}.")
+                .items()}
+
+    before, after = flat(config_to_dict(old)), flat(config_to_dict(new))
+    return {key: (before.get(key), after.get(key)) for key in [*before, *after]
+            if before.get(key) != after.get(key)}
