@@ -24,8 +24,11 @@ def test_the_config_package_and_every_name_it_exports_load_no_torch_or_transform
                    env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
 
 
-def test_importing_the_package_loads_none_of_its_sections():
-    code = ("import sys, agentcredit.config.schema; "
-            "assert 'agentcredit.config.sections' not in sys.modules")
+def test_an_environment_that_uses_the_schema_imports_before_the_sections_that_import_it():
+    # the sections import the environments' options, which import config.schema: loading the
+    # sections with the package would make importing an environment first a cycle
+    code = ("import sys, agentcredit.envs.searchqa.tasks; "
+            "assert 'agentcredit.config.sections' not in sys.modules; "
+            "from agentcredit.config import TrainConfig; TrainConfig()")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120,
                    env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
