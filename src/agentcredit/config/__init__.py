@@ -22,13 +22,11 @@ _EXPORTS = {
     **dict.fromkeys(("CreditConfig", "EvalConfig", "ModelConfig", "OptimConfig",
                      "RolloutConfig", "RunConfig", "SFTConfig", "SkillsConfig", "TrainConfig",
                      "estimator_config"), "sections"),
-    **dict.fromkeys(("EnvConfig", "MOVED_KEYS"), "environment"),
+    "EnvConfig": "environment",
     "TinyModelConfig": "tiny_model",
     **dict.fromkeys(("METHODS", "METHOD_ALIASES", "method_settings"), "methods"),
-    "check_config": "checks",
-    **dict.fromkeys(("EMBEDDED_CONFIG", "all_keys", "apply_override", "changed_keys",
-                     "config_from_dict", "config_to_dict", "load_config", "save_config"),
-                    "load"),
+    **dict.fromkeys(("all_keys", "apply_override", "changed_keys", "config_from_dict",
+                     "config_to_dict", "load_config", "save_config"), "load"),
 }
 
 __all__ = list(_EXPORTS)
