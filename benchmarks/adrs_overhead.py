@@ -36,10 +36,10 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from agentcredit.config import TinyModelConfig
+from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.alfworld.engine import AlfWorldEnv
 from agentcredit.envs.alfworld.generator import GeneratorConfig, generate_split
 from agentcredit.envs.base import Task
-from agentcredit.rollout.collector import tensorize_steps
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids, system_message
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts

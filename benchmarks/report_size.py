@@ -31,10 +31,10 @@ import torch
 
 from agentcredit.config import estimator_config, load_config, save_config
 from agentcredit.credit import TokenScores, get_estimator
+from agentcredit.credit.step import credit_batch
 from agentcredit.envs.base import Task
 from agentcredit.jsonl_log import JsonlLog, finite_or_null
 from agentcredit.report.page import write_report
-from agentcredit.rollout.collector import credit_batch
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.evaluate import rollout_metrics
 from agentcredit.train.saved_rollouts import save_rollouts

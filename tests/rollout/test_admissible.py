@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
+from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.admissible import (
     ActionTrie,
     allowed_tensor,
     pack_sets,
     restrict_logits,
 )
-from agentcredit.rollout.collector import tensorize_steps
 from agentcredit.rollout.policy import HFPolicy
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentcredit.rollout.collector import tensorize_steps
+from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.policy import HFPolicy, PolicyDiverged, PromptCache, sample_token
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.models import load_policy

@@ -9,7 +9,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from agentcredit.config import OptimConfig
-from agentcredit.rollout.collector import StepTensors
+from agentcredit.credit.step import StepTensors
 from agentcredit.train.ppo import ppo_update, rollout_weights, score_steps
 
 ROWS, LENGTH, PROMPT = 12, 10, 6

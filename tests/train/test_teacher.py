@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from agentcredit.config import TinyModelConfig
+from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.base import Task
-from agentcredit.rollout.collector import tensorize_steps
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer

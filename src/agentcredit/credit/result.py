@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import Tensor
+
+from agentcredit.credit.tokens import to_step_rows
 
 
 @dataclass
@@ -40,3 +43,16 @@ class CreditResult:
                 f"CreditResult.step_advantages must be a 1-D float tensor [S]; got {got}. "
                 "Return one advantage per step of the batch."
             )
+
+    def per_token(self, loss_mask: Tensor) -> Tensor:
+        """The advantage of every response token, ``[S, L]`` float32, 0 off ``loss_mask``.
+
+        ``loss_mask [S, L]`` marks each flat step's response tokens (``StepTensors.loss_mask``,
+        or verl's response mask in flat step order). Token advantages (ADRS) go to their
+        tokens (``to_step_rows``); otherwise each step's advantage is broadcast over its
+        response. The write-back both the embedded trainer and verl use; tested property: a
+        step-level result's row ``s`` sums to ``A_s · |y_s|``.
+        """
+        if self.token_advantages is not None:
+            return to_step_rows(self.token_advantages.to(torch.float32), loss_mask)
+        return self.step_advantages[:, None].to(torch.float32) * loss_mask.to(torch.float32)

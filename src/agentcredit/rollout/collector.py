@@ -1,4 +1,4 @@
-"""The multi-turn rollout collector and the tensorisation of its steps (docs/design.md, "rollout/").
+"""The multi-turn rollout collector (docs/design.md, "rollout/").
 
 ``RolloutCollector.collect`` runs ``group_size`` rollouts of every task, one
 environment instance per rollout, for at most ``max_steps`` steps. At every
@@ -7,10 +7,8 @@ in one batched ``Policy.generate`` call, parses the actions and steps the
 environments. Rewards follow docs/backbones.md §2: the invalid-action penalty at the step
 that produced it, the outcome ``outcome_reward · 1[won]`` at the last step.
 
-Training samples (design decision): a step's sample is the prompt it was
-sampled from followed by its response; ``tensorize_steps`` pads them into
-``[S, L]`` tensors whose ``loss_mask`` covers response tokens only, so every
-policy token is trained once and prompt, padding and environment text never.
+The trajectories it returns are plain records; the trainer turns them into training rows
+and a credit batch (``credit.step``).
 """
 
 from __future__ import annotations
@@ -19,12 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
-from torch import Tensor
 
-from agentcredit.credit.batch import CreditBatch
 from agentcredit.envs.base import Environment, Task
 from agentcredit.rollout.actions import parse_action
-from agentcredit.rollout.admissible import ActionTrie, Decoding, allowed_tensor
+from agentcredit.rollout.admissible import ActionTrie, Decoding
 from agentcredit.rollout.policy import Policy, PromptCache
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
@@ -194,105 +190,3 @@ class RolloutCollector:
                 on_step(sum(r.done for r in active))
         return [r.trajectory for r in running]
 
-
-# TENSORISATION
-
-
-@dataclass
-class StepTensors:
-    """The steps of a batch of trajectories as padded training samples, ``S`` rows.
-
-    Row ``s`` is ``prompt_ids + response_ids`` of flat step ``s`` (rollout 0's
-    steps first, in time order, then rollout 1's, …: the order of ``CreditBatch``),
-    right-padded to ``L``.
-
-    Attributes:
-        input_ids: ``[S, L]`` int64.
-        attention_mask: ``[S, L]`` int64, 1 on real tokens.
-        loss_mask: ``[S, L]`` bool, True exactly on response tokens.
-        sampling_logprobs: ``[S, L]`` float32, the sampling log-prob of each
-            response token at its position, 0 elsewhere.
-        step_rollout: ``[S]`` int64, the trajectory each row belongs to.
-        allowed: ``[S, L, K]`` int64, each response token's allowed ids (−1
-            padded, ``rollout.admissible.allowed_tensor``) when any step was
-            sampled with admissible decoding, else ``None``. Every scoring pass
-            takes it, so it renormalises as the sampler did.
-    """
-
-    input_ids: Tensor
-    attention_mask: Tensor
-    loss_mask: Tensor
-    sampling_logprobs: Tensor
-    step_rollout: Tensor
-    allowed: Tensor | None = None
-
-    @property
-    def num_response_tokens(self) -> int:
-        """Number of trained (response) tokens ``|V|``."""
-        return int(self.loss_mask.sum())
-
-
-def tensorize_steps(trajectories: Sequence[Trajectory], pad_id: int) -> StepTensors:
-    """Pad every step's ``prompt + response`` into ``[S, L]`` tensors (see ``StepTensors``)."""
-    steps = [(i, step) for i, traj in enumerate(trajectories) for step in traj.steps]
-    if not steps:
-        raise ValueError("tensorize_steps got no steps; every trajectory needs at least one")
-    length = max(len(s.prompt_ids) + len(s.response_ids) for _, s in steps)
-    num = len(steps)
-    input_ids = torch.full((num, length), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((num, length), dtype=torch.long)
-    loss_mask = torch.zeros((num, length), dtype=torch.bool)
-    logprobs = torch.zeros((num, length), dtype=torch.float32)
-    for row, (_, step) in enumerate(steps):
-        p, n = len(step.prompt_ids), len(step.response_ids)
-        input_ids[row, :p + n] = torch.tensor(step.prompt_ids + step.response_ids)
-        attention_mask[row, :p + n] = 1
-        loss_mask[row, p:p + n] = True
-        logprobs[row, p:p + n] = torch.tensor(step.sampling_logprobs, dtype=torch.float32)
-    allowed = None
-    if any(s.allowed_ids is not None for _, s in steps):
-        allowed = allowed_tensor([s.allowed_ids for _, s in steps],
-                                 [len(s.prompt_ids) for _, s in steps], length)
-    return StepTensors(input_ids, attention_mask, loss_mask, logprobs,
-                       torch.tensor([i for i, _ in steps], dtype=torch.long), allowed)
-
-
-def trim_padding(input_ids: Tensor, attention_mask: Tensor, *others: Tensor) -> tuple[Tensor, ...]:
-    """Drop the columns that are padding in every row of right-padded ``[b, L]`` rows.
-
-    Applied to a micro-batch of ``StepTensors`` rows (and any aligned ``[b, L, ...]``
-    tensors in ``others``, such as ``allowed``) so a forward pass never runs over
-    all-padding columns.
-    """
-    length = int(attention_mask.sum(1).max())
-    return (input_ids[:, :length], attention_mask[:, :length],
-            *(t[:, :length] for t in others))
-
-
-def by_length(rows: Tensor, attention_mask: Tensor) -> Tensor:
-    """``rows`` (indices into ``attention_mask``'s ``[S, L]``) sorted by sequence length.
-
-    Micro-batches cut from the sorted rows hold sequences of similar length, so
-    ``trim_padding`` leaves little padding in each; a gradient summed over the
-    micro-batches of a mini-batch does not depend on how its rows were split.
-    """
-    return rows[torch.argsort(attention_mask[rows].sum(1), stable=True)]
-
-
-def broadcast_to_tokens(step_values: Tensor, loss_mask: Tensor) -> Tensor:
-    """Broadcast a per-step value ``[S]`` to the step's response tokens: ``[S, L]``, 0 elsewhere."""
-    return step_values[:, None].to(torch.float32) * loss_mask.to(torch.float32)
-
-
-def credit_batch(trajectories: Sequence[Trajectory], traces=None) -> CreditBatch:
-    """The ``CreditBatch`` of the trajectories: group ids, per-step rewards, anchor keys, the
-    action each step sent (the parsed action, else the raw response, as the environment got it)
-    and, for VICT, one ``RolloutTrace`` per trajectory (``train.verifier_traces``)."""
-    return CreditBatch.from_lists(
-        step_rewards=[[s.reward for s in t.steps] for t in trajectories],
-        group_ids=[t.group_id for t in trajectories],
-        anchor_keys=[[s.anchor_key for s in t.steps] for t in trajectories],
-        traces=traces,
-        action_keys=[[s.response if s.action is None else s.action for s in t.steps]
-                     for t in trajectories],
-    )

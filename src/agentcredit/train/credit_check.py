@@ -32,8 +32,7 @@ from agentcredit.credit.accuracy import (
     StepLayout,
     accuracy_table,
 )
-from agentcredit.credit.tokens import to_step_rows
-from agentcredit.rollout.collector import tensorize_steps
+from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import load_model, make_collector
@@ -160,7 +159,7 @@ def step_credit(result: CreditResult, loss_mask: torch.Tensor) -> np.ndarray:
     (ADRS) the mean of its token advantages over each step's response."""
     if result.token_advantages is None:
         return result.step_advantages.detach().double().numpy()
-    rows = to_step_rows(result.token_advantages.to(torch.float32), loss_mask)
+    rows = result.per_token(loss_mask)  # [S, L]
     return (rows.sum(1) / loss_mask.sum(1).clamp(min=1)).double().numpy()
 
 

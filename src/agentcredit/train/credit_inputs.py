@@ -20,8 +20,8 @@ from torch import Tensor, nn
 from agentcredit.config import TrainConfig
 from agentcredit.credit import CreditBatch, TokenScores
 from agentcredit.credit.hindsight import HindsightScores
+from agentcredit.credit.step import StepTensors, credit_batch
 from agentcredit.envs.suites import EnvSuite
-from agentcredit.rollout.collector import StepTensors, credit_batch
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train.dapo import overlong_penalty, response_lengths

@@ -8,8 +8,8 @@ Learning System at Scale"): the soft overlong penalty and dynamic sampling.
   tokens of the whole mini-batch (docs/backbones.md §1), DAPO's aggregation;
 - soft overlong punishment (``overlong_penalty``), added to each step's reward before
   credit (``rollout.overlong_buffer``, ``rollout.overlong_penalty``);
-- dynamic sampling (``collect_with_signal``): groups whose rollouts all have the same
-  return are dropped and new tasks are collected in their place
+- dynamic sampling (``collect_with_signal`` from a ``GroupSource``): groups whose rollouts
+  all have the same return are dropped and new tasks are collected in their place
   (``rollout.dynamic_sampling_rounds``).
 
 Overlong penalty, per step with a response of ``|y|`` tokens, ``L_max`` =
@@ -34,13 +34,17 @@ KL term acts), and ``dynamic/empty`` says so.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from agentcredit.envs.base import Task
+from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
+from agentcredit.skills import SkillProvider
 
 #: returns closer than this count as equal (the estimator sums float32 step rewards)
 SIGNAL_TOLERANCE = 1e-4
@@ -108,23 +112,62 @@ class SampledBatch:
                 "dynamic/empty": float(self.empty)}
 
 
-def collect_with_signal(collect: Callable[[int, int], list[Trajectory]], groups: int,
-                        rounds: int, returns: Callable[[Trajectory], float]) -> SampledBatch:
-    """DAPO dynamic sampling over ``collect(round, count)``, which returns ``count`` new groups.
+@dataclass
+class GroupSource:
+    """Where an update's groups come from: ``groups`` tasks a round drawn from ``pool`` with
+    ``task_rng`` (without replacement while the pool allows), ``group_size`` rollouts of each
+    played by ``collector`` at ``temperature`` with the token stream ``generator``.
 
-    ``rounds = 0`` collects ``groups`` groups once and keeps them all (sampling off).
-    Otherwise groups whose ``returns`` (``shaped_return``) are all equal are dropped and the
-    missing groups collected again, for at most ``rounds`` extra rounds; at most ``groups``
-    groups are kept. Never empty (see the module docstring).
+    Attributes:
+        collector: plays the rollouts (``rollout.collector.RolloutCollector``).
+        pool: the tasks RL draws from.
+        task_rng: the run's task stream.
+        generator: the run's token-sampling stream.
+        group_size: rollouts per task, ``rollout.group_size``.
+        temperature: the sampling temperature, ``rollout.temperature``.
+        groups: groups per update, ``rollout.tasks_per_update``.
+        rounds: extra dynamic-sampling rounds, ``rollout.dynamic_sampling_rounds``.
+        skills: the skill texts rollout prompts carry, or ``None``.
     """
-    batch = collect(0, groups)
+
+    collector: RolloutCollector
+    pool: Sequence[Task]
+    task_rng: random.Random
+    generator: torch.Generator
+    group_size: int
+    temperature: float
+    groups: int
+    rounds: int
+    skills: SkillProvider | None = None
+
+    def collect(self, update: int, round_index: int, count: int) -> list[Trajectory]:
+        """``count`` new groups of update ``update``, collection round ``round_index``."""
+        tasks = (self.task_rng.sample(self.pool, count) if count <= len(self.pool)
+                 else self.task_rng.choices(self.pool, k=count))
+        return self.collector.collect(
+            tasks, self.group_size, temperature=self.temperature, generator=self.generator,
+            first_group_id=round_first_group_id(update, round_index, self.groups, self.rounds),
+            skills=self.skills)
+
+
+def collect_with_signal(source: GroupSource, update: int,
+                        returns: Callable[[Trajectory], float]) -> SampledBatch:
+    """DAPO dynamic sampling of update ``update``'s ``source.groups`` groups.
+
+    ``source.rounds = 0`` collects the groups once and keeps them all (sampling off).
+    Otherwise groups whose ``returns`` (``shaped_return``) are all equal are dropped and the
+    missing groups collected again, for at most ``source.rounds`` extra rounds; at most
+    ``source.groups`` groups are kept. Never empty (see the module docstring).
+    """
+    groups, rounds = source.groups, source.rounds
+    batch = source.collect(update, 0, groups)
     if rounds == 0:
         return SampledBatch(batch, rounds=1, dropped=0, empty=False)
     kept: list[Trajectory] = []
     count, dropped, done = 0, 0, 0
     for round_index in range(rounds + 1):
         if round_index:
-            batch = collect(round_index, groups - count)
+            batch = source.collect(update, round_index, groups - count)
         done = round_index + 1
         for group in by_group(batch):
             if has_signal(group, returns):

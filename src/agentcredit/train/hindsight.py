@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
-from agentcredit.rollout.collector import StepTensors
+from agentcredit.credit.step import StepTensors
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.prefix import SkillSplicer
 from agentcredit.train.teacher import privileged_logprobs

@@ -1,14 +1,14 @@
-"""The embedded training loop: collect → score → credit → PPO update → evaluate → checkpoint.
+"""The embedded training run: set up, then updates with evaluation and checkpoints around them.
 
 ``train(config)`` runs one ``TrainConfig`` in its run directory (layout and crash
-safety: ``train/run_dir.py``). Each stage lives in its own module and passes
-plain records to the next:
+safety: ``train/run_dir.py``): ``setup`` builds the ``TrainState`` (tasks, the policy,
+warm-started for a new run, the optimiser, collector, estimator and logs) and
+``run_updates`` runs ``update.update_step`` for each update, evaluating and checkpointing
+when they are due. The stages and the modules that own them:
 
     build.py          policy, collector and validation tasks (shared with eval and audit)
     warm_start.py     the tiny-model bootstrap and the SFT warm start → ``reference/``
-    credit_inputs.py  the credit batch with what the estimator declared (traces, teacher)
-    credit_check.py   with ``run.credit_check_every``, the credit against the solver truth
-    ppo.py            scoring passes and the PPO update
+    update.py         one update: collect → score → credit → PPO (its own docstring)
     evaluate.py       validation success and rollout metrics
 
 Every random stream is explicit (``run_dir.RandomStreams``) and saved with each
@@ -29,11 +29,9 @@ import torch
 
 from agentcredit.config import TrainConfig, config_to_dict, estimator_config, save_config
 from agentcredit.credit import get_estimator
-from agentcredit.credit.tokens import to_step_rows
 from agentcredit.disk_full import writing
-from agentcredit.jsonl_log import JsonlLog, finite_or_null, read_jsonl
+from agentcredit.jsonl_log import JsonlLog, read_jsonl
 from agentcredit.progress import Progress, reporting
-from agentcredit.rollout.collector import broadcast_to_tokens, tensorize_steps
 from agentcredit.rollout.policy import PolicyDiverged
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import (
@@ -45,15 +43,14 @@ from agentcredit.train.build import (
     rl_tasks,
     validation_tasks,
 )
-from agentcredit.train.credit_check import require_solver, step_credit, update_credit_check
+from agentcredit.train.credit_check import require_solver
 from agentcredit.train.credit_inputs import CreditInputs
-from agentcredit.train.dapo import collect_with_signal, round_first_group_id, shaped_return
-from agentcredit.train.evaluate import evaluate, evaluation_generator, rollout_metrics
+from agentcredit.train.dapo import GroupSource, shaped_return
+from agentcredit.train.evaluate import evaluate, evaluation_generator
 from agentcredit.train.live_metrics import LiveMetrics
-from agentcredit.train.ppo import ppo_update, score_steps
 from agentcredit.train.privileged import check_skill_texts, probe_gap_metrics, probe_set
 from agentcredit.train.run_dir import RandomStreams, RunDirectory
-from agentcredit.train.saved_rollouts import save_rollouts
+from agentcredit.train.update import RunLogs, TrainState, update_step
 from agentcredit.train.warm_start import prepare_start_policy
 
 
@@ -94,15 +91,16 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     require_solver(config)
     run = RunDirectory(config.run_dir)
     run.lock()
-    progress = [0, 0]  # the last finished and the last stepped update, for the messages
+    state = None  # set once the run is built: how far its updates got, for the messages
     try:
         with reporting(config.run.progress), _library_bars(config.run.progress):
-            return _train(config, run, resume, overwrite, stop_after_update, echo, progress)
+            state = setup(config, run, resume, overwrite, echo)
+            return run_updates(state, stop_after_update, echo)
     except KeyboardInterrupt:
-        raise TrainingInterrupted(run.path, progress[0]) from None
+        raise TrainingInterrupted(run.path, state.finished if state else 0) from None
     except PolicyDiverged as err:
-        if progress[1]:
-            where, rate = f"at update {progress[1]}", f"optim.lr (now {config.optim.lr:g})"
+        if state is not None and state.stepped:
+            where, rate = f"at update {state.stepped}", f"optim.lr (now {config.optim.lr:g})"
         else:
             where, rate = "before the first update", f"sft.lr (now {config.sft.lr:g})"
         raise PolicyDiverged(f"training diverged {where}: {err}; lower {rate} and start "
@@ -132,9 +130,10 @@ def _library_bars(shown: bool) -> Iterator[None]:
         (hub.enable_progress_bars if hub_before else hub.disable_progress_bars)()
 
 
-def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
-           stop_after_update: int | None, echo: Callable[[str], None],
-           progress: list[int]) -> TrainResult:
+def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
+          echo: Callable[[str], None]) -> TrainState:
+    """Open the run directory (fresh, overwritten or resumed), load the tasks and the policy
+    (warm-started for a new run), and build what the updates use."""
     if overwrite:
         run.overwrite()
     point = run.resume(echo) if resume else run.create()
@@ -147,16 +146,10 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
              "(run.save_rollouts=1 saves every update)")
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
-    seed = config.run.seed
-    RandomStreams.seeded(seed)
+    RandomStreams.seeded(config.run.seed)
     live = LiveMetrics.open(config.run, run.path, config_to_dict(config),  # before any log line
                             point.update if point is not None else 0)
-    metrics_log = JsonlLog(run.metrics)
-    ledger = JsonlLog(run.ledger)
-
-    def log(record: dict) -> None:
-        metrics_log.append([finite_or_null(record)])
-        live.log(record)
+    logs = RunLogs(JsonlLog(run.metrics), live, JsonlLog(run.ledger))
 
     # TASKS
     suite = config.env.build_suite()
@@ -174,11 +167,11 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
 
     # MODEL
     if point is None:
-        model, tokenizer = prepare_start_policy(config, run, suite, train_tasks, provider, log,
+        model, tokenizer = prepare_start_policy(config, run, suite, train_tasks, provider, logs.log,
                                                 echo)
     else:
         model, tokenizer = load_model(config, point.policy_dir)
-    streams = RandomStreams.seeded(seed)
+    streams = RandomStreams.seeded(config.run.seed)
     reference = None
     if config.optim.kl_coef > 0 or "reference" in config.inputs:
         reference, _ = load_model(config, run.reference)
@@ -192,152 +185,88 @@ def _train(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool
         start_update, success_start = point.update, point.trainer_state["success_start"]
         echo(f"resuming after update {start_update} from {point.policy_dir.parent}")
     collector = make_collector(config, model, tokenizer, suite)
-    estimator = get_estimator(config.credit.estimator)
-    credit_options = estimator_config(config.credit)
-    inputs = CreditInputs(config, suite, tokenizer, provider)
-    probes = probe_set(config, suite, valid, tokenizer, echo)
+    rollout = config.rollout
+    groups = GroupSource(collector, pool, streams.task_rng, streams.sampling, rollout.group_size,
+                         rollout.temperature, rollout.tasks_per_update,
+                         rollout.dynamic_sampling_rounds,
+                         skills=provider if rollout.skills else None)
+    returns = functools.partial(shaped_return, max_tokens=rollout.max_new_tokens,
+                                buffer=rollout.overlong_buffer, penalty=rollout.overlong_penalty)
+    return TrainState(
+        config=config, run=run, suite=suite, model=model, tokenizer=tokenizer,
+        optimizer=optimizer, reference=reference, streams=streams, collector=collector,
+        groups=groups, returns=returns, estimator=get_estimator(config.credit.estimator),
+        credit_options=estimator_config(config.credit),
+        inputs=CreditInputs(config, suite, tokenizer, provider), provider=provider,
+        valid=valid, probes=probe_set(config, suite, valid, tokenizer, echo),
+        logs=logs,
+        success_start=success_start, start_update=start_update, finished=start_update,
+        stepped=start_update)
 
-    def run_eval(update: int, ends: bool) -> float:
-        """Evaluate after ``update`` updates; ``ends``: the first or the last evaluation (the
-        only ones with the held-out splits beside the pool under ``eval.held_out=ends``)."""
-        began = time.perf_counter()
-        splits = (valid if ends or config.eval.held_out == "every" or POOL not in valid
-                  else {POOL: valid[POOL]})
-        metrics = evaluate(collector, splits, temperature=config.eval.temperature,
-                           generator=evaluation_generator(seed, update),
-                           skills=provider if config.eval.skills else None,
-                           episodes_per_game=episodes_per_split(config, splits))
-        metrics = {"kind": "eval", "update": update, **metrics,
-                   "time/eval": time.perf_counter() - began}
-        if probes:
-            began = time.perf_counter()
-            metrics.update(probe_gap_metrics(
-                model, tokenizer, probes, provider, action_format=config.rollout.action_format,
-                micro_batch_size=config.optim.score_micro_batch_size, env=config.env.name,
-                temperature=config.rollout.policy_temperature))
-            metrics["time/probe_gap"] = time.perf_counter() - began
-        log(metrics)
-        held_out = ", ".join(f"{s} {metrics[f'eval/{s}/success']:.3f}" for s in splits
-                             if s != POOL)
-        if POOL in splits:  # the pool and the held-out games apart, never one merged figure
-            echo(f"eval after update {update}: pool {metrics['eval/pool/success']:.3f} (games "
-                 "RL trains on)" + (f"; held-out {held_out} (new games)" if held_out else ""))
-        else:
-            echo(f"eval after update {update}: success {metrics['eval/success']:.3f} "
-                 f"({held_out})")
-        return metrics["eval/success"]
 
-    if start_update == 0 and config.run.eval_at_start:
-        success_start = run_eval(0, ends=True)
-    success_end = success_start
-    if start_update > 0:  # resumed: the newest logged evaluation is the current one
+def run_updates(state: TrainState, stop_after_update: int | None,
+                echo: Callable[[str], None]) -> TrainResult:
+    """The updates after ``state.start_update``, each followed by its evaluation and
+    checkpoint when they are due; the evaluation before training for a new run."""
+    config, run = state.config, state.run
+    if state.start_update == 0 and config.run.eval_at_start:
+        state.success_start = evaluate_after(state, 0, True, echo)
+    success_end = state.success_start
+    if state.start_update > 0:  # resumed: the newest logged evaluation is the current one
         evals = [r for r in read_jsonl(run.metrics) if r.get("kind") == "eval"]
         success_end = evals[-1]["eval/success"] if evals else None
-
-    k, rounds = config.rollout.tasks_per_update, config.rollout.dynamic_sampling_rounds
-    shaped = functools.partial(shaped_return, max_tokens=config.rollout.max_new_tokens,
-                               buffer=config.rollout.overlong_buffer,
-                               penalty=config.rollout.overlong_penalty)
-
-    def collect_groups(update: int, round_index: int, count: int) -> list:
-        """``count`` new task groups of update ``update``, collection round ``round_index``."""
-        tasks = (streams.task_rng.sample(pool, count) if count <= len(pool)
-                 else streams.task_rng.choices(pool, k=count))
-        return collector.collect(tasks, config.rollout.group_size,
-                                 temperature=config.rollout.temperature,
-                                 generator=streams.sampling,
-                                 first_group_id=round_first_group_id(update, round_index, k,
-                                                                     rounds),
-                                 skills=provider if config.rollout.skills else None)
-
-    # UPDATES
-    bar = Progress("updates", config.run.updates, unit="updates", initial=start_update,
+    bar = Progress("updates", config.run.updates, unit="updates", initial=state.start_update,
                    delay_s=0)
-    update = progress[0] = progress[1] = start_update
-    for update in range(start_update + 1, config.run.updates + 1):
-        times = {}
-        # COLLECT
-        began = time.perf_counter()
-        # DAPO's dynamic sampling collects again while groups lack signal (rounds > 0)
-        sampled = collect_with_signal(functools.partial(collect_groups, update), k, rounds,
-                                      shaped)
-        trajectories = sampled.trajectories
-        times["rollout"] = time.perf_counter() - began
-        # SCORE
-        began = time.perf_counter()
-        steps = tensorize_steps(trajectories, tokenizer.pad_token_id)
-        model.eval()
-        temperature = config.rollout.policy_temperature
-        old_logprobs = (score_steps(model, steps, config.optim.score_micro_batch_size,
-                                    temperature)
-                        if config.optim.recompute_old_logprobs else steps.sampling_logprobs)
-        ref_logprobs = (score_steps(reference, steps, config.optim.score_micro_batch_size,
-                                    temperature)
-                        if reference is not None else None)
-        times["score"] = time.perf_counter() - began
-        # |ℓ^b − log-prob at sampling|: ~0, since the sampler and the scorer apply the same
-        # temperature; a larger value flags a scorer that differs from the sampler.
-        sampling_gap = ({"score/sampling_gap": float(
-            (old_logprobs - steps.sampling_logprobs)[steps.loss_mask].abs().mean())}
-            if config.optim.recompute_old_logprobs else {})
-        # CREDIT
-        prepared = inputs.prepare(model, trajectories, steps, old_logprobs, ref_logprobs, update)
-        times.update(prepared.seconds)
-        began = time.perf_counter()
-        credit = estimator(prepared.batch, credit_options)
-        if credit.token_advantages is not None:  # token-level credit (ADRS: A^traj + η·Z^T)
-            advantages = to_step_rows(credit.token_advantages.to(torch.float32), steps.loss_mask)
-        else:
-            advantages = broadcast_to_tokens(credit.step_advantages, steps.loss_mask)  # [S, L]
-        times["credit"] = time.perf_counter() - began
-        checked = {}
-        if config.run.credit_check_every and update % config.run.credit_check_every == 0:
-            began = time.perf_counter()
-            checked = update_credit_check(config, suite.make_env, trajectories,
-                                          step_credit(credit, steps.loss_mask), seed + update)
-            times["credit_check"] = time.perf_counter() - began
-        ledger.append(credit.ledger_rows, update=update)
-        last = update == config.run.updates
-        if config.run.save_rollouts and (last or update % config.run.save_rollouts == 0):
-            began = time.perf_counter()
-            save_rollouts(run.rollouts, update, config.credit.estimator, trajectories,
-                          prepared.batch, credit, tokenizer, keep=config.run.keep_rollouts)
-            times["save_rollouts"] = time.perf_counter() - began
-        # PPO UPDATE
-        began = time.perf_counter()
-        model.train()
-        update_stats = ppo_update(model, optimizer, steps, old_logprobs, ref_logprobs, advantages,
-                                  config.optim, streams.sampling,
-                                  teacher_logprobs=prepared.teacher, temperature=temperature)
-        progress[1] = update
-        model.eval()
-        times["update"] = time.perf_counter() - began
-
-        metrics = {"kind": "update", "update": update,
-                   **rollout_metrics(trajectories), **update_stats, **prepared.metrics,
-                   **(sampled.metrics() if rounds else {}),
-                   **{f"credit/{key}": value for key, value in credit.diagnostics.items()},
-                   **checked,
-                   "advantage/mean_abs": float(credit.step_advantages.abs().mean()),
-                   **sampling_gap,
-                   "tokens/generated_per_s": sum(len(s.response_ids) for t in trajectories
-                                                 for s in t.steps) / times["rollout"],
-                   "tokens/trained_per_s": steps.num_response_tokens / times["update"],
-                   **{f"time/{phase}": seconds for phase, seconds in times.items()}}
-        log(metrics)
+    update = state.start_update
+    for update in range(state.start_update + 1, config.run.updates + 1):
+        metrics = update_step(state, update)
+        state.logs.log(metrics)
         bar.update(success=f"{metrics['rollout/success']:.2f}",
                    reward=f"{metrics['rollout/reward']:.2f}")
-
+        last = update == config.run.updates
         if last or (config.run.eval_every and update % config.run.eval_every == 0):
-            success_end = run_eval(update, ends=last)
+            success_end = evaluate_after(state, update, last, echo)
         if last or update % config.run.checkpoint_every == 0:
-            run.save_checkpoint(update, model, tokenizer, optimizer, streams, success_start,
-                                config.run.keep_checkpoints)
-        progress[0] = update
+            run.save_checkpoint(update, state.model, state.tokenizer, state.optimizer,
+                                state.streams, state.success_start, config.run.keep_checkpoints)
+        state.finished = update
         if stop_after_update == update:
             break
     bar.close()
-    metrics_log.close()
-    ledger.close()
-    live.close()
-    return TrainResult(run.path, success_start, success_end, update)
+    state.logs.close()
+    return TrainResult(run.path, state.success_start, success_end, update)
+
+
+def evaluate_after(state: TrainState, update: int, ends: bool,
+                   echo: Callable[[str], None]) -> float:
+    """Evaluate after ``update`` updates, log it and return the success; ``ends``: the first
+    or the last evaluation (the only ones with the held-out splits beside the pool under
+    ``eval.held_out=ends``)."""
+    config, valid, provider = state.config, state.valid, state.provider
+    began = time.perf_counter()
+    splits = (valid if ends or config.eval.held_out == "every" or POOL not in valid
+              else {POOL: valid[POOL]})
+    metrics = evaluate(state.collector, splits, temperature=config.eval.temperature,
+                       generator=evaluation_generator(config.run.seed, update),
+                       skills=provider if config.eval.skills else None,
+                       episodes_per_game=episodes_per_split(config, splits))
+    metrics = {"kind": "eval", "update": update, **metrics,
+               "time/eval": time.perf_counter() - began}
+    if state.probes:
+        began = time.perf_counter()
+        metrics.update(probe_gap_metrics(
+            state.model, state.tokenizer, state.probes, provider,
+            action_format=config.rollout.action_format,
+            micro_batch_size=config.optim.score_micro_batch_size, env=config.env.name,
+            temperature=config.rollout.policy_temperature))
+        metrics["time/probe_gap"] = time.perf_counter() - began
+    state.logs.log(metrics)
+    held_out = ", ".join(f"{s} {metrics[f'eval/{s}/success']:.3f}" for s in splits
+                         if s != POOL)
+    if POOL in splits:  # the pool and the held-out games apart, never one merged figure
+        echo(f"eval after update {update}: pool {metrics['eval/pool/success']:.3f} (games "
+             "RL trains on)" + (f"; held-out {held_out} (new games)" if held_out else ""))
+    else:
+        echo(f"eval after update {update}: success {metrics['eval/success']:.3f} "
+             f"({held_out})")
+    return metrics["eval/success"]

@@ -8,12 +8,16 @@ auxiliary loss from ``credit.aux_losses``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+from torch import Tensor
 
 from agentcredit.config import OptimConfig
 from agentcredit.credit.aux_losses import get_aux_loss
-from agentcredit.rollout.collector import StepTensors, by_length, trim_padding
+from agentcredit.credit.step import StepTensors
 from agentcredit.train.loss import ppo_loss
+from agentcredit.train.padding import by_length, trim_padding
 from agentcredit.train.scoring import token_logprobs, token_logprobs_and_entropy
 
 
@@ -36,11 +40,29 @@ def score_steps(model, steps: StepTensors, micro_batch_size: int,
     return out
 
 
-def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs, advantages,
-               config: OptimConfig, generator: torch.Generator,
-               teacher_logprobs: torch.Tensor | None = None,
-               temperature: float = 1.0) -> dict[str, float]:
-    """One epoch of PPO over the step samples (docs/backbones.md §1).
+@dataclass
+class PPOBatch:
+    """What one PPO update trains on: the step rows and what each token carries, row-aligned.
+
+    Attributes:
+        steps: the ``S`` step samples (``credit.step.tensorize_steps``).
+        old_logprobs: ``[S, L]`` ``ℓ^b``, the behaviour log-probs the ratio is taken to.
+        advantages: ``[S, L]`` float32, each response token's advantage
+            (``CreditResult.per_token``), 0 elsewhere.
+        ref_logprobs: ``[S, L]`` ``ℓ_ref`` of the frozen reference for the KL term, or ``None``.
+        teacher_logprobs: ``[S, L]`` ``ℓ^T`` an auxiliary loss pulls toward, or ``None``.
+    """
+
+    steps: StepTensors
+    old_logprobs: Tensor
+    advantages: Tensor
+    ref_logprobs: Tensor | None = None
+    teacher_logprobs: Tensor | None = None
+
+
+def ppo_update(model, optimizer, batch: PPOBatch, config: OptimConfig,
+               generator: torch.Generator, temperature: float = 1.0) -> dict[str, float]:
+    """One epoch of PPO over the step samples of ``batch`` (docs/backbones.md §1).
 
     The rows are shuffled with ``generator`` and split into ``config.mini_batches``
     optimiser steps; each mini-batch is processed in micro-batches whose
@@ -48,7 +70,7 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
     accumulation gives exactly the mini-batch's token-mean loss.
 
     With ``config.aux_loss`` (``opsd`` / ``sdar`` / ``skill_sd``, docs/adrs.md §5.6) each
-    micro-batch adds ``β ·`` the auxiliary loss toward ``teacher_logprobs`` (``ℓ^T [S, L]``) to
+    micro-batch adds ``β ·`` the auxiliary loss toward ``batch.teacher_logprobs`` (``ℓ^T``) to
     its PPO loss; ``config.pg_coef`` weights the policy-gradient term (0 = distillation alone)
     and ``config.entropy_coef`` subtracts that multiple of the token-mean entropy. New
     log-probs and entropies are those of ``softmax(z / temperature)``, the policy that sampled
@@ -68,14 +90,18 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
     loss also ``ppo/aux_loss`` and its statistics (``ppo/opsd_gap``, ``ppo/sdar_gate_mean``, …).
     """
     aux = get_aux_loss(config.aux_loss) if config.aux_loss != "none" else None
-    if aux is not None and teacher_logprobs is None:
+    if aux is not None and batch.teacher_logprobs is None:
         raise ValueError(f"optim.aux_loss = {config.aux_loss!r} needs the teacher log-probs ℓ^T")
+    steps, advantages = batch.steps, batch.advantages
     device = next(model.parameters()).device
     order = torch.randperm(steps.input_ids.shape[0], generator=generator)
     mini_batches = [rows for rows in order.tensor_split(config.mini_batches) if len(rows)]
     trained = _rows_with_gradient(steps, advantages, config, aux is not None)  # [S]
     if config.loss_agg == "rollout_mean":
         advantages = advantages * rollout_weights(steps.loss_mask, steps.step_rollout)[:, None]
+    per_token = {"mask": steps.loss_mask, "old": batch.old_logprobs, "adv": advantages,
+                 "ref": batch.ref_logprobs,
+                 "teacher": batch.teacher_logprobs if aux is not None else None}
     totals: dict[str, list[float]] = {}
     for rows in mini_batches:
         normalizer = steps.loss_mask[rows].sum().clamp(min=1).to(torch.float32)
@@ -89,27 +115,23 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
                                                         "clip_frac": 0.0}
         for micro in (by_length(rows, steps.attention_mask).split(config.micro_batch_size)
                       if len(rows) else ()):
-            parts = trim_padding(steps.input_ids[micro], steps.attention_mask[micro],
-                                 steps.loss_mask[micro], old_logprobs[micro], advantages[micro],
-                                 *([ref_logprobs[micro]] if ref_logprobs is not None else []),
-                                 *([teacher_logprobs[micro]] if aux is not None else []),
-                                 *([steps.allowed[micro]] if steps.allowed is not None else []))
-            allowed = parts[-1] if steps.allowed is not None else None
-            parts = parts[:-1] if steps.allowed is not None else parts
-            ids, attn, mask, old, adv = (t.to(device) for t in parts[:5])
-            ref = parts[5].to(device) if ref_logprobs is not None else None
-            teacher = parts[-1].to(device) if aux is not None else None
+            ids, attn, cut = _micro_batch(steps, per_token, micro)
+            ids, attn = ids.to(device), attn.to(device)
+            on_device = {name: value.to(device) for name, value in cut.items()
+                         if name != "allowed"}
+            mask, old = on_device["mask"], on_device["old"]
             logprobs, entropy = token_logprobs_and_entropy(model, ids, attn, ids.shape[0],
-                                                           requires_grad=True, allowed=allowed,
+                                                           requires_grad=True,
+                                                           allowed=cut.get("allowed"),
                                                            score_mask=mask,
                                                            temperature=temperature)
-            loss, stats = ppo_loss(logprobs, old, ref, adv, mask, config.clip_low,
-                                   config.clip_high, config.kl_coef,
+            loss, stats = ppo_loss(logprobs, old, on_device.get("ref"), on_device["adv"], mask,
+                                   config.clip_low, config.clip_high, config.kl_coef,
                                    normalizer=normalizer.to(device), pg_coef=config.pg_coef,
                                    entropy=entropy, entropy_coef=config.entropy_coef)
             if aux is not None:
-                aux_term, aux_stats = aux.fn(logprobs, teacher, old, mask, config.aux_coef,
-                                             normalizer.to(device))
+                aux_term, aux_stats = aux.fn(logprobs, on_device["teacher"], old, mask,
+                                             config.aux_coef, normalizer.to(device))
                 loss = loss + aux_term
                 stats.update(aux_stats, aux_loss=float(aux_term.detach()))
             loss.backward()
@@ -129,6 +151,18 @@ def ppo_update(model, optimizer, steps: StepTensors, old_logprobs, ref_logprobs,
     # an all-silent mini-batch has a grad norm only: each figure is averaged where it exists
     return {"ppo/trained_rows": float(trained.double().mean()),
             **{f"ppo/{key}": sum(values) / len(values) for key, values in totals.items()}}
+
+
+def _micro_batch(steps: StepTensors, per_token: dict[str, Tensor | None], micro: Tensor
+                 ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """Rows ``micro`` of ``steps`` with their all-padding columns dropped: ``(input_ids [b, l],
+    attention_mask [b, l], {name: [b, l(, K)]})`` for every ``per_token`` tensor that is set,
+    and ``allowed`` when the steps have it."""
+    named = {name: value for name, value in {**per_token, "allowed": steps.allowed}.items()
+             if value is not None}
+    ids, attn, *cut = trim_padding(steps.input_ids[micro], steps.attention_mask[micro],
+                                   *(value[micro] for value in named.values()))
+    return ids, attn, dict(zip(named, cut, strict=True))
 
 
 def rollout_weights(loss_mask: torch.Tensor, step_rollout: torch.Tensor) -> torch.Tensor:

@@ -35,10 +35,10 @@ from torch import Tensor, nn
 
 from agentcredit.config import TrainConfig
 from agentcredit.credit.adrs import TOKEN_CLASSES
+from agentcredit.credit.step import StepTensors
 from agentcredit.envs.base import Environment, Task
 from agentcredit.envs.suites import EnvSuite
 from agentcredit.rollout.admissible import Decoding
-from agentcredit.rollout.collector import StepTensors
 from agentcredit.rollout.prompts import PromptConfig
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts

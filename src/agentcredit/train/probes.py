@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from agentcredit.credit.adrs import TOKEN_CLASSES, token_class_gap
+from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.actions import ActionFormat, parse_action
-from agentcredit.rollout.collector import tensorize_steps
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.prefix import SkillSplicer
 from agentcredit.skills.provider import SkillProvider

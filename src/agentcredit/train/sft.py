@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import torch
 
+from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.base import Environment, Task
 from agentcredit.rollout.actions import format_action
 from agentcredit.rollout.admissible import ActionTrie, Decoding
-from agentcredit.rollout.collector import by_length, tensorize_steps, trim_padding
 from agentcredit.rollout.prompts import (
     LAYOUT_WINDOW,
     HistoryStyle,
@@ -34,6 +34,7 @@ from agentcredit.rollout.prompts import (
     user_message,
 )
 from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.train.padding import by_length, trim_padding
 from agentcredit.train.scoring import token_logprobs
 
 #: the most wrong actions in a row a recovery sample's history ends with (``demonstration_steps``).

@@ -79,7 +79,7 @@ def privileged_logprobs(
         model: the frozen behaviour snapshot (the policy before this update).
         splicer: a ``SkillSplicer`` for the model's tokenizer.
         input_ids: ``[S, L]`` step samples, prompt then response, right padded
-            (``rollout.collector.StepTensors``).
+            (``credit.step.StepTensors``).
         attention_mask: ``[S, L]``, 1 on real tokens (a prefix of each row).
         loss_mask: ``[S, L]``, the response tokens; the prompt is everything
             before a row's first response token.

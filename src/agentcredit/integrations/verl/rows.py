@@ -12,7 +12,7 @@ too), while bytes pass through unchanged. The rows hold those bytes on every pat
 agent loop's and one built in process alike; ``credit_batch_from_rows`` unpickles them.
 
 This module turns such rows into the ``CreditBatch`` the embedded trainer builds
-(``rollout.collector.credit_batch``), runs the estimator from the same registry
+(``credit.step.credit_batch``), runs the estimator from the same registry
 (``credit.get_estimator``), and writes the advantages back per token in verl's row
 order. It never imports verl: the rows are plain sequences and tensors, exactly what a
 ``DataProto`` holds, so it is tested without verl (tests/integrations/verl/test_equivalence.py).
@@ -33,8 +33,6 @@ import torch
 from torch import Tensor
 
 from agentcredit.credit import CreditBatch, CreditResult, TokenScores, get_estimator
-from agentcredit.credit.tokens import to_step_rows
-from agentcredit.rollout.collector import broadcast_to_tokens
 from agentcredit.rollout.records import Trajectory
 from agentcredit.verifier.trace import RolloutTrace
 
@@ -229,16 +227,12 @@ def credit_batch_from_rows(rows: StepRows, inputs: frozenset[str] = frozenset(),
 def advantages_to_rows(result: CreditResult, credit: RowCredit, response_mask: Tensor) -> Tensor:
     """``[R, L]`` per-token advantages in verl's row order, 0 off the response.
 
-    Token-level results (ADRS) are scattered to their tokens, step-level ones broadcast
-    over the step's response, exactly as the embedded loop does (``train/loop.py``).
+    The write-back of the embedded trainer (``CreditResult.per_token``) on the rows in flat
+    step order, then put back in verl's row order.
     """
     mask = response_mask[credit.order].bool()  # [S, L], flat step order
-    if result.token_advantages is not None:
-        in_steps = to_step_rows(result.token_advantages.to(torch.float32), mask)
-    else:
-        in_steps = broadcast_to_tokens(result.step_advantages, mask)
     out = torch.zeros(response_mask.shape, dtype=torch.float32)
-    out[credit.order] = in_steps.cpu()
+    out[credit.order] = result.per_token(mask).cpu()
     return out
 
 
