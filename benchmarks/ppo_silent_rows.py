@@ -26,9 +26,9 @@ import torch
 from agentcredit.config import estimator_config, load_config
 from agentcredit.credit import get_estimator
 from agentcredit.credit.batch import CreditBatch
-from agentcredit.rollout.collector import broadcast_to_tokens, tensorize_steps
+from agentcredit.credit.step import tensorize_steps
 from agentcredit.train.build import load_model, make_collector
-from agentcredit.train.ppo import ppo_update
+from agentcredit.train.ppo import PPOBatch, ppo_update
 from bench_common import parse_start_args, write_result
 
 REPEATS = 3
@@ -48,7 +48,7 @@ def main() -> None:
     batch = CreditBatch.from_lists([[s.reward for s in t.steps] for t in trajectories],
                                    [t.group_id for t in trajectories])
     result = get_estimator("grpo")(batch, estimator_config(config.credit))
-    advantages = broadcast_to_tokens(result.step_advantages, steps.loss_mask)
+    advantages = result.per_token(steps.loss_mask)  # [S, L]
     metrics: dict[str, float] = {"rollouts": len(trajectories),
                                  "won": sum(t.won for t in trajectories),
                                  "steps": int(steps.input_ids.shape[0])}
@@ -59,8 +59,9 @@ def main() -> None:
             trained = copy.deepcopy(model)
             optimizer = torch.optim.AdamW(trained.parameters(), lr=optim.lr)
             began = time.perf_counter()
-            stats = ppo_update(trained, optimizer, steps, steps.sampling_logprobs, None,
-                               advantages, optim, torch.Generator().manual_seed(0))
+            stats = ppo_update(trained, optimizer,
+                               PPOBatch(steps, steps.sampling_logprobs, advantages), optim,
+                               torch.Generator().manual_seed(0))
             seconds.append(time.perf_counter() - began)
         metrics[f"{name}_s"] = round(statistics.median(seconds), 2)
         if name == "skip":

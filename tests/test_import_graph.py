@@ -136,3 +136,11 @@ def test_the_layer_check_sees_an_environment_that_imports_the_trainer():
     graph = {"agentcredit.envs.toy": {"agentcredit.train.loop", "agentcredit.verifier.atoms"}}
     assert _layer_violations(graph, "agentcredit.envs", BELOW_ENVS) == \
         [("agentcredit.envs.toy", "agentcredit.train.loop")]
+
+
+def test_rollouts_import_neither_credit_nor_the_trainer():
+    graph = _graph()
+    assert sorted((module, dep) for module, deps in graph.items()
+                  if module.startswith("agentcredit.rollout")
+                  for dep in deps if dep.startswith(("agentcredit.credit", "agentcredit.train"))
+                  ) == []

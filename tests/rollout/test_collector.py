@@ -1,19 +1,13 @@
-"""The collector on the fake corridor environment: rewards, groups, anchor keys, and the
-training masks (no prompt, padding or environment token ever gets loss)."""
+"""The collector on the fake corridor environment: rewards, groups, anchor keys, skills,
+admissible decoding and prompt caches."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from agentcredit.rollout.collector import (
-    CollectorConfig,
-    RolloutCollector,
-    broadcast_to_tokens,
-    by_length,
-    credit_batch,
-    tensorize_steps,
-)
+from agentcredit.credit.step import tensorize_steps
+from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.prompts import PromptConfig
 
@@ -106,53 +100,6 @@ def test_anchor_key_is_the_observation_before_the_step(fake_suite, fake_tokenize
     assert all(step.anchor_key == step.observation for step in traj.steps)
 
 
-def test_no_prompt_padding_or_environment_token_gets_loss(fake_suite, fake_tokenizer,
-        make_fake_task):
-    trajs, _ = _collect(fake_suite, fake_tokenizer,
-                        [make_fake_task("train", 0), make_fake_task("train", 3)], group_size=2,
-                        garbage_at_call=2)
-    steps = tensorize_steps(trajs, fake_tokenizer.pad_token_id)
-    flat = [s for t in trajs for s in t.steps]
-    assert steps.input_ids.shape[0] == len(flat)
-    for row, step in enumerate(flat):
-        p, n = len(step.prompt_ids), len(step.response_ids)
-        mask = steps.loss_mask[row]
-        # loss exactly on the response tokens: never on the prompt (which holds all
-        # environment text of the step) nor on padding
-        assert mask.nonzero().flatten().tolist() == list(range(p, p + n))
-        assert steps.input_ids[row, mask].tolist() == step.response_ids
-        assert steps.input_ids[row, :p].tolist() == step.prompt_ids
-        assert steps.attention_mask[row].sum() == p + n
-        assert torch.allclose(steps.sampling_logprobs[row, mask],
-                              torch.tensor(step.sampling_logprobs))
-        assert (steps.sampling_logprobs[row, ~mask] == 0).all()
-    assert steps.num_response_tokens == sum(len(s.response_ids) for s in flat)
-
-
-def test_step_advantages_broadcast_to_response_tokens_only(fake_suite, fake_tokenizer,
-        make_fake_task):
-    trajs, _ = _collect(fake_suite, fake_tokenizer, [make_fake_task("train", 3)], group_size=2)
-    steps = tensorize_steps(trajs, fake_tokenizer.pad_token_id)
-    values = torch.arange(1.0, steps.input_ids.shape[0] + 1)
-    tokens = broadcast_to_tokens(values, steps.loss_mask)
-    assert (tokens[~steps.loss_mask] == 0).all()
-    assert torch.equal(tokens.sum(1), values * steps.loss_mask.sum(1))
-
-
-def test_credit_batch_matches_the_flat_step_order(fake_suite, fake_tokenizer,
-        make_fake_task):
-    trajs, _ = _collect(fake_suite, fake_tokenizer,
-                        [make_fake_task("train", 0), make_fake_task("train", 1)], group_size=2)
-    batch = credit_batch(trajs)
-    flat = [s for t in trajs for s in t.steps]
-    assert batch.num_steps == len(flat)
-    assert batch.step_rewards.tolist() == pytest.approx([s.reward for s in flat])
-    assert batch.anchor_keys == tuple(s.observation for s in flat)
-    assert batch.group_ids.tolist() == [7, 7, 8, 8]
-    steps = tensorize_steps(trajs, fake_tokenizer.pad_token_id)
-    assert torch.equal(steps.step_rollout, batch.step_rollout)
-
-
 def test_the_collector_shows_a_skill_only_when_handed_a_skill_provider(fake_suite, fake_tokenizer,
                                                                        make_fake_task, tmp_path):
     from agentcredit.skills import SKILL_HEADER, SkillProvider
@@ -223,13 +170,6 @@ def test_reusing_prompt_caches_between_steps_changes_no_rollout(fake_suite, fake
         assert cached.prompt_ids == full.prompt_ids
         assert cached.response_ids == full.response_ids
         assert cached.sampling_logprobs == pytest.approx(full.sampling_logprobs, abs=1e-5)
-
-
-def test_by_length_orders_rows_by_their_real_length_stably():
-    attention = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 0, 0],
-                              [1, 0, 0, 0]])
-    assert by_length(torch.tensor([0, 1, 2, 3, 4]), attention).tolist() == [1, 4, 3, 0, 2]
-    assert by_length(torch.tensor([2, 0]), attention).tolist() == [0, 2]
 
 
 def test_on_step_counts_every_rollout_once_when_it_ends(fake_suite, fake_tokenizer, make_fake_task):

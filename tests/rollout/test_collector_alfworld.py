@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentcredit.rollout.collector import CollectorConfig, RolloutCollector, tensorize_steps
+from agentcredit.credit.step import tensorize_steps
+from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 
 pytest.importorskip("alfworld")

@@ -4,6 +4,7 @@ equal-return groups and never leaves an update empty, and the preset's settings.
 from __future__ import annotations
 
 import itertools
+import random
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from agentcredit.config import load_config
 from agentcredit.envs.base import Task
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.dapo import (
+    GroupSource,
     collect_with_signal,
     overlong_penalty,
     round_first_group_id,
@@ -30,16 +32,18 @@ def dapo_return(trajectory: Trajectory) -> float:
     return shaped_return(trajectory, max_tokens=20, buffer=0.2, penalty=0.1)
 
 
-class FakeCollect:
-    """``collect(round, count)``: ``count`` groups of two rollouts; ``signal[round]`` says which of
-    a round's groups have different returns (cycling), and every call is recorded."""
+class FakeSource:
+    """A ``GroupSource`` of ``groups`` groups and ``rounds`` extra rounds whose
+    ``collect(update, round, count)`` gives ``count`` groups of two rollouts; ``signal[round]``
+    says which of a round's groups have different returns (cycling), and every call is
+    recorded."""
 
-    def __init__(self, signal: dict[int, list[bool]]):
-        self.signal = signal
+    def __init__(self, signal: dict[int, list[bool]], groups: int = 1, rounds: int = 0):
+        self.signal, self.groups, self.rounds = signal, groups, rounds
         self.calls: list[tuple[int, int]] = []
         self.ids = itertools.count()
 
-    def __call__(self, round_index: int, count: int) -> list[Trajectory]:
+    def collect(self, update: int, round_index: int, count: int) -> list[Trajectory]:
         self.calls.append((round_index, count))
         pattern = itertools.cycle(self.signal.get(round_index, [False]))
         out = []
@@ -47,6 +51,18 @@ class FakeCollect:
             gid = next(self.ids)
             out += [_trajectory(gid, 10.0), _trajectory(gid, 0.0 if next(pattern) else 10.0)]
         return out
+
+
+class Replay:
+    """A source of one group and two extra rounds that collects ``trajectories`` every round."""
+
+    groups, rounds = 1, 2
+
+    def __init__(self, trajectories: list[Trajectory]):
+        self.trajectories = trajectories
+
+    def collect(self, update: int, round_index: int, count: int) -> list[Trajectory]:
+        return self.trajectories
 
 
 def test_the_overlong_penalty_ramps_from_zero_to_minus_c_over_the_buffer():
@@ -62,14 +78,14 @@ def test_returns_are_judged_after_the_overlong_penalty():
     assert dapo_return(_trajectory(0, 10.0, length=20)) == pytest.approx(9.9)
     assert dapo_return(_trajectory(0, 10.0, length=16)) == 10.0
     pair = [_trajectory(0, 10.0, length=20), _trajectory(0, 10.0)]
-    assert len(collect_with_signal(lambda r, n: pair, 1, 2, dapo_return).trajectories) == 2
+    assert len(collect_with_signal(Replay(pair), 1, dapo_return).trajectories) == 2
     invalid_and_overlong = [_trajectory(0, 9.9), _trajectory(0, 10.0, length=20)]
-    assert collect_with_signal(lambda r, n: invalid_and_overlong, 1, 2, dapo_return).empty
+    assert collect_with_signal(Replay(invalid_and_overlong), 1, dapo_return).empty
 
 
 def test_dynamic_sampling_drops_equal_return_groups_and_collects_the_missing_ones():
-    collect = FakeCollect({0: [True, False, False], 1: [False, True], 2: [True]})
-    sampled = collect_with_signal(collect, groups=3, rounds=4, returns=dapo_return)
+    collect = FakeSource({0: [True, False, False], 1: [False, True], 2: [True]}, 3, 4)
+    sampled = collect_with_signal(collect, 1, dapo_return)
     assert collect.calls == [(0, 3), (1, 2), (2, 1)]  # it stops once three groups have signal
     kept = {t.group_id for t in sampled.trajectories}
     assert kept == {0, 4, 5} and len(sampled.trajectories) == 6
@@ -80,8 +96,8 @@ def test_dynamic_sampling_drops_equal_return_groups_and_collects_the_missing_one
 
 @pytest.mark.parametrize("rounds", [1, 3])
 def test_dynamic_sampling_never_leaves_an_update_empty(rounds):
-    collect = FakeCollect({})  # every group of every round has equal returns
-    sampled = collect_with_signal(collect, groups=2, rounds=rounds, returns=dapo_return)
+    collect = FakeSource({}, 2, rounds)  # every group of every round has equal returns
+    sampled = collect_with_signal(collect, 1, dapo_return)
     assert len(collect.calls) == rounds + 1
     assert sampled.trajectories and sampled.empty
     assert len({t.group_id for t in sampled.trajectories}) == 2  # the last round's groups
@@ -91,14 +107,14 @@ def test_dynamic_sampling_never_leaves_an_update_empty(rounds):
 
 
 def test_dynamic_sampling_keeps_what_it_found_when_the_rounds_run_out():
-    collect = FakeCollect({0: [True, False, False]})
-    sampled = collect_with_signal(collect, groups=3, rounds=2, returns=dapo_return)
+    collect = FakeSource({0: [True, False, False]}, 3, 2)
+    sampled = collect_with_signal(collect, 1, dapo_return)
     assert {t.group_id for t in sampled.trajectories} == {0} and not sampled.empty
 
 
 def test_without_rounds_one_collection_is_kept_whole():
-    collect = FakeCollect({})
-    sampled = collect_with_signal(collect, groups=2, rounds=0, returns=dapo_return)
+    collect = FakeSource({}, 2, 0)
+    sampled = collect_with_signal(collect, 1, dapo_return)
     assert collect.calls == [(0, 2)] and len(sampled.trajectories) == 4 and not sampled.empty
 
 
@@ -119,3 +135,26 @@ def test_the_dapo_preset_is_grpo_with_clip_higher_overlong_penalty_and_dynamic_s
     assert (config.optim.clip_low, config.optim.clip_high) == (0.2, 0.28)
     assert config.rollout.overlong_buffer == 0.2 and config.rollout.overlong_penalty == 0.1
     assert config.rollout.dynamic_sampling_rounds == 3
+
+
+def test_a_group_source_draws_from_the_pool_and_numbers_each_rounds_groups():
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def collect(self, tasks, group_size, **kwargs):
+            self.calls.append((tasks, group_size, kwargs))
+            return []
+
+    pool = [Task(f"t{i}", "fake", "train", "take the apple", "type0") for i in range(3)]
+    recorder, generator = Recorder(), torch.Generator()
+    source = GroupSource(recorder, pool, random.Random(0), generator, group_size=2,
+                         temperature=0.7, groups=2, rounds=3)
+    source.collect(2, 0, 2)
+    source.collect(2, 1, 5)  # more groups than the pool holds: drawn with replacement
+    (first, size, settings), (second, _, again) = recorder.calls
+    assert len({t.task_id for t in first}) == 2 and len(second) == 5 and size == 2
+    assert settings["first_group_id"] == round_first_group_id(2, 0, 2, 3) == 2
+    assert again["first_group_id"] == round_first_group_id(2, 1, 2, 3)
+    assert settings["temperature"] == 0.7 and settings["generator"] is generator
+    assert settings["skills"] is None

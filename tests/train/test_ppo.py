@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from agentcredit.config import OptimConfig
+from agentcredit.credit.aux_losses import get_aux_loss
 from agentcredit.credit.step import StepTensors
-from agentcredit.train.ppo import ppo_update, rollout_weights, score_steps
+from agentcredit.train.ppo import PPOBatch, ppo_update, rollout_weights, score_steps
 
 ROWS, LENGTH, PROMPT = 12, 10, 6
 
@@ -45,7 +47,7 @@ def _update(advantage_rows: torch.Tensor, config: OptimConfig, forwards: list[in
     advantages = advantage_rows[:, None] * steps.loss_mask.float()
     for update in range(2):
         old = score_steps(model, steps, micro_batch_size=4)
-        stats = ppo_update(model, optimizer, steps, old, None, advantages, config,
+        stats = ppo_update(model, optimizer, PPOBatch(steps, old, advantages), config,
                            torch.Generator().manual_seed(update))
     return copy.deepcopy(model.state_dict()), stats
 
@@ -88,9 +90,9 @@ def test_a_batch_without_signal_still_steps_the_optimiser():
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
     signal = _advantages()[:, None] * steps.loss_mask.float()
     old = score_steps(model, steps, micro_batch_size=4)
-    ppo_update(model, optimizer, steps, old, None, signal, config, torch.Generator())
+    ppo_update(model, optimizer, PPOBatch(steps, old, signal), config, torch.Generator())
     before = copy.deepcopy(model.state_dict())
-    stats = ppo_update(model, optimizer, steps, old, None, torch.zeros_like(signal), config,
+    stats = ppo_update(model, optimizer, PPOBatch(steps, old, torch.zeros_like(signal)), config,
                        torch.Generator())
     assert stats["ppo/trained_rows"] == 0.0 and "ppo/grad_norm" in stats
     moved = [name for name, weight in model.state_dict().items()
@@ -108,8 +110,9 @@ def test_statistics_are_token_means_over_the_rows_trained_on(temperature):
     steps = _steps()
     advantages = _advantages()[:, None] * steps.loss_mask.float()
     old = score_steps(model, steps, micro_batch_size=4, temperature=temperature)
-    stats = ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.5), steps, old, None,
-                       advantages, config, torch.Generator(), temperature=temperature)
+    stats = ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.5),
+                       PPOBatch(steps, old, advantages), config, torch.Generator(),
+                       temperature=temperature)
     assert stats["ppo/ratio_mean"] == pytest.approx(1.0, abs=1e-6)
     assert stats["ppo/approx_kl"] == pytest.approx(0.0, abs=1e-6)
 
@@ -140,8 +143,9 @@ def test_rollout_mean_is_token_mean_with_each_rollouts_tokens_summing_alike():
         optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
         batch = StepTensors(**{**steps.__dict__, "step_rollout": step_rollout})
         old = score_steps(model, batch, micro_batch_size=4)
-        ppo_update(model, optimizer, batch, old, None,
-                   advantage_rows[:, None] * batch.loss_mask.float(), config, torch.Generator())
+        ppo_update(model, optimizer,
+                   PPOBatch(batch, old, advantage_rows[:, None] * batch.loss_mask.float()),
+                   config, torch.Generator())
         return model.state_dict()
 
     base = {"lr": 0.5, "kl_coef": 0.0, "mini_batches": 1, "micro_batch_size": 4}
@@ -152,3 +156,40 @@ def test_rollout_mean_is_token_mean_with_each_rollouts_tokens_summing_alike():
         assert torch.allclose(weight, by_hand[name], atol=1e-6), name
     assert any(not torch.allclose(weight, plain[name], atol=1e-6)
                for name, weight in weighted.items())
+
+
+def test_every_per_token_tensor_reaches_the_loss_under_its_own_name(monkeypatch):
+    """With the reference, the teacher and the allowed sets all set, each micro-batch's loss
+    reads the reference as ``ref`` and the teacher as the auxiliary loss's target: the rows
+    of the tensors passed in, trimmed as the micro-batch's ids are."""
+    from agentcredit.train import ppo
+
+    steps = _steps()
+    steps = StepTensors(**{**steps.__dict__,
+                           "allowed": torch.full((ROWS, LENGTH, 1), -1, dtype=torch.long)})
+    model = _model()
+    old = score_steps(model, steps, micro_batch_size=4)
+    ref, teacher = old - 0.25 * steps.loss_mask, old - 0.5 * steps.loss_mask
+    seen = {"ref": [], "teacher": []}
+    loss, aux = ppo.ppo_loss, get_aux_loss("opsd")
+
+    def spy_loss(logprobs, old, ref, *args, **kwargs):
+        seen["ref"].append((old, ref))
+        return loss(logprobs, old, ref, *args, **kwargs)
+
+    def spy_aux(logprobs, teacher, old, *args):
+        seen["teacher"].append((old, teacher))
+        return aux.fn(logprobs, teacher, old, *args)
+
+    monkeypatch.setattr(ppo, "ppo_loss", spy_loss)
+    monkeypatch.setattr(ppo, "get_aux_loss", lambda name: dataclasses.replace(aux, fn=spy_aux))
+    config = OptimConfig(lr=1e-2, kl_coef=0.1, mini_batches=2, micro_batch_size=4,
+                         aux_loss="opsd", aux_coef=0.5)
+    ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.0),
+               PPOBatch(steps, old, _advantages()[:, None] * steps.loss_mask.float(), ref,
+                        teacher), config, torch.Generator())
+    assert len(seen["ref"]) == len(seen["teacher"]) == 4
+    for name, shift in (("ref", 0.25), ("teacher", 0.5)):
+        for old_rows, rows in seen[name]:
+            assert torch.allclose(old_rows - rows, shift * (old_rows - rows != 0)), name
+            assert (old_rows - rows != 0).any(), name

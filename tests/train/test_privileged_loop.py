@@ -225,13 +225,13 @@ def test_a_method_without_skill_texts_for_its_environment_stops_with_one_line(
 
 def test_the_teacher_scores_with_the_pre_update_policy_of_the_same_update_not_the_reference(
         run, tmp_path, monkeypatch):
-    from agentcredit.train import loop
+    from agentcredit.train import update as update_module
 
     def snapshot(model) -> dict[str, torch.Tensor]:
         return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
     scored, updated = [], []
-    teacher, update = credit_inputs.teacher_logprobs, loop.ppo_update
+    teacher, update = credit_inputs.teacher_logprobs, update_module.ppo_update
 
     def scoring(model, *args, **kwargs):
         scored.append(snapshot(model))
@@ -242,7 +242,7 @@ def test_the_teacher_scores_with_the_pre_update_policy_of_the_same_update_not_th
         return update(model, *args, **kwargs)
 
     monkeypatch.setattr(credit_inputs, "teacher_logprobs", scoring)
-    monkeypatch.setattr(loop, "ppo_update", updating)
+    monkeypatch.setattr(update_module, "ppo_update", updating)
     run(tmp_path, "adrs", "method=adrs", "run.updates=2", "run.eval_at_start=false")
     assert len(scored) == len(updated) == 2
     assert not all(torch.equal(scored[0][k], scored[1][k]) for k in scored[0])  # it moved

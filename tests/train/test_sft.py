@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from agentcredit.config import SFTConfig, TinyModelConfig
+from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.base import Task
 from agentcredit.rollout.admissible import ActionTrie
-from agentcredit.rollout.collector import CollectorConfig, RolloutCollector, tensorize_steps
+from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation, HFPolicy
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.train.evaluate import evaluate

@@ -39,7 +39,7 @@ VICT_AUDIT = (
     ("core_size_mean", "core size"), ("budget_hit_pct", "budget hit %"), ("lambda", "λ"),
     ("mean_abs_correction", "mean |corr.|"), ("credit_ms", "credit ms"),
 )
-#: update phases in the order an update runs them (``time/…`` of ``train/loop.py``); any other
+#: update phases in the order an update runs them (``time/…`` of ``train/update.py``); any other
 #: phase a run logs follows them
 PHASES = ("rollout", "score", "teacher", "trace", "credit", "save_rollouts", "update")
 _SPLIT_TYPE = re.compile(r"^eval/(?P<split>[^/]+)/success(?:/(?P<type>[^/]+))?$")
@@ -178,7 +178,7 @@ def timing_table(runs: Sequence[RunData]) -> Table | None:
     phases = [p for p in PHASES if p in logged] + sorted(logged - set(PHASES))
     table = Table("timing", "Timing of an update (seconds)",
                   ["method", *phases, "total", "eval (per evaluation)"],
-                  note="Wall seconds per update in each phase of train/loop.py, mean over "
+                  note="Wall seconds per update in each phase of train/update.py, mean over "
                        "updates, then mean ± sd over seeds; a phase a method does not run "
                        "is empty.")
     for method, members in by_method(runs).items():

@@ -1,8 +1,8 @@
 """The verl path gives the embedded trainer's advantages (issue 17, "Equivalence").
 
 The same rollouts go through the embedded trainer's credit step (``credit_batch``,
-``TokenScores.from_step_rows`` on ``StepTensors``, the estimator, the write-back of
-``train/loop.py``) and through the verl path (per-step rows in verl's layout, shuffled as
+``TokenScores.from_step_rows`` on ``StepTensors``, the estimator, the write-back
+``CreditResult.per_token``) and through the verl path (per-step rows in verl's layout, shuffled as
 ``balance_batch`` would, ``rows.compute_row_credit``). Needs no verl: the rows are what a
 ``DataProto`` holds.
 """
@@ -19,16 +19,11 @@ from agentcredit.credit import get_estimator
 from agentcredit.credit.adrs import ADRSConfig
 from agentcredit.credit.gigpo import GiGPOConfig
 from agentcredit.credit.grpo import GRPOConfig
-from agentcredit.credit.tokens import TokenScores, to_step_rows
+from agentcredit.credit.step import credit_batch, tensorize_steps
+from agentcredit.credit.tokens import TokenScores
 from agentcredit.credit.vict import VICTConfig
 from agentcredit.integrations.verl import rows as verl_rows
-from agentcredit.rollout.collector import (
-    CollectorConfig,
-    RolloutCollector,
-    broadcast_to_tokens,
-    credit_batch,
-    tensorize_steps,
-)
+from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.train.verifier_traces import VerifierTracer
 
@@ -65,15 +60,13 @@ def _collect(fake_tokenizer, make_fake_task, make_env):
 
 
 def _embedded(trajectories, steps, estimator, options, teacher, old, ref, traces):
-    """The embedded trainer's credit step (train/credit_inputs.py + train/loop.py)."""
+    """The embedded trainer's credit step (train/credit_inputs.py + credit/step.py)."""
     batch = credit_batch(trajectories, traces)
     if teacher is not None:
         batch = dataclasses.replace(batch, tokens=TokenScores.from_step_rows(
             steps.loss_mask, teacher, old, ref, update=1))
     result = get_estimator(estimator)(batch, options)
-    if result.token_advantages is not None:
-        return to_step_rows(result.token_advantages.to(torch.float32), steps.loss_mask)
-    return broadcast_to_tokens(result.step_advantages, steps.loss_mask)
+    return result.per_token(steps.loss_mask)
 
 
 def _verl_rows(trajectories, steps, traces, teacher, old, ref, permutation):

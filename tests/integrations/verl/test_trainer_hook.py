@@ -14,8 +14,8 @@ verifier traces reach the trainer through verl's pydantic dump of the outputs
 
 The expected advantages, diagnostics and ledger rows come from the embedded trainer's
 credit step on the same rollouts (``CreditInputs.prepare``, the estimator,
-``train/loop.py``'s write-back), never from the hook. Needs verl and TransferQueue;
-skipped without them.
+``CreditResult.per_token``, the write-back both share), never from the hook. Needs verl and
+TransferQueue; skipped without them.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ from transfer_queue.storage.managers.simple_storage_manager import AsyncSimpleSt
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
 
 from agentcredit.credit import CreditResult, get_estimator
-from agentcredit.credit.tokens import to_step_rows
+from agentcredit.credit.step import tensorize_steps
 from agentcredit.integrations.verl import agent_loop
 from agentcredit.integrations.verl.trainer import AgentCreditTrainer
 from agentcredit.jsonl_log import read_jsonl
-from agentcredit.rollout.collector import RolloutCollector, broadcast_to_tokens, tensorize_steps
+from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.skills import SkillProvider
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.models import load_policy
@@ -225,16 +225,14 @@ def _rollouts(setup, tokenizer) -> list[tuple]:
 
 
 def _embedded(setup, model, tokenizer, skill_root, trajectories, estimator, options):
-    """``train/loop.py``'s credit step: ``(advantages [S, L], result, steps, traces)``."""
+    """The embedded trainer's credit step (``train/update.py``): ``(advantages [S, L], result,
+    steps, traces)``."""
     steps = tensorize_steps(trajectories, tokenizer.pad_token_id)
     old = score_steps(model, steps, setup.config.optim.score_micro_batch_size)
     prepared = CreditInputs(setup.config, setup._suite, tokenizer, SkillProvider(skill_root)
                             ).prepare(model, trajectories, steps, old, None, UPDATE)
     result = get_estimator(estimator)(prepared.batch, options)
-    if result.token_advantages is not None:
-        advantages = to_step_rows(result.token_advantages.to(torch.float32), steps.loss_mask)
-    else:
-        advantages = broadcast_to_tokens(result.step_advantages, steps.loss_mask)
+    advantages = result.per_token(steps.loss_mask)  # the loop's write-back
     return advantages, result, steps, prepared.batch.traces
 
 

@@ -19,8 +19,10 @@ rows of verl's dataset layout, batched with verl's ``collate_fn``. One rollout's
 fails, so the loop drops it.
 
 The expected advantages and the optimiser steps per update come from the embedded trainer on
-the same rollouts (its credit step and ``ppo_update``), the rows per mini-batch from splitting
-the update's rows as evenly as possible. Needs verl; skipped without it.
+the same rollouts (its credit step, fed the log-probs verl's passes scored, and
+``ppo_update``), the rows per mini-batch from splitting the update's rows as evenly as
+possible; the embedded scoring passes are checked against verl's apart. Needs verl; skipped
+without it.
 """
 
 from __future__ import annotations
@@ -52,14 +54,14 @@ from verl.workers.rollout.replica import TokenOutput
 
 from agentcredit.config import estimator_config
 from agentcredit.credit import get_estimator
-from agentcredit.credit.tokens import to_step_rows
+from agentcredit.credit.step import tensorize_steps
 from agentcredit.integrations.verl import agent_loop, launch
+from agentcredit.integrations.verl import rows as verl_rows
 from agentcredit.integrations.verl.trainer import AgentCreditTrainer
-from agentcredit.rollout.collector import broadcast_to_tokens, tensorize_steps
 from agentcredit.skills import SkillProvider
-from agentcredit.train.credit_inputs import CreditInputs
+from agentcredit.train import credit_inputs
 from agentcredit.train.models import load_policy
-from agentcredit.train.ppo import ppo_update, score_steps
+from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
 
 from .test_equivalence import RandomActionPolicy
 from .test_trainer_hook import SKILLS, FakeTransferQueue
@@ -363,28 +365,50 @@ def step(request, tiny_policy, composed, skill_root, tmp_path_factory) -> Step:
                 resumed=resumed, reissued=reissued)
 
 
-def _embedded(run: Step, model, tokenizer):
-    """The embedded trainer on the rollouts the agent loop played, in the hook's flat order
-    (trajectory ids sorted, groups numbered by uid): ``(advantages [S, L], steps, old, ref)``
-    as ``train/loop.py`` computes them."""
+def _flat_order(run: Step) -> tuple[list, list[str]]:
+    """The rollouts the agent loop played in the hook's flat order (trajectory ids sorted,
+    groups numbered by uid), and the queue key of each of their steps."""
     ids = sorted(run.played)
     groups = {uid: g for g, uid in enumerate(sorted({tid.split("_")[0] for tid in ids}))}
     trajectories = [dataclasses.replace(run.played[tid][0], group_id=groups[tid.split("_")[0]])
                     for tid in ids]
+    return trajectories, [f"{tid}_{t}" for tid, trajectory in zip(ids, trajectories, strict=True)
+                          for t in range(len(trajectory.steps))]
+
+
+def _scored_by_verl(run: Step, keys: list[str], steps, field: str) -> torch.Tensor:
+    """The response-aligned ``field`` verl's passes left on the rows, as ``[S, L]`` step rows."""
+    out = torch.zeros(steps.loss_mask.shape)
+    out[steps.loss_mask] = torch.cat([run.queue.rows[("train", key)][field] for key in keys])
+    return out
+
+
+def _embedded(run: Step, model, tokenizer, monkeypatch):
+    """The embedded trainer's credit step (``CreditInputs.prepare``, the estimator,
+    ``CreditResult.per_token``: what ``train/update.py`` runs) on the rollouts the agent loop
+    played, fed the log-probs verl's passes scored (``ℓ^b``, ``ℓ_ref`` and ADRS's ``ℓ^T``):
+    ``(advantages [S, L], steps, old, ref, keys)``.
+
+    The scores are verl's, not the embedded scorer's, so both sides run the same credit on
+    the same numbers: the embedded passes score padded, length-sorted micro-batches and verl's
+    actor one unpadded sequence at a time, which differ by float32 rounding (about 1e-6,
+    ``test_the_embedded_scoring_passes_agree_with_verls_to_float32_rounding``), and ADRS's
+    whitening of ``r^T`` within a group divides that by the group's spread, so on some
+    rollouts the advantages would differ by 1e-5."""
+    trajectories, keys = _flat_order(run)
     config = run.setup.config
     steps = tensorize_steps(trajectories, tokenizer.pad_token_id)
-    old = score_steps(model, steps, config.optim.score_micro_batch_size)
-    ref = score_steps(model, steps, config.optim.score_micro_batch_size)
-    prepared = CreditInputs(config, run.setup._suite, tokenizer, SkillProvider(run.skill_root)
-                            ).prepare(model, trajectories, steps, old, ref, 1)
+    old = _scored_by_verl(run, keys, steps, "old_log_probs")
+    ref = _scored_by_verl(run, keys, steps, "ref_log_prob")
+    if "teacher" in config.inputs:
+        teacher = _scored_by_verl(run, keys, steps, verl_rows.TEACHER)
+        monkeypatch.setattr(credit_inputs, "teacher_logprobs", lambda *args, **kwargs: teacher)
+    prepared = credit_inputs.CreditInputs(config, run.setup._suite, tokenizer,
+                                          SkillProvider(run.skill_root)
+                                          ).prepare(model, trajectories, steps, old, ref, 1)
     result = get_estimator(config.credit.estimator)(prepared.batch,
                                                     estimator_config(config.credit))
-    if result.token_advantages is not None:
-        advantages = to_step_rows(result.token_advantages.to(torch.float32), steps.loss_mask)
-    else:
-        advantages = broadcast_to_tokens(result.step_advantages, steps.loss_mask)
-    return advantages, steps, old, ref, [f"{tid}_{t}" for tid, trajectory in zip(
-        ids, trajectories, strict=True) for t in range(len(trajectory.steps))]
+    return result.per_token(steps.loss_mask), steps, old, ref, keys
 
 
 class CountingOptimizer:
@@ -400,25 +424,48 @@ class CountingOptimizer:
         self.model.zero_grad(set_to_none=set_to_none)
 
 
-def test_a_whole_step_writes_the_embedded_trainers_advantages(step, tiny_policy):
+def test_a_whole_step_writes_the_embedded_trainers_advantages(step, tiny_policy, monkeypatch):
     model, tokenizer = tiny_policy
-    expected, steps, _, _, keys = _embedded(step, model, tokenizer)
+    expected, steps, _, _, keys = _embedded(step, model, tokenizer, monkeypatch)
     assert expected[steps.loss_mask].abs().sum() > 0, "the rollouts carry no signal"
     got = torch.cat([step.queue.rows[("train", key)]["advantages"] for key in keys])
-    torch.testing.assert_close(got, expected[steps.loss_mask], atol=1e-6, rtol=0)
+    # the same credit on the same scores: equal to the last bit
+    torch.testing.assert_close(got, expected[steps.loss_mask], atol=0, rtol=0)
     padding = [k for k, tag in zip(step.batch.keys, step.batch.tags, strict=True)
                if tag.get("is_padding")]
     for key in padding:
         assert (step.queue.rows[("train", key)]["advantages"] == 0).all()
 
 
-def test_an_update_makes_the_embedded_trainers_optimiser_steps_over_as_many_rows(
-        step, tiny_policy):
+def test_the_embedded_scoring_passes_agree_with_verls_to_float32_rounding(step, tiny_policy):
+    """``ℓ^b`` and ADRS's teacher ``ℓ^T`` of the embedded passes (``score_steps`` and
+    ``CreditInputs``'s teacher pass) are verl's passes' to float32 rounding: the same model on
+    the same tokens, batched differently (padded micro-batches against one unpadded sequence
+    at a time), so sums run in another order; 1e-5 is some twenty float32 ulps of a log-prob
+    of a few nats."""
     model, tokenizer = tiny_policy
-    advantages, steps, old, ref, keys = _embedded(step, model, tokenizer)
+    trajectories, keys = _flat_order(step)
+    config = step.setup.config
+    steps = tensorize_steps(trajectories, tokenizer.pad_token_id)
+    old = score_steps(model, steps, config.optim.score_micro_batch_size)
+    torch.testing.assert_close(old, _scored_by_verl(step, keys, steps, "old_log_probs"),
+                               atol=1e-5, rtol=0)
+    if "teacher" in config.inputs:
+        prepared = credit_inputs.CreditInputs(config, step.setup._suite, tokenizer,
+                                              SkillProvider(step.skill_root)
+                                              ).prepare(model, trajectories, steps, old, old, 1)
+        torch.testing.assert_close(prepared.teacher,
+                                   _scored_by_verl(step, keys, steps, verl_rows.TEACHER),
+                                   atol=1e-5, rtol=0)
+
+
+def test_an_update_makes_the_embedded_trainers_optimiser_steps_over_as_many_rows(
+        step, tiny_policy, monkeypatch):
+    model, tokenizer = tiny_policy
+    advantages, steps, old, ref, keys = _embedded(step, model, tokenizer, monkeypatch)
     optimizer = CountingOptimizer(model)
     optim = dataclasses.replace(step.setup.config.optim, mini_batches=MINI_BATCHES)
-    ppo_update(model, optimizer, steps, old, ref, advantages, optim, torch.Generator())
+    ppo_update(model, optimizer, PPOBatch(steps, old, advantages, ref), optim, torch.Generator())
     model.zero_grad(set_to_none=True)
     rows = len(keys)
     # the update's rows split as evenly as possible, the larger shares first
