@@ -7,7 +7,8 @@ evaluation and checkpoints around them. Each stage passes plain records to the n
     train/dapo.py          COLLECT: the groups, with DAPO's dynamic sampling when it is on
     train/ppo.py           SCORE: the behaviour ``ℓ^b`` and reference ``ℓ_ref`` log-probs
     train/credit_inputs.py CREDIT: the credit batch with what the estimator declared
-    credit/step.py         CREDIT: the step rows, and the advantages written back to tokens
+    credit/step.py         SCORE: the step rows (``tensorize_steps``)
+    credit/result.py       CREDIT: ``CreditResult.per_token``, the write-back verl's path shares
     train/credit_check.py  with ``run.credit_check_every``, the credit against the solver truth
     train/ppo.py           PPO: one epoch of the clipped-ratio update
 """
