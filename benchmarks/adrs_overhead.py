@@ -6,7 +6,7 @@ trajectory repeated ``group_size`` times as the rollouts of its task group. On
 the same samples, alternating, repeated, median times of:
 
 - ``ordinary``: the trainer's behaviour scoring pass (``train.loop.score_steps``);
-- ``teacher``: ``train.teacher.privileged_logprobs`` with prefix reuse (the
+- ``teacher``: ``train.scoring.teacher.privileged_logprobs`` with prefix reuse (the
   task's system turn + skill prefix computed once per task, its KV cache reused);
 - ``teacher_no_reuse``: the same function, full privileged sequences;
 - ``teacher_naive``: ``score_steps`` on the skill-spliced samples, i.e. the
@@ -43,10 +43,10 @@ from agentcredit.envs.base import Task
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids, system_message
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
-from agentcredit.train.models import load_policy
 from agentcredit.train.ppo import score_steps
-from agentcredit.train.teacher import prefix_cache, privileged_logprobs
-from agentcredit.train.tiny_model import bootstrap_tiny_model
+from agentcredit.train.scoring.teacher import prefix_cache, privileged_logprobs
+from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 from bench_common import write_result
 
 Episode = tuple[Task, list[tuple[list[tuple[str, str]], str, tuple[str, ...], str]]]

@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 
 from agentcredit.config import load_config
-from agentcredit.train.evaluate import evaluate_model
+from agentcredit.run.directory import RunDirectory
+from agentcredit.train.evaluation.evaluate import evaluate_model
 from agentcredit.train.loop import train
-from agentcredit.train.run_dir import RunDirectory
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -119,7 +119,7 @@ def start_evaluation(start: Path, config, cache: dict) -> dict:
     evaluation setting.
 
     Every run of one seed evaluates the same start with the same sampling
-    (``train.evaluate.evaluation_generator(seed, 0)``), so the methods that share
+    (``train.evaluation.evaluate.evaluation_generator(seed, 0)``), so the methods that share
     the evaluation settings (``eval.*``, the prompt, decoding and step limit, the
     environment) share one evaluation; ``cache`` holds them across calls.
     """

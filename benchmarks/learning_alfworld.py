@@ -11,10 +11,10 @@ game); the held-out validation games are evaluated beside it, at the start and t
 
 The start is evaluated once per seed (``bench_common.start_evaluation``: the evaluation every
 run of the seed would log at update 0); the runs skip their own. Each game's outcome is its
-share of episodes won (``train.outcomes.game_shares``), so every figure is a mean over the
-``[seeds, games]`` table of per-game values, and every interval a 95 % percentile bootstrap
-that resamples seeds and games (``train.outcomes.bootstrap_mean_interval``, 10,000 resamples,
-seed 0).
+share of episodes won (``train.evaluation.outcomes.game_shares``), so every figure is a mean
+over the ``[seeds, games]`` table of per-game values, and every interval a 95 % percentile
+bootstrap that resamples seeds and games (``train.evaluation.outcomes.bootstrap_mean_interval``,
+10,000 resamples, seed 0).
 
 ``metrics``, per method ``m``: ``success_start_mean.m``, ``success_final_mean.m``,
 ``success_gain_mean.m`` (final − start on the pool), ``success_auc_mean.m`` (area under the
@@ -49,7 +49,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentcredit.train.outcomes import POOL, bootstrap_mean_interval, evaluated_splits, game_shares
+from agentcredit.train.evaluation.outcomes import (
+    POOL,
+    bootstrap_mean_interval,
+    evaluated_splits,
+    game_shares,
+)
 from bench_common import method_config, run_method, sft_start, start_evaluation, write_result
 
 PROTOCOL = "pool"

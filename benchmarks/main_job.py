@@ -40,7 +40,12 @@ from pathlib import Path
 
 import yaml
 
-from agentcredit.train.outcomes import POOL, bootstrap_mean_interval, evaluated_splits, game_shares
+from agentcredit.train.evaluation.outcomes import (
+    POOL,
+    bootstrap_mean_interval,
+    evaluated_splits,
+    game_shares,
+)
 from bench_common import write_result
 
 REPO = Path(__file__).resolve().parents[1]

@@ -36,9 +36,9 @@ from agentcredit.envs.base import Task
 from agentcredit.jsonl_log import JsonlLog, finite_or_null
 from agentcredit.report.page import write_report
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.evaluate import rollout_metrics
-from agentcredit.train.saved_rollouts import save_rollouts
-from agentcredit.train.verifier_traces import VerifierTracer
+from agentcredit.run.saved_rollouts import save_rollouts
+from agentcredit.train.evaluation.evaluate import rollout_metrics
+from agentcredit.train.scoring.verifier_traces import VerifierTracer
 from agentcredit.verifier.atoms import Verifier
 from bench_common import method_overrides, write_result
 from learning_alfworld import DEFAULT_METHODS

@@ -17,8 +17,8 @@ from agentcredit.config import TinyModelConfig
 from agentcredit.envs.base import Observation, StepInfo, Task
 from agentcredit.envs.suites import GamesPerType
 from agentcredit.rollout.prompts import system_message
-from agentcredit.train.tiny_model import bootstrap_tiny_model
-from agentcredit.train.tokenizer_bootstrap import train_bpe_tokenizer
+from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
+from agentcredit.train.warm_start.tokenizer_bootstrap import train_bpe_tokenizer
 from agentcredit.verifier.atoms import Verifier
 
 from .corridor import corridor_verifier
@@ -136,6 +136,48 @@ def tiny_fake_run(fake_suite) -> tuple[str, ...]:
         "env=fake", "env.train_games_per_type=2", "env.valid_games_per_type=1",
         "env.pool_games_per_type=0",
     )
+
+
+#: the settings of ``report_runs`` on top of ``tiny_fake_run``
+REPORT_RUN = (
+    "run.eval_every=1", "run.checkpoint_every=1", "run.save_rollouts=1",
+    "sft.epochs=30", "sft.batch_size=4", "sft.lr=0.01",
+    "rollout.group_size=4", "rollout.tasks_per_update=2",
+    "optim.lr=1e-3", "optim.mini_batches=2", "optim.micro_batch_size=4",
+)
+
+
+@pytest.fixture(scope="session")
+def skills_root(tmp_path_factory) -> Path:
+    """Skill texts for the fake environment's two task types (ADRS's teacher reads them)."""
+    root = tmp_path_factory.mktemp("skills")
+    folder = root / "fake"
+    folder.mkdir()
+    (folder / "guide.md").write_text("Walk the corridor room by room until you see the apple.\n")
+    (folder / "type0.md").write_text("Type zero: the apple is often to the right; take it.\n")
+    (folder / "type1.md").write_text("Type one: the apple may be to the left; take it.\n")
+    return root
+
+
+@pytest.fixture(scope="session")
+def report_runs(tiny_fake_run, skills_root, tmp_path_factory) -> Path:
+    """A folder with ``vict_seed0`` (3 updates, the newest 2 saved) and ``adrs_seed0``
+    (2 updates, both saved), real runs of the fake corridor that save every update's
+    rollouts, trained once per session for the saved-rollout and report tests: VICT with
+    ledger rows (SFT is stopped early enough that groups mix wins and losses) and ADRS with
+    teacher scores (so token heat-maps)."""
+    from agentcredit.config import load_config
+    from agentcredit.train.loop import train
+
+    root = tmp_path_factory.mktemp("report_runs")
+    runs = {"vict_seed0": ("method=vict", "run.updates=3", "run.keep_rollouts=2"),
+            "adrs_seed0": ("method=adrs", "run.updates=2", f"skills.root={skills_root}",
+                           "eval.probes=0")}
+    for name, extra in runs.items():
+        config = load_config(None, [*tiny_fake_run, *REPORT_RUN, f"run.output_dir={root}",
+                                    f"run.name={name}", *extra])
+        train(config, echo=lambda _: None)
+    return root
 
 
 def _play(env, task, actions):

@@ -24,7 +24,7 @@ def _one_error_line(capsys) -> str:
 def model_without_vocabulary(tmp_path_factory) -> Path:
     """A tiny model folder whose tokenizer.json is gone (its tokenizer_config.json stays)."""
     from agentcredit.config import TinyModelConfig
-    from agentcredit.train.tiny_model import bootstrap_tiny_model
+    from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
     folder = bootstrap_tiny_model(["go to countertop 1", "take egg 1 from countertop 2"] * 20,
                                   tmp_path_factory.mktemp("novocab"),

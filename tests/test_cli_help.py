@@ -86,7 +86,7 @@ def test_audit_help_and_the_env_name_doc_list_every_registered_environment(capsy
 
 
 def test_audit_help_explains_every_column_of_the_table(capsys):
-    from agentcredit.train.audit import AUDIT_LEGEND
+    from agentcredit.train.evaluation.audit import AUDIT_LEGEND
 
     text = _help(["audit"], capsys)
     legend = text.split("columns (also printed under the table):\n", 1)[1]

@@ -1,9 +1,15 @@
 """The package's import graph: no cycles (function-level imports included), no private names
-imported across modules, and torch kept out of the environments."""
+imported across modules, torch kept out of the environments and the run package, and the layer
+rules of docs/design.md: what the environments, the rollout layer, the report and the
+integrations may import."""
 
 from __future__ import annotations
 
 import ast
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import agentcredit
@@ -138,9 +144,60 @@ def test_the_layer_check_sees_an_environment_that_imports_the_trainer():
         [("agentcredit.envs.toy", "agentcredit.train.loop")]
 
 
+def _imports_into(graph: dict[str, set[str]], layer: str, targets: tuple[str, ...]
+                  ) -> list[tuple[str, str]]:
+    """``(module, dependency)`` pairs where a module of ``layer`` imports one of ``targets``
+    (a module or anything under it)."""
+    return sorted((module, dep) for module, deps in graph.items()
+                  if module == layer or module.startswith(layer + ".")
+                  for dep in deps if any(dep == t or dep.startswith(t + ".") for t in targets))
+
+
 def test_rollouts_import_neither_credit_nor_the_trainer():
-    graph = _graph()
-    assert sorted((module, dep) for module, deps in graph.items()
-                  if module.startswith("agentcredit.rollout")
-                  for dep in deps if dep.startswith(("agentcredit.credit", "agentcredit.train"))
-                  ) == []
+    assert _imports_into(_graph(), "agentcredit.rollout",
+                         ("agentcredit.credit", "agentcredit.train")) == []
+
+
+def test_the_report_reads_runs_through_the_run_package_never_the_trainer():
+    assert _imports_into(_graph(), "agentcredit.report", ("agentcredit.train",)) == []
+
+
+#: the modules of ``train`` that ``integrations/`` may import (named in ``train/__init__.py``)
+TRAIN_PUBLIC = ("agentcredit.train.build", "agentcredit.train.scoring.verifier_traces")
+
+
+def test_integrations_import_only_the_public_modules_of_train():
+    private = [(module, dep) for module, dep
+               in _imports_into(_graph(), "agentcredit.integrations", ("agentcredit.train",))
+               if dep not in TRAIN_PUBLIC]
+    assert private == []
+
+
+def test_the_train_package_names_its_public_modules():
+    import agentcredit.train
+
+    assert set(TRAIN_PUBLIC) <= _modules().keys()
+    public = agentcredit.train.__doc__.split("The public modules", 1)[1].split("\n\n")[0]
+    assert {f"agentcredit.train.{name}" for name in re.findall(r"``([\w.]+)``", public)} == \
+        set(TRAIN_PUBLIC)
+
+
+def test_the_import_check_sees_a_report_module_that_imports_the_trainer():
+    graph = {"agentcredit.report.page": {"agentcredit.run.directory", "agentcredit.train.loop"},
+             "agentcredit.reporting": {"agentcredit.train.loop"},
+             "agentcredit.run.directory": {"agentcredit.train.build"}}
+    assert _imports_into(graph, "agentcredit.report", ("agentcredit.train",)) == \
+        [("agentcredit.report.page", "agentcredit.train.loop")]
+
+
+def test_importing_the_run_package_and_the_train_packages_loads_no_torch():
+    names = [name for name, path in _modules().items()
+             if name == "agentcredit.run" or name.startswith("agentcredit.run.")
+             or (name.split(".")[:2] == ["agentcredit", "train"] and path.name == "__init__.py")]
+    assert "agentcredit.train.scoring" in names and "agentcredit.run.directory" in names
+    code = ("import sys, importlib\n"
+            f"for name in {names!r}:\n"
+            "    importlib.import_module(name)\n"
+            "assert 'torch' not in sys.modules, 'torch loaded'")
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})

@@ -39,7 +39,8 @@ ESTIMATOR_METHODS = ("grpo", "rloo", "gigpo", "vict", "dense_atom_reward", "comm
                      "rlsd", "salt", "hcapo", "proxmo")
 PRESET_METHODS = ("skill_prompt", "skill_grpo", "skill_grpo_star", "vanilla", "opsd", "sdar",
                   "skill_sd", "opsd_only", "adrs_webshop", "dapo")
-#: ``eval --mode`` (``train.eval_modes.EVAL_MODES``, kept equal by tests/train/test_eval_modes.py)
+#: ``eval --mode`` (``train.evaluation.eval_modes.EVAL_MODES``, kept equal by
+#: tests/train/evaluation/test_eval_modes.py)
 EVAL_MODES = ("standard", "react", "reflexion")
 #: settings a resumed run may change: how long it runs, how often it evaluates and saves, where
 #: it runs and what it records on the side; everything else would make the resumed updates a
@@ -246,7 +247,7 @@ def _parser() -> argparse.ArgumentParser:
                           help="reflexion: trials per task (default 10)")
     evaluate.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
 
-    from agentcredit.train.audit import audit_legend  # torch-free, as envs.suites
+    from agentcredit.train.evaluation.audit import audit_legend  # torch-free, as envs.suites
 
     audit = command("audit", "print the VICT verifier-interface audit",
                     AUDIT_EXAMPLES + audit_legend() + "\n")
@@ -355,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
 def _report(err: Exception, debug: bool) -> int:
     """Print ``err`` as one ``error:`` line (a traceback first with ``--debug`` where it helps);
     the exit status: 2 for what the user can fix, 1 for a bug."""
-    from agentcredit.train.run_dir import RunDirectoryError
+    from agentcredit.run.directory import RunDirectoryError
 
     if isinstance(err, ConfigError | RunDirectoryError):
         print(f"error: {_first_line(err)}", file=sys.stderr)
@@ -383,8 +384,8 @@ def _first_line(err: BaseException) -> str:
 def _train(args) -> int:
     from agentcredit.config import load_config
     from agentcredit.jsonl_log import read_jsonl
+    from agentcredit.train.evaluation.outcomes import success_report
     from agentcredit.train.loop import train
-    from agentcredit.train.outcomes import success_report
 
     overrides = list(args.overrides)
     if args.model:
@@ -449,8 +450,12 @@ def _eval(args) -> int:
     import dataclasses
 
     from agentcredit.config import load_config
-    from agentcredit.train.eval_modes import ReflexionConfig, evaluate_model_mode
-    from agentcredit.train.evaluate import evaluate_model, locate_model, write_eval_result
+    from agentcredit.train.evaluation.eval_modes import ReflexionConfig, evaluate_model_mode
+    from agentcredit.train.evaluation.evaluate import (
+        evaluate_model,
+        locate_model,
+        write_eval_result,
+    )
 
     if args.trials < 1:
         raise ConfigError(f"--trials {args.trials}: reflexion needs at least 1 trial per task")
@@ -479,8 +484,8 @@ def _eval(args) -> int:
 def _audit(args) -> int:
     from agentcredit.config import load_config
     from agentcredit.progress import reporting
-    from agentcredit.train.audit import run_audit
-    from agentcredit.train.evaluate import locate_model
+    from agentcredit.train.evaluation.audit import run_audit
+    from agentcredit.train.evaluation.evaluate import locate_model
 
     if args.copies < 1:
         raise ConfigError(f"--copies {args.copies}: need at least 1 rollout per task")
@@ -499,8 +504,12 @@ def _audit(args) -> int:
 def _credit_check(args) -> int:
     from agentcredit.credit.accuracy import format_table
     from agentcredit.envs.base import ReplayMismatch
-    from agentcredit.train.credit_check import DEFAULT_METHODS, CreditCheckOptions, run_credit_check
-    from agentcredit.train.evaluate import locate_model
+    from agentcredit.train.evaluation.credit_check import (
+        DEFAULT_METHODS,
+        CreditCheckOptions,
+        run_credit_check,
+    )
+    from agentcredit.train.evaluation.evaluate import locate_model
 
     try:
         options = CreditCheckOptions(

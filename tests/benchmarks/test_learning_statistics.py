@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import bench_common
-from agentcredit.train.outcomes import bootstrap_mean_interval
+from agentcredit.train.evaluation.outcomes import bootstrap_mean_interval
 from learning_alfworld import method_statistics, paired_statistics, per_game_auc, run_record
 
 

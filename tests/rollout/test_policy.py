@@ -8,8 +8,8 @@ import torch
 from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.policy import HFPolicy, PolicyDiverged, PromptCache, sample_token
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.models import load_policy
-from agentcredit.train.scoring import token_logprobs
+from agentcredit.train.scoring.logprobs import token_logprobs
+from agentcredit.train.warm_start.models import load_policy
 
 
 @pytest.fixture(scope="module")

@@ -17,10 +17,7 @@ import torch
 
 from agentcredit.config import load_config
 from agentcredit.disk_full import DiskFullError
-from agentcredit.train.evaluate import locate_model
-from agentcredit.train.loop import train
-from agentcredit.train.models import load_policy
-from agentcredit.train.run_dir import (
+from agentcredit.run.directory import (
     CHECKPOINT_RECORD,
     CHECKPOINT_STATE,
     RandomStreams,
@@ -28,6 +25,9 @@ from agentcredit.train.run_dir import (
     RunDirectoryError,
     read_trainer_state,
 )
+from agentcredit.train.evaluation.evaluate import locate_model
+from agentcredit.train.loop import train
+from agentcredit.train.warm_start.models import load_policy
 
 from .fake_cli import cli_command
 
@@ -280,18 +280,18 @@ def test_sigkill_at_random_moments_then_resume_matches_the_uninterrupted_run(
     assert (run_dir / "ledger.jsonl").read_text() == (full / "ledger.jsonl").read_text()
 
 
-def test_a_full_disk_while_writing_the_trainer_state_names_the_file(tmp_path, tiny_model_dir,
+def test_a_full_disk_while_writing_the_trainer_state_names_the_file(tmp_path, fake_model_dir,
                                                                      monkeypatch):
     if not Path("/dev/full").is_char_device():
         pytest.skip("needs /dev/full")
-    model, tokenizer = load_policy(str(tiny_model_dir))
+    model, tokenizer = load_policy(str(fake_model_dir))
     optimizer = torch.optim.AdamW(model.parameters())
 
     def full_disk_open(path, mode="r", *args, **kwargs):  # trainer_state.pt lands on /dev/full
         return open("/dev/full" if Path(path).name == CHECKPOINT_STATE else path, mode,
                     *args, **kwargs)
 
-    monkeypatch.setattr("agentcredit.train.run_dir.open", full_disk_open, raising=False)
+    monkeypatch.setattr("agentcredit.run.directory.open", full_disk_open, raising=False)
     run = RunDirectory(tmp_path / "run")
     with pytest.raises(DiskFullError) as full:
         run.save_checkpoint(1, model, tokenizer, optimizer, RandomStreams.seeded(0), None, 2)

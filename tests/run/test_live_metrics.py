@@ -1,6 +1,6 @@
 """Live metrics (``run.tensorboard``, ``run.wandb``): every numeric field of every metrics line
 mirrored at its update, ``metrics.jsonl`` unchanged, a missing package refused before the run
-starts (``train/live_metrics.py``)."""
+starts (``run/live_metrics.py``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from agentcredit.config import ConfigError, RunConfig, load_config
 from agentcredit.jsonl_log import read_jsonl
-from agentcredit.train.live_metrics import LiveMetrics
+from agentcredit.run.live_metrics import LiveMetrics
 from agentcredit.train.loop import train
 
 RUN = ("run.updates=2", "run.eval_every=1", "run.checkpoint_every=2", "sft.epochs=5",

@@ -1,5 +1,5 @@
 """``run.save_rollouts``: each saved update holds the rollouts as they were credited, bounded on
-disk (``train/saved_rollouts.py``)."""
+disk (``run/saved_rollouts.py``)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from agentcredit.config import ConfigError, load_config
 from agentcredit.credit import CreditBatch, CreditResult
 from agentcredit.jsonl_log import read_jsonl
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.loop import train
-from agentcredit.train.saved_rollouts import (
+from agentcredit.run.saved_rollouts import (
     TEXT_LIMIT,
     read_saved_rollouts,
     save_rollouts,
     saved_updates,
 )
+from agentcredit.train.loop import train
 
 
 def test_the_trainer_keeps_only_the_newest_saved_updates_compressed(report_runs):

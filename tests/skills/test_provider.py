@@ -19,7 +19,7 @@ from agentcredit.skills import (
     skill_prefix,
     with_skill_prompts,
 )
-from agentcredit.train.tokenizer_bootstrap import train_bpe_tokenizer
+from agentcredit.train.warm_start.tokenizer_bootstrap import train_bpe_tokenizer
 
 # Commands in the exact form the ALFWorld engine admits them.
 ALFWORLD_COMMANDS = ("go to ", "take ", " from ", "move ", " to ", "open ", "use ", " with ")
@@ -157,7 +157,7 @@ def test_every_step_of_a_task_shares_one_token_prefix_ending_in_the_skill(tokeni
               for k in range(4)}
     assert len(shared) == 1
     (prefix,) = shared
-    assert prefix[-len(splicer.skill_ids(skill)):] == splicer.skill_ids(skill)
+    assert prefix[-len(splicer.prefix_ids(skill)):] == splicer.prefix_ids(skill)
     assert tokenizer.decode(list(prefix)).endswith(skill_prefix(skill))
 
 

@@ -12,8 +12,8 @@ from safetensors.torch import load_file
 
 from agentcredit.config import load_config
 from agentcredit.rollout.policy import PolicyDiverged
+from agentcredit.run.directory import RunDirectory, RunDirectoryError
 from agentcredit.train.loop import train
-from agentcredit.train.run_dir import RunDirectory, RunDirectoryError
 
 LOOP_RUN = (
     "run.updates=3", "run.eval_every=1", "run.checkpoint_every=1",

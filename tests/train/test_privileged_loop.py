@@ -19,12 +19,14 @@ from safetensors.torch import load_file
 from agentcredit.cli import main
 from agentcredit.config import load_config
 from agentcredit.rollout.policy import HFPolicy
+from agentcredit.run.directory import RunDirectory
 from agentcredit.skills import SKILL_HEADER
-from agentcredit.train import credit_inputs, teacher, warm_start
+from agentcredit.train import credit_inputs
+from agentcredit.train.evaluation.probes import ACTION_WORDS
 from agentcredit.train.loop import train
-from agentcredit.train.models import load_policy
-from agentcredit.train.probes import ACTION_WORDS
-from agentcredit.train.run_dir import RunDirectory
+from agentcredit.train.scoring import teacher
+from agentcredit.train.warm_start import start_policy
+from agentcredit.train.warm_start.models import load_policy
 
 RUN = (
     "run.updates=1", "run.eval_every=0", "run.checkpoint_every=1",
@@ -180,13 +182,13 @@ def test_the_teacher_pass_scores_without_grad_and_leaves_the_snapshot_unchanged(
 def test_sft_skill_mixing_prefixes_a_share_of_demonstration_copies_and_fits_the_tokenizer(
         run, tmp_path, monkeypatch):
     seen = {}
-    run_sft = warm_start.run_sft
+    run_sft = start_policy.run_sft
 
     def capture(model, samples, *args, **kwargs):
         seen[len(seen)] = samples
         return run_sft(model, samples, *args, **kwargs)
 
-    monkeypatch.setattr(warm_start, "run_sft", capture)
+    monkeypatch.setattr(start_policy, "run_sft", capture)
     no_rl = ("run.updates=0", "run.eval_at_start=false")
     config, _ = run(tmp_path, "mixed", *no_rl)
     run(tmp_path, "plain", "sft.skill_share=0", *no_rl)

@@ -55,7 +55,7 @@ class RunConfig:
     0 = off."""
     keep_rollouts: int = 10
     """Most recent saved updates kept in ``rollouts/``; older files are deleted (each file is
-    gzip-compressed, its texts cut to 4,000 characters, ``train/saved_rollouts.py``)."""
+    gzip-compressed, its texts cut to 4,000 characters, ``run/saved_rollouts.py``)."""
     tensorboard: bool = False
     """Also write every metrics line as TensorBoard scalars to ``tensorboard/`` (needs
     ``pip install 'agentcredit[tensorboard]'``); ``metrics.jsonl`` stays the record."""
@@ -368,7 +368,7 @@ class SkillsConfig:
     the packaged texts (ALFWorld, WebShop). The embedded tokenizer is also fitted on them."""
     reuse_prefix: bool = True
     """Teacher pass: compute each task's shared ``system + skill`` prefix once and reuse its KV
-    cache (``train/teacher.py``); needs full attention in every layer."""
+    cache (``train/scoring/teacher.py``); needs full attention in every layer."""
 
 
 

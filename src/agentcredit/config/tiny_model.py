@@ -1,5 +1,5 @@
-"""Size and seed of the embedded tiny policy (``model.tiny``). ``train.tiny_model`` builds the
-model; its config lives here so that the run config loads without torch."""
+"""Size and seed of the embedded tiny policy (``model.tiny``). ``train.warm_start.tiny_model``
+builds the model; its config lives here so that the run config loads without torch."""
 
 from __future__ import annotations
 

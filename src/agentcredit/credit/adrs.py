@@ -2,7 +2,7 @@
 
 Zhang et al. 2026, "Agentic Reinforcement Learning with Self-Distilled Reward
 Shaping". The frozen behaviour snapshot rescores the sampled tokens with a
-task-matched skill in its context (``ℓ^T``, computed by ``train/teacher.py``);
+task-matched skill in its context (``ℓ^T``, computed by ``train/scoring/teacher.py``);
 this module turns those scores into token-level credit inside the backbone's
 own advantage, in three modules:
 
@@ -415,7 +415,7 @@ def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
     if tokens is None:
         raise ValueError("the adrs estimator needs the teacher's per-token log-probs: build the "
                          "CreditBatch with tokens=TokenScores.from_step_rows(loss_mask, "
-                         "teacher_logprobs, ...) (train/teacher.py computes them).")
+                         "teacher_logprobs, ...) (train/scoring/teacher.py computes them).")
     if config.gate == "L1" and tokens.ref_logprobs is None:
         raise ValueError("ADRS gate L1 compares ℓ^T with the reference policy's log-probs; pass "
                          "TokenScores(ref_logprobs=...) or pick gate L2, L3 or off.")
@@ -525,7 +525,7 @@ def token_class_gap(token_class: Tensor, teacher: Tensor, behaviour: Tensor) -> 
 
     Args:
         token_class: ``[N]`` int64, the index in ``TOKEN_CLASSES`` (action,
-            object, other) of each token (``train/probes.py`` classifies them).
+            object, other) of each token (``train/evaluation/probes.py`` classifies them).
         teacher: ``[N]`` ``ℓ^T``. behaviour: ``[N]`` ``ℓ^b``.
 
     Returns ``gap.<class>`` (mean gap) and ``tokens.<class>`` (count) for every

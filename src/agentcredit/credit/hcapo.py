@@ -3,7 +3,7 @@ Long-Horizon LLM Agents").
 
 The policy itself is the critic: after a rollout ends, the frozen behaviour
 snapshot rescores each response with the rollout's final observation added to
-its prompt (``train/hindsight.py``, the same kind of pass as ADRS's teacher). An
+its prompt (``train/scoring/hindsight_pass.py``, the same kind of pass as ADRS's teacher). An
 action the policy finds likelier once it knows how the episode ended is one the
 outcome vouches for; the ratio rescales that step's return-to-go, and a
 group-relative score of the rescaled value is added to GRPO's advantage:
@@ -114,7 +114,8 @@ def hcapo(batch: CreditBatch, config: HCAPOConfig) -> CreditResult:
     if batch.hindsight is None:
         raise ValueError("hcapo needs the hindsight scores: build the batch with "
                          "hindsight=HindsightScores.from_step_rows(loss_mask, hindsight_logprobs, "
-                         "old_logprobs) (the trainer's hindsight pass does, train/hindsight.py).")
+                         "old_logprobs) (the trainer's hindsight pass does, "
+                         "train/scoring/hindsight_pass.py).")
     dtype = batch.step_rewards.dtype
     rollout_of = batch.step_rollout  # [S]
     # MACRO: GRPO over episode returns

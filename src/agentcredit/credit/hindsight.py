@@ -2,7 +2,7 @@
 
 HCAPO (``credit/hcapo.py``) compares how likely the policy finds each response
 before and after it has seen how the episode ended. The trainer's hindsight
-pass (``train/hindsight.py``) rescores every sampled response token with the
+pass (``train/scoring/hindsight_pass.py``) rescores every sampled response token with the
 trajectory's final observation added to the prompt; this record keeps, per flat
 step ``s``, the mean log-prob of the step's response tokens both ways:
 

@@ -85,7 +85,7 @@ def tensorize_steps(trajectories: Sequence[Trajectory], pad_id: int) -> StepTens
 def credit_batch(trajectories: Sequence[Trajectory], traces=None) -> CreditBatch:
     """The ``CreditBatch`` of the trajectories: group ids, per-step rewards, anchor keys, the
     action each step sent (the parsed action, else the raw response, as the environment got it)
-    and, for VICT, one ``RolloutTrace`` per trajectory (``train.verifier_traces``)."""
+    and, for VICT, one ``RolloutTrace`` per trajectory (``train.scoring.verifier_traces``)."""
     return CreditBatch.from_lists(
         step_rewards=[[s.reward for s in t.steps] for t in trajectories],
         group_ids=[t.group_id for t in trajectories],

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from agentcredit.train.saved_rollouts import FOLDER, saved_updates
+from agentcredit.run.saved_rollouts import FOLDER, saved_updates
 
 RUN_FILES = ("config.yaml", "metrics.jsonl")
 _SEED_SUFFIX = re.compile(r"^(?P<method>.+)_seed(?P<seed>\d+)$")

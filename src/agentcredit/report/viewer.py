@@ -1,7 +1,7 @@
 """The rollout viewer's data: saved updates chosen to fit a size budget, shaped for the page.
 
 The viewer (``assets/report.js``) lets a reader pick a run, one of its saved
-updates (``run.save_rollouts``, ``train/saved_rollouts.py``) and a task group
+updates (``run.save_rollouts``, ``run/saved_rollouts.py``) and a task group
 (labelled ``k/n won``), and shows each rollout as its steps coloured by final
 advantage; it opens on the first group with signal (``opening``). Opening a step
 shows the observation it acted on, its atoms, proof edges, witness (ledger) rows,
@@ -31,7 +31,7 @@ from typing import Any
 from plotly.colors import get_colorscale, sample_colorscale
 
 from agentcredit.report.run_files import RunData, clean_json, has_escaped_surrogate
-from agentcredit.train.saved_rollouts import read_saved_rollouts
+from agentcredit.run.saved_rollouts import read_saved_rollouts
 
 SCALE = "RdBu"
 _STOPS = get_colorscale(SCALE)

@@ -86,7 +86,7 @@ class PromptConfig:
 
 #: the fewest past steps whose rendering holds every kind of history line of a style
 #: (``compact``: a line with its result and the last, bare action); the tokenizer
-#: corpus (``train.sft.demonstration_texts``) renders this many.
+#: corpus (``train.warm_start.sft.demonstration_texts``) renders this many.
 LAYOUT_WINDOW: dict[str, int] = {"pairs": 1, "compact": 2}
 
 

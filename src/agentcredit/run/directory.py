@@ -55,10 +55,9 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from safetensors import SafetensorError, safe_open
 
 from agentcredit.disk_full import writing
@@ -69,8 +68,11 @@ from agentcredit.jsonl_log import (
     repair_torn_tail,
     truncate_lines,
 )
-from agentcredit.train.live_metrics import TENSORBOARD_FOLDER
-from agentcredit.train.saved_rollouts import FOLDER
+from agentcredit.run.live_metrics import TENSORBOARD_FOLDER
+from agentcredit.run.saved_rollouts import FOLDER
+
+if TYPE_CHECKING:
+    import torch
 
 CHECKPOINT_STATE = "trainer_state.pt"
 CHECKPOINT_RECORD = "trainer_state.json"
@@ -105,6 +107,8 @@ class RandomStreams:
     @classmethod
     def seeded(cls, seed: int) -> RandomStreams:
         """Fresh streams, with the global python / numpy / torch states seeded too."""
+        import torch
+
         random.seed(seed)
         np.random.seed(seed)
         torch.manual_seed(seed)
@@ -113,6 +117,8 @@ class RandomStreams:
     def state(self) -> dict[str, Any]:
         """Everything ``restore`` needs: tensors (``sampling``, ``torch_random``) and plain
         JSON data (the python and numpy states)."""
+        import torch
+
         numpy_state = np.random.get_state(legacy=False)
         numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()
         return {"task_rng": self.task_rng.getstate(), "sampling": self.sampling.get_state(),
@@ -122,6 +128,8 @@ class RandomStreams:
     def restore(self, state: dict[str, Any]) -> None:
         """Set every stream to a saved ``state`` (as ``state`` gave it, or read back from
         JSON, where tuples are lists)."""
+        import torch
+
         self.task_rng.setstate(_python_state(state["task_rng"]))
         self.sampling.set_state(state["sampling"])
         random.setstate(_python_state(state["python_random"]))
@@ -216,7 +224,7 @@ class RunDirectory:
 
     @property
     def rollouts(self) -> Path:
-        """``rollouts/``, the saved updates (``train/saved_rollouts.py``)."""
+        """``rollouts/``, the saved updates (``run/saved_rollouts.py``)."""
         return self.path / FOLDER
 
     def _holds_a_run(self) -> bool:
@@ -309,6 +317,8 @@ class RunDirectory:
     def save_checkpoint(self, update: int, model, tokenizer, optimizer, streams: RandomStreams,
                         success_start: float | None, keep: int) -> Path:
         """Write ``checkpoints/update_NNNNN`` atomically and keep the newest ``keep``."""
+        import torch
+
         final = self.checkpoints / f"update_{update:05d}"
         tmp = self.checkpoints / f".tmp_update_{update:05d}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -382,6 +392,8 @@ def _load_tensors(path: Path, allowed: list, mmap: bool) -> Any:
     """``torch.load(path, weights_only=True)`` with ``allowed`` globals (``mmap``: tensors
     mapped, not read, for a caller that reads only the plain data); every failure is a
     ``StateUnreadable``, a refused global said as such."""
+    import torch
+
     try:
         with torch.serialization.safe_globals(allowed):
             return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)

@@ -11,7 +11,7 @@ before ``<|im_start|>system`` sits outside every turn, a format an instruction-
 tuned checkpoint has never seen. The system turn and the user header are the
 same for every step of a run, so ``system turn + user header + skill prefix``
 is still one token prefix shared by every rollout and step of a task, which
-is what the teacher pass caches (``train/teacher.py``).
+is what the teacher pass caches (``train/scoring/teacher.py``).
 
 Two levels, one placement:
 
@@ -100,11 +100,13 @@ class SkillSplicer:
         max_prompt_tokens: the prompt budget the skill shares (``rollout.max_prompt_tokens``):
             a longer privileged prompt loses its first tokens; ``None`` = no budget.
 
-    ``splice(prompt_ids, skill)`` returns ``(shared_prefix, rest)`` with
+    ``splice(prompt_ids, text)`` returns ``(shared_prefix, rest)`` with
     ``shared_prefix + rest`` the privileged prompt: ``shared_prefix`` is the
-    prompt up to the insertion point followed by the skill-prefix tokens (the
+    prompt up to the insertion point followed by ``prefix_ids(text)`` (the
     same for every step of a task unless the budget cuts it), ``rest`` the remainder of
-    the prompt. Skill-prefix token ids are cached per skill text.
+    the prompt. Here ``text`` is a skill and its prefix ``skill_prefix(text)``, token ids
+    cached per skill text; a subclass that splices another privileged text in the same
+    place overrides ``prefix_ids`` (``HindsightSplicer``: a rollout's final observation).
     """
 
     def __init__(self, tokenizer, max_prompt_tokens: int | None = None) -> None:
@@ -113,7 +115,7 @@ class SkillSplicer:
                              "(or None for no budget)")
         self.tokenizer = tokenizer
         self.max_prompt_tokens = max_prompt_tokens
-        self._skill_ids: dict[str, tuple[int, ...]] = {}
+        self._prefix_ids: dict[str, tuple[int, ...]] = {}
         self._after_system: list[int] | None = None
         self._leading: list[int] | None = None
         if getattr(tokenizer, "chat_template", None):
@@ -136,11 +138,11 @@ class SkillSplicer:
         start = both.index(_SYSTEM_PROBE) + len(_SYSTEM_PROBE)
         return self._encode(both[start:both.index(_USER_PROBE)]), leading
 
-    def skill_ids(self, skill: str) -> tuple[int, ...]:
-        """Token ids of ``skill_prefix(skill)``."""
-        if skill not in self._skill_ids:
-            self._skill_ids[skill] = tuple(self._encode(skill_prefix(skill)))
-        return self._skill_ids[skill]
+    def prefix_ids(self, skill: str) -> tuple[int, ...]:
+        """Token ids of the prefix spliced in for ``skill``: ``skill_prefix(skill)``."""
+        if skill not in self._prefix_ids:
+            self._prefix_ids[skill] = tuple(self._encode(skill_prefix(skill)))
+        return self._prefix_ids[skill]
 
     def insertion_offset(self, prompt_ids: Sequence[int]) -> int:
         """Index in ``prompt_ids`` where the first user message's text starts (0 without a
@@ -162,11 +164,12 @@ class SkillSplicer:
             "with this tokenizer's apply_chat_template (rollout.prompts.build_prompt_ids)."
         )
 
-    def splice(self, prompt_ids: Sequence[int], skill: str) -> tuple[tuple[int, ...], list[int]]:
+    def splice(self, prompt_ids: Sequence[int], text: str) -> tuple[tuple[int, ...], list[int]]:
         """``(shared_prefix, rest)``: the privileged prompt is ``shared_prefix + rest``, at most
-        ``max_prompt_tokens`` long (left-truncated); ``shared_prefix`` keeps at least one token."""
+        ``max_prompt_tokens`` long (left-truncated); ``shared_prefix`` keeps at least one token.
+        ``text`` is what ``prefix_ids`` takes (a skill here)."""
         offset = self.insertion_offset(prompt_ids)
-        shared, rest = tuple(prompt_ids[:offset]) + self.skill_ids(skill), list(prompt_ids[offset:])
+        shared, rest = tuple(prompt_ids[:offset]) + self.prefix_ids(text), list(prompt_ids[offset:])
         excess = 0 if self.max_prompt_tokens is None else \
             len(shared) + len(rest) - self.max_prompt_tokens
         if excess <= 0:
@@ -176,9 +179,9 @@ class SkillSplicer:
         rest = rest[excess - len(shared):]  # the ordinary prompt alone is over budget
         return (rest[0],), rest[1:]
 
-    def privileged_prompt_ids(self, prompt_ids: Sequence[int], skill: str) -> list[int]:
-        """The prompt ids with the skill prefix inserted."""
-        shared, rest = self.splice(prompt_ids, skill)
+    def privileged_prompt_ids(self, prompt_ids: Sequence[int], text: str) -> list[int]:
+        """The prompt ids with ``prefix_ids(text)`` inserted (the skill prefix, for a skill)."""
+        shared, rest = self.splice(prompt_ids, text)
         return list(shared) + rest
 
 
@@ -193,7 +196,7 @@ def with_skill_prompts(trajectories: Sequence[Trajectory], provider: SkillProvid
     policy. A real instruction-tuned checkpoint needs no such step. Responses,
     rewards and everything else are unchanged.
 
-    Caveat, measured by the probe gap ``ℓ^T − ℓ^b`` (``train/probes.py``): an
+    Caveat, measured by the probe gap ``ℓ^T − ℓ^b`` (``train/evaluation/probes.py``): an
     expert demonstration is the same action with or without the skill, so this
     mixing teaches the tiny model to *tolerate* the prefix, not to extract
     procedures it never needed; expect ``ℓ^T`` close to ``ℓ^b``. ADRS's

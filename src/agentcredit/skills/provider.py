@@ -13,7 +13,7 @@ tool of the golden actions (``envs/tau/tasks.py``). Selection is a file
 lookup, never retrieval, so the same task always gets the same text.
 
 Skill text is training-only: the teacher rescoring pass reads it
-(``train/teacher.py``); rollouts and evaluation never see it, except in the
+(``train/scoring/teacher.py``); rollouts and evaluation never see it, except in the
 ``skill_prompt`` / ``skill_grpo`` / ``skill_grpo*`` baselines (docs/adrs.md §5.6).
 """
 

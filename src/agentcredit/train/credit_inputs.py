@@ -25,9 +25,9 @@ from agentcredit.envs.suites import EnvSuite
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train.dapo import overlong_penalty, response_lengths
-from agentcredit.train.hindsight import HindsightSplicer, hindsight_logprobs
-from agentcredit.train.privileged import teacher_logprobs
-from agentcredit.train.verifier_traces import VerifierTracer
+from agentcredit.train.scoring.hindsight_pass import HindsightSplicer, hindsight_logprobs
+from agentcredit.train.scoring.teacher import teacher_logprobs
+from agentcredit.train.scoring.verifier_traces import VerifierTracer
 
 
 @dataclass

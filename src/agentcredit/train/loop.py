@@ -1,7 +1,7 @@
 """The embedded training run: set up, then updates with evaluation and checkpoints around them.
 
 ``train(config)`` runs one ``TrainConfig`` in its run directory (layout and crash
-safety: ``train/run_dir.py``): ``setup`` builds the ``TrainState`` (tasks, the policy,
+safety: ``run/directory.py``): ``setup`` builds the ``TrainState`` (tasks, the policy,
 warm-started for a new run, the optimiser, collector, estimator and logs) and
 ``run_updates`` runs ``update.update_step`` for each update, evaluating and checkpointing
 when they are due. The stages and the modules that own them:
@@ -33,6 +33,8 @@ from agentcredit.disk_full import writing
 from agentcredit.jsonl_log import JsonlLog, read_jsonl
 from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.policy import PolicyDiverged
+from agentcredit.run.directory import RandomStreams, RunDirectory
+from agentcredit.run.live_metrics import LiveMetrics
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import (
     POOL,
@@ -43,15 +45,14 @@ from agentcredit.train.build import (
     rl_tasks,
     validation_tasks,
 )
-from agentcredit.train.credit_check import require_solver
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.dapo import GroupSource, shaped_return
-from agentcredit.train.evaluate import evaluate, evaluation_generator
-from agentcredit.train.live_metrics import LiveMetrics
-from agentcredit.train.privileged import check_skill_texts, probe_gap_metrics, probe_set
-from agentcredit.train.run_dir import RandomStreams, RunDirectory
+from agentcredit.train.evaluation.credit_check import require_solver
+from agentcredit.train.evaluation.evaluate import evaluate, evaluation_generator
+from agentcredit.train.evaluation.probes import probe_gap_metrics, probe_set
 from agentcredit.train.update import RunLogs, TrainState, update_step
-from agentcredit.train.warm_start import prepare_start_policy
+from agentcredit.train.warm_start.skill_texts import check_skill_texts
+from agentcredit.train.warm_start.start_policy import prepare_start_policy
 
 
 class TrainingInterrupted(KeyboardInterrupt):

@@ -18,7 +18,7 @@ from agentcredit.credit.aux_losses import get_aux_loss
 from agentcredit.credit.step import StepTensors
 from agentcredit.train.loss import ppo_loss
 from agentcredit.train.padding import by_length, trim_padding
-from agentcredit.train.scoring import token_logprobs, token_logprobs_and_entropy
+from agentcredit.train.scoring.logprobs import token_logprobs, token_logprobs_and_entropy
 
 
 def score_steps(model, steps: StepTensors, micro_batch_size: int,

@@ -4,13 +4,14 @@
 its ``metrics.jsonl`` record; ``train/loop.py`` builds the state and runs the updates with
 evaluation and checkpoints around them. Each stage passes plain records to the next:
 
-    train/dapo.py          COLLECT: the groups, with DAPO's dynamic sampling when it is on
-    train/ppo.py           SCORE: the behaviour ``ℓ^b`` and reference ``ℓ_ref`` log-probs
-    train/credit_inputs.py CREDIT: the credit batch with what the estimator declared
-    credit/step.py         SCORE: the step rows (``tensorize_steps``)
-    credit/result.py       CREDIT: ``CreditResult.per_token``, the write-back verl's path shares
-    train/credit_check.py  with ``run.credit_check_every``, the credit against the solver truth
-    train/ppo.py           PPO: one epoch of the clipped-ratio update
+    train/dapo.py                     COLLECT: the groups, with DAPO's dynamic sampling when on
+    train/ppo.py                      SCORE: the behaviour ``ℓ^b`` and reference ``ℓ_ref``
+    train/credit_inputs.py            CREDIT: the credit batch with what the estimator declared
+    credit/step.py                    SCORE: the step rows (``tensorize_steps``)
+    credit/result.py                  CREDIT: ``CreditResult.per_token``, shared with verl's path
+    train/evaluation/credit_check.py  with ``run.credit_check_every``, the credit against the
+                                      solver truth
+    train/ppo.py                      PPO: one epoch of the clipped-ratio update
 """
 
 from __future__ import annotations
@@ -29,15 +30,15 @@ from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.suites import EnvSuite
 from agentcredit.jsonl_log import JsonlLog, finite_or_null
 from agentcredit.rollout.collector import RolloutCollector
+from agentcredit.run.directory import RandomStreams, RunDirectory
+from agentcredit.run.live_metrics import LiveMetrics
+from agentcredit.run.saved_rollouts import save_rollouts
 from agentcredit.skills import SkillProvider
-from agentcredit.train.credit_check import step_credit, update_credit_check
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.dapo import GroupSource, collect_with_signal
-from agentcredit.train.evaluate import rollout_metrics
-from agentcredit.train.live_metrics import LiveMetrics
+from agentcredit.train.evaluation.credit_check import step_credit, update_credit_check
+from agentcredit.train.evaluation.evaluate import rollout_metrics
 from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
-from agentcredit.train.run_dir import RandomStreams, RunDirectory
-from agentcredit.train.saved_rollouts import save_rollouts
 
 
 @dataclass

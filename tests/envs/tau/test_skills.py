@@ -10,7 +10,7 @@ from pathlib import Path
 from agentcredit.envs.tau.tasks import ENV_NAMES, NO_WRITE, build_tasks
 from agentcredit.envs.tau.toolkit import TOOLKITS
 from agentcredit.skills.provider import SkillProvider
-from agentcredit.train.privileged import check_skill_texts
+from agentcredit.train.warm_start.skill_texts import check_skill_texts
 
 CALL = re.compile(r"\b([a-z]+(?:_[a-z]+)*)\(([^()]*)\)")
 MAX_WORDS = 160  # the length of the ALFWorld and WebShop texts

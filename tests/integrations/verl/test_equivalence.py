@@ -25,7 +25,7 @@ from agentcredit.credit.vict import VICTConfig
 from agentcredit.integrations.verl import rows as verl_rows
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
-from agentcredit.train.verifier_traces import VerifierTracer
+from agentcredit.train.scoring.verifier_traces import VerifierTracer
 
 ACTIONS = ("go left", "go right", "take apple", "jump")
 GROUP_SIZE = 4

@@ -3,7 +3,7 @@
 import pytest
 
 from agentcredit.config import load_config
-from agentcredit.train.audit import SINGLE_COPY_NOTE, run_audit
+from agentcredit.train.evaluation.audit import SINGLE_COPY_NOTE, run_audit
 
 
 def test_webshop_audit_reconstructs_every_expert_and_random_rollout():
@@ -35,7 +35,7 @@ def _webshop():
 
 def test_the_audit_explains_every_column_of_its_table_and_shows_its_progress(capsys):
     from agentcredit.progress import reporting
-    from agentcredit.train.audit import AUDIT_LEGEND
+    from agentcredit.train.evaluation.audit import AUDIT_LEGEND
 
     lines = []
     with reporting(True):

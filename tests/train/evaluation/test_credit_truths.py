@@ -15,10 +15,10 @@ from agentcredit.envs.base import ReplayMismatch, Task
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.credit_truths import MonteCarloTruth, SolverTruth
+from agentcredit.train.evaluation.credit_truths import MonteCarloTruth, SolverTruth
 
-from ..conftest import FakeEnv
-from ..corridor import corridor_distance
+from ...conftest import FakeEnv
+from ...corridor import corridor_distance
 
 
 def corridor_task(start: int, apple: int) -> Task:

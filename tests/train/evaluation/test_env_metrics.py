@@ -9,7 +9,7 @@ from agentcredit.envs.base import Observation, StepInfo, Task
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.prompts import PromptConfig
-from agentcredit.train.evaluate import evaluate, rollout_metrics
+from agentcredit.train.evaluation.evaluate import evaluate, rollout_metrics
 
 MAX_STEPS = 3
 

@@ -133,7 +133,7 @@ def test_audit_refuses_a_path_without_a_model_before_the_scripted_audits(tmp_pat
     def no_audit(*args, **kwargs):
         raise AssertionError("the expert and random audits ran before the path was checked")
 
-    monkeypatch.setattr("agentcredit.train.audit.scripted_traces", no_audit)
+    monkeypatch.setattr("agentcredit.train.evaluation.audit.scripted_traces", no_audit)
     assert main(["audit", "--env", "alfworld", "--checkpoint", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith(f"error: {tmp_path} is not a model")

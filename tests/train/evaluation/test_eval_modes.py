@@ -1,7 +1,7 @@
-"""The prompting baselines of ``agentcredit eval --mode`` (train/eval_modes.py): ReAct reasons
-before each action; Reflexion retries failed tasks with its last 3 reflections in the prompt, for
-at most its trials, and ends a trial when an action repeats. Driven by a scripted policy on the
-fake corridor."""
+"""The prompting baselines of ``agentcredit eval --mode`` (train/evaluation/eval_modes.py): ReAct
+reasons before each action; Reflexion retries failed tasks with its last 3 reflections in the
+prompt, for at most its trials, and ends a trial when an action repeats. Driven by a scripted
+policy on the fake corridor."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from agentcredit.cli import main
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.prompts import PromptConfig
-from agentcredit.train.eval_modes import (
+from agentcredit.train.evaluation.eval_modes import (
     EVAL_MODES,
     REACT_CUE,
     REFLECTION_ASK,

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import torch
 
 from agentcredit.progress import reporting
-from agentcredit.train.evaluate import evaluate
+from agentcredit.train.evaluation.evaluate import evaluate
 
 
 class _Collector:

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentcredit.train.outcomes import bootstrap_mean_interval, game_shares, success_report
+from agentcredit.train.evaluation.outcomes import (
+    bootstrap_mean_interval,
+    game_shares,
+    success_report,
+)
 
 
 def test_equal_gains_give_a_zero_width_interval_at_that_gain():

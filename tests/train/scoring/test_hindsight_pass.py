@@ -1,5 +1,5 @@
-"""HCAPO's hindsight pass (train/hindsight.py): the ADRS teacher pass with the rollout's final
-observation where the skill goes, and the per-step means HCAPO reads."""
+"""HCAPO's hindsight pass (train/scoring/hindsight_pass.py): the ADRS teacher pass with the
+rollout's final observation where the skill goes, and the per-step means HCAPO reads."""
 
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.base import Task
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.hindsight import HindsightSplicer, hindsight_logprobs, hindsight_prefix
-from agentcredit.train.models import load_policy
-from agentcredit.train.scoring import token_logprobs
+from agentcredit.train.scoring.hindsight_pass import (
+    HindsightSplicer,
+    hindsight_logprobs,
+    hindsight_prefix,
+)
+from agentcredit.train.scoring.logprobs import token_logprobs
+from agentcredit.train.warm_start.models import load_policy
 
 FINALS = ("You take the apple.", "Nothing happens.")
 

@@ -13,17 +13,17 @@ from agentcredit.envs.base import Task
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
-from agentcredit.train.models import load_policy
-from agentcredit.train.probes import (
+from agentcredit.train.evaluation.probes import (
     ACTION,
     OBJECT,
     OTHER,
     probe_token_gap,
     response_token_classes,
 )
-from agentcredit.train.scoring import token_logprobs
-from agentcredit.train.teacher import privileged_logprobs
-from agentcredit.train.tiny_model import bootstrap_tiny_model
+from agentcredit.train.scoring.logprobs import token_logprobs
+from agentcredit.train.scoring.teacher import privileged_logprobs
+from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
 TASK_TYPES = ("pick_heat_then_place", "pick_and_place", "look_at_obj_in_light")
 ACTIONS = ["go to countertop 1", "take egg 1 from countertop 2", "heat egg 1 with microwave 1",

@@ -7,7 +7,7 @@ import shutil
 import pytest
 from transformers import AutoTokenizer
 
-from agentcredit.train.models import ModelLoadError, _looks_local, load_policy
+from agentcredit.train.warm_start.models import ModelLoadError, _looks_local, load_policy
 
 
 def test_load_policy_on_a_missing_dir_names_the_path(tmp_path):

@@ -13,10 +13,10 @@ from agentcredit.rollout.admissible import ActionTrie
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation, HFPolicy
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
-from agentcredit.train.evaluate import evaluate
-from agentcredit.train.models import load_policy
-from agentcredit.train.scoring import token_logprobs
-from agentcredit.train.sft import (
+from agentcredit.train.evaluation.evaluate import evaluate
+from agentcredit.train.scoring.logprobs import token_logprobs
+from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.warm_start.sft import (
     RECOVERY_MAX_TRIES,
     Demonstration,
     demonstration_steps,
@@ -24,7 +24,7 @@ from agentcredit.train.sft import (
     expert_demonstrations,
     run_sft,
 )
-from agentcredit.train.tiny_model import bootstrap_tiny_model
+from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
 
 def _tasks(make_fake_task, split, n):

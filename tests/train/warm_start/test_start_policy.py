@@ -1,9 +1,9 @@
-"""The warm start's demonstration settings per environment (train/warm_start.py)."""
+"""The warm start's demonstration settings per environment (train/warm_start/start_policy.py)."""
 
 from __future__ import annotations
 
 from agentcredit.config import load_config
-from agentcredit.train.warm_start import demonstration_settings
+from agentcredit.train.warm_start.start_policy import demonstration_settings
 
 
 class _Plain:

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from agentcredit.config import TinyModelConfig
-from agentcredit.train.models import load_policy
-from agentcredit.train.tiny_model import bootstrap_tiny_model
+from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
 
 def test_tiny_model_loads_back_through_load_policy_with_matching_vocab(tiny_model_dir):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentcredit.train.tokenizer_bootstrap import train_bpe_tokenizer
+from agentcredit.train.warm_start.tokenizer_bootstrap import train_bpe_tokenizer
 
 ROUND_TRIP_TEXTS = [
     (

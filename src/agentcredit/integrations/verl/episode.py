@@ -22,7 +22,7 @@ from agentcredit.envs.base import Environment, Task
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.records import Trajectory
-from agentcredit.train.verifier_traces import VerifierTracer
+from agentcredit.train.scoring.verifier_traces import VerifierTracer
 from agentcredit.verifier.trace import RolloutTrace
 
 #: ``generate(prompt_ids, temperature, max_new_tokens) -> (token_ids, log_probs)``: one

@@ -11,7 +11,7 @@ checkpoints) and overrides these steps, so verl is not forked:
   (ADRS), a second log-prob pass of the same actor over skill-prefixed prompts
   (``skills.SkillSplicer``, the embedded trainer's splice) whose response log-probs
   become ``ℓ^T`` (``rows.TEACHER``). It runs on the actor workers, before the update, so
-  ``ℓ^T`` comes from the frozen behaviour snapshot as in ``train/privileged.py``.
+  ``ℓ^T`` comes from the frozen behaviour snapshot as in ``train/scoring/teacher.py``.
 - ``_compute_advantage``: reads the per-step rows (``rows.STEP_FIELDS``, which verl's v1
   agent loop stores in each row's ``extra_fields``) from the TransferQueue, runs the
   project's estimator (``rows.compute_row_credit``, the same registry as ``agentcredit

@@ -93,7 +93,7 @@ def policy_traces(config, checkpoint: Path, tasks: Sequence, copies: int) -> lis
     import torch
 
     from agentcredit.train.build import load_model, make_collector
-    from agentcredit.train.verifier_traces import VerifierTracer
+    from agentcredit.train.scoring.verifier_traces import VerifierTracer
 
     model, tokenizer = load_model(config, checkpoint)
     suite = config.env.build_suite()

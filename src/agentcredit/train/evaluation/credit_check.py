@@ -3,9 +3,9 @@
 ``run_credit_check`` collects ``groups`` task groups the way the trainer does (the run's
 collector, rollout temperature, group size), computes every method's advantages on that *same*
 batch (each with the inputs it declares: traces, teacher scores, hindsight), estimates the
-truths by replaying the rollouts (``train.credit_truths``) and scores each method against each
-truth (``credit.accuracy``), with paired differences against the method's backbone and against
-VICT's ``random_edges`` control. ``agentcredit credit-check`` and
+truths by replaying the rollouts (``train.evaluation.credit_truths``) and scores each method
+against each truth (``credit.accuracy``), with paired differences against the method's backbone
+and against VICT's ``random_edges`` control. ``agentcredit credit-check`` and
 ``benchmarks/credit_accuracy.py`` call it.
 
 Methods are written ``NAME[/BACKBONE]``: ``vict/gigpo`` is VICT on GiGPO, ``salt/rloo`` SALT on
@@ -37,7 +37,7 @@ from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import load_model, make_collector
 from agentcredit.train.credit_inputs import CreditInputs
-from agentcredit.train.credit_truths import (
+from agentcredit.train.evaluation.credit_truths import (
     MonteCarloTruth,
     SolverTruth,
     TruthEstimate,

@@ -38,7 +38,7 @@ from agentcredit.progress import reporting
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.build import load_model, make_collector, validation_tasks
-from agentcredit.train.evaluate import evaluation_generator, outcome_metrics
+from agentcredit.train.evaluation.evaluate import evaluation_generator, outcome_metrics
 
 EvalMode = Literal["standard", "react", "reflexion"]
 EVAL_MODES: tuple[str, ...] = ("standard", "react", "reflexion")
@@ -136,7 +136,7 @@ def reflection_prompt(tokenizer, instruction: str, trajectory: Trajectory,
 
 def react(collector: RolloutCollector, tasks_by_split: Mapping[str, Sequence[Task]], *,
           temperature: float, generator: torch.Generator) -> dict[str, float | str]:
-    """One ReAct episode per task; ``evaluate``'s metrics (``train.evaluate.outcome_metrics``).
+    """One ReAct episode per task; ``evaluate``'s metrics (``evaluate.outcome_metrics``).
 
     ``collector`` must use the tagged format and free decoding (``prompting_config``).
     """
@@ -204,7 +204,7 @@ def evaluate_model_mode(config: TrainConfig, model_dir: Path, update: int, mode:
     ``config``'s validation splits, with the generator of the evaluation after ``update``."""
     if mode not in ("react", "reflexion"):
         raise ValueError(f"evaluation mode {mode!r} is not a prompting mode; choose react or "
-                         "reflexion (standard is train.evaluate.evaluate_model)")
+                         "reflexion (standard is train.evaluation.evaluate.evaluate_model)")
     if config.eval.episodes_per_game != 1:
         raise ConfigError(f"eval.episodes_per_game = {config.eval.episodes_per_game}: the {mode} "
                          "mode plays one episode per game; set eval.episodes_per_game=1")

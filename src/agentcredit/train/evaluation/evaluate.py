@@ -32,19 +32,19 @@ from agentcredit.jsonl_log import finite_or_null
 from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
+from agentcredit.run.directory import (
+    CHECKPOINT_STATE,
+    RunDirectory,
+    RunDirectoryError,
+    StateUnreadable,
+    read_trainer_state,
+)
 from agentcredit.skills.provider import SkillProvider
 from agentcredit.train.build import (
     episodes_per_split,
     load_model,
     make_collector,
     validation_tasks,
-)
-from agentcredit.train.run_dir import (
-    CHECKPOINT_STATE,
-    RunDirectory,
-    RunDirectoryError,
-    StateUnreadable,
-    read_trainer_state,
 )
 
 
@@ -117,7 +117,7 @@ def outcome_metrics(splits: Sequence[str], trajectories: Sequence[Trajectory],
     """``evaluate``'s metrics of ``episodes_per_game`` finished trajectories per task (one
     count, or one per split): task ``n`` of split ``splits[n]`` has the next that many
     trajectories, in each split's task order (the ReAct and Reflexion modes of
-    ``train/eval_modes.py`` summarise their episodes with it too)."""
+    ``train/evaluation/eval_modes.py`` summarise their episodes with it too)."""
     counts = ({split: episodes_per_game for split in splits}
               if isinstance(episodes_per_game, int) else episodes_per_game)
     if len(trajectories) != sum(counts[split] for split in splits):
@@ -188,7 +188,7 @@ def evaluate_model(config: TrainConfig, model_dir: Path, update: int = 0
     evaluation after ``update`` updates. Shows progress bars (game generation, ``eval``)
     on stderr unless ``run.progress`` is false.
     """
-    from agentcredit.train.privileged import check_skill_texts
+    from agentcredit.train.warm_start.skill_texts import check_skill_texts
 
     if config.run.threads:
         torch.set_num_threads(config.run.threads)

@@ -2,10 +2,10 @@
 bootstrap intervals over games (and seeds), and the before/after lines ``agentcredit train``
 prints.
 
-An ``eval`` line (``train.evaluate.evaluate``) holds ``eval/{split}/won``, one digit per game
-(its episodes won), and ``eval/{split}/episodes_per_game``; a game's outcome is its share of
-episodes won. The same games in the same order are evaluated at every evaluation of a run, so
-two lines compare game by game.
+An ``eval`` line (``train.evaluation.evaluate.evaluate``) holds ``eval/{split}/won``, one digit
+per game (its episodes won), and ``eval/{split}/episodes_per_game``; a game's outcome is its
+share of episodes won. The same games in the same order are evaluated at every evaluation of a
+run, so two lines compare game by game.
 """
 
 from __future__ import annotations

@@ -6,25 +6,33 @@ mean teacher–behaviour gap ``ℓ^T − ℓ^b`` per token class: *action* token
 command words of the parsed action), *object* tokens (the names and numbers
 it acts on) and *other* tokens (reasoning, tags, the end-of-turn token).
 ``probe_token_gap`` runs both scoring passes and returns the metrics;
-``response_token_classes`` classifies one response from its text alone.
+``response_token_classes`` classifies one response from its text alone. The loop takes its
+probes from ``probe_set`` and logs ``probe_gap_metrics`` at every evaluation.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import nn
 
+from agentcredit.config import TrainConfig
 from agentcredit.credit.adrs import TOKEN_CLASSES, token_class_gap
 from agentcredit.credit.step import tensorize_steps
+from agentcredit.envs.base import Environment, Task
+from agentcredit.envs.suites import EnvSuite
 from agentcredit.rollout.actions import ActionFormat, parse_action
+from agentcredit.rollout.admissible import Decoding
+from agentcredit.rollout.prompts import PromptConfig
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.prefix import SkillSplicer
 from agentcredit.skills.provider import SkillProvider
-from agentcredit.train.scoring import token_logprobs
-from agentcredit.train.teacher import privileged_logprobs
+from agentcredit.train.build import collector_config
+from agentcredit.train.scoring.logprobs import token_logprobs
+from agentcredit.train.scoring.teacher import privileged_logprobs
+from agentcredit.train.warm_start.sft import demonstration_steps, expert_demonstrations
 
 ACTION, OBJECT, OTHER = (TOKEN_CLASSES.index(name) for name in ("action", "object", "other"))
 
@@ -52,7 +60,8 @@ def response_token_classes(tokenizer, response_ids: Sequence[int], action_format
     words = ACTION_WORDS.get(env)
     if words is None:
         raise ValueError(f"no action words for environment {env!r}; add them to "
-                         f"agentcredit.train.probes.ACTION_WORDS (known: {sorted(ACTION_WORDS)})")
+                         "agentcredit.train.evaluation.probes.ACTION_WORDS "
+                         f"(known: {sorted(ACTION_WORDS)})")
     ids = list(response_ids)
     text = tokenizer.decode(ids, skip_special_tokens=True)
     char_class = [OTHER] * len(text)
@@ -97,3 +106,46 @@ def probe_token_gap(model: nn.Module, tokenizer, probes: Sequence[Trajectory],
                             for c in response_token_classes(tokenizer, step.response_ids,
                                                             action_format, env)])
     return token_class_gap(classes, teacher[steps.loss_mask], behaviour[steps.loss_mask])
+
+
+def probe_trajectories(make_env: Callable[[], Environment], tasks: Sequence[Task], tokenizer,
+                       prompt: PromptConfig, count: int,
+                       decoding: Decoding = "free") -> list[Trajectory]:
+    """The fixed probe set of the token-gap diagnostic (docs/adrs.md §5.5).
+
+    The successful expert demonstrations of the first task of each task type in
+    ``tasks`` (at most ``count`` of them, in task order), as training samples
+    (with their allowed sets under admissible ``decoding``): the paper probes one
+    successful episode per task family.
+    """
+    first: dict[str, Task] = {}
+    for task in tasks:
+        first.setdefault(task.task_type, task)
+    chosen = list(first.values())[:count]
+    demos = [demo for demo in expert_demonstrations(make_env(), chosen) if demo.won]
+    return demonstration_steps(demos, tokenizer, prompt, decoding=decoding) if demos else []
+
+
+def probe_set(config: TrainConfig, suite: EnvSuite, valid: Mapping[str, Sequence[Task]],
+              tokenizer, echo: Callable[[str], None]) -> list[Trajectory]:
+    """The run's probe trajectories (``eval.probes`` of them), or none when the run reads no
+    skills or the environment's actions cannot be split into action and object tokens."""
+    if not (config.uses_skills and config.eval.probes > 0):
+        return []
+    if config.env.name not in ACTION_WORDS:
+        echo(f"probe gap: no action words for environment {config.env.name!r} "
+             "(train.evaluation.probes.ACTION_WORDS); not logged")
+        return []
+    return probe_trajectories(suite.make_env, next(iter(valid.values())), tokenizer,
+                              collector_config(config).prompt, config.eval.probes,
+                              config.rollout.decoding)
+
+
+def probe_gap_metrics(model: nn.Module, tokenizer, probes: Sequence[Trajectory],
+                      provider: SkillProvider, *, action_format: str, micro_batch_size: int,
+                      env: str, temperature: float = 1.0) -> dict[str, float]:
+    """``eval/probe_gap/{action,object,other}``: mean ``ℓ^T − ℓ^b`` per token class."""
+    gap = probe_token_gap(model, tokenizer, probes, provider, action_format=action_format,
+                          micro_batch_size=micro_batch_size, env=env, temperature=temperature)
+    return {f"eval/probe_gap/{name}": gap[f"gap.{name}"] for name in TOKEN_CLASSES
+            if f"gap.{name}" in gap}

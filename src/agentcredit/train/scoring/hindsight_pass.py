@@ -7,9 +7,12 @@ environment text after the last step, ``Trajectory.final_observation``) in the p
 It is the ADRS teacher pass with another text: the hindsight prefix
 ``[Hindsight: how this episode ended]\\n`` + ``o_T`` + ``\\n\\n`` goes where the skill
 goes, at the start of the first user message (``skills.prefix``), and
-``train.teacher.privileged_logprobs`` scores it with the same length sorting,
+``train.scoring.teacher.privileged_logprobs`` scores it with the same length sorting,
 ``logits_to_keep`` and admissible renormalisation. [choice] The header wording; the
 HCAPO text at hand says only that the final outcome is added to the context.
+
+The scores reach the estimator as ``credit.hindsight.HindsightScores`` (the record; this
+module is the pass that computes them).
 
 No prefix reuse: the text differs per rollout, so the shared prefix is one rollout's
 (system turn, user header, a short observation) and its micro-batches hold one
@@ -27,7 +30,7 @@ from torch import Tensor, nn
 from agentcredit.credit.step import StepTensors
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.prefix import SkillSplicer
-from agentcredit.train.teacher import privileged_logprobs
+from agentcredit.train.scoring.teacher import privileged_logprobs
 
 HINDSIGHT_HEADER = "[Hindsight: how this episode ended]\n"
 
@@ -38,15 +41,18 @@ def hindsight_prefix(final_observation: str) -> str:
 
 
 class HindsightSplicer(SkillSplicer):
-    """A ``SkillSplicer`` that inserts ``hindsight_prefix(text)`` instead of the skill prefix.
+    """A ``SkillSplicer`` that inserts the hindsight text of a rollout's final observation,
+    ``hindsight_prefix(final_observation)``, where the skill prefix goes: its ``splice`` and
+    ``privileged_prompt_ids`` take the final observation in place of a skill.
 
     The texts differ per rollout, so their token ids are not cached (a skill
     splicer caches one entry per skill text for the whole run).
     """
 
-    def skill_ids(self, skill: str) -> tuple[int, ...]:
-        """Token ids of ``hindsight_prefix(skill)``, where ``skill`` is a final observation."""
-        return tuple(self.tokenizer.encode(hindsight_prefix(skill), add_special_tokens=False))
+    def prefix_ids(self, final_observation: str) -> tuple[int, ...]:
+        """Token ids of the hindsight text ``hindsight_prefix(final_observation)``."""
+        return tuple(self.tokenizer.encode(hindsight_prefix(final_observation),
+                                           add_special_tokens=False))
 
 
 def hindsight_logprobs(model: nn.Module, splicer: HindsightSplicer,
@@ -55,7 +61,7 @@ def hindsight_logprobs(model: nn.Module, splicer: HindsightSplicer,
     """``ℓ^H [S, L]`` of the batch's sampled tokens, 0 off the response tokens.
 
     ``model`` must be the frozen behaviour snapshot (the policy before this update);
-    no gradient is taken and no weight changes (``train/teacher.py``). Rows follow
+    no gradient is taken and no weight changes (``train/scoring/teacher.py``). Rows follow
     ``steps`` (``tensorize_steps(trajectories)``), each with its rollout's final observation;
     scored at the policy's ``temperature``.
     """

@@ -6,6 +6,10 @@ snapshot (the very model that sampled the batch, before the update) scores
 each step's response again with the task's skill inserted into its prompt
 (``skills.SkillSplicer``). Nothing is sampled and no weight changes: the pass
 runs under ``no_grad`` in eval mode (the caller's mode is restored).
+``teacher_logprobs`` runs it over a batch's steps, each with its task's skill;
+``privileged_logprobs`` takes any privileged text per row (HCAPO's hindsight pass
+inserts the final observation the same way, ``hindsight_pass.py``). Who reads the
+skill text, per method: docs/adrs.md §5.6.
 
 **Prefix reuse.** The privileged prompt of step ``s`` of task ``x`` is
 ``shared(x) + rest_s`` where ``shared(x)`` = system turn + user header + skill
@@ -42,9 +46,12 @@ import torch
 from torch import Tensor, nn
 from transformers import DynamicCache
 
+from agentcredit.credit.step import StepTensors
 from agentcredit.rollout.policy import has_full_attention
+from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.prefix import SkillSplicer
-from agentcredit.train.scoring import logprob_entropy_rows
+from agentcredit.skills.provider import SkillProvider
+from agentcredit.train.scoring.logprobs import logprob_entropy_rows
 
 
 @dataclass
@@ -66,7 +73,7 @@ def privileged_logprobs(
     input_ids: Tensor,
     attention_mask: Tensor,
     loss_mask: Tensor,
-    skills: Sequence[str],
+    texts: Sequence[str],
     *,
     micro_batch_size: int,
     reuse_prefix: bool = True,
@@ -83,7 +90,9 @@ def privileged_logprobs(
         attention_mask: ``[S, L]``, 1 on real tokens (a prefix of each row).
         loss_mask: ``[S, L]``, the response tokens; the prompt is everything
             before a row's first response token.
-        skills: the skill text ``ρ(x)`` of each row's task (``SkillProvider.skill_text``).
+        texts: what ``splicer`` inserts into each row's prompt: the skill text ``ρ(x)`` of the
+            row's task (``SkillProvider.skill_text``), or for a ``HindsightSplicer`` its
+            rollout's final observation (``scoring/hindsight_pass.py``).
         micro_batch_size: rows per forward pass (the result does not depend on it).
         reuse_prefix: compute each task's shared prefix once and reuse its KV cache.
         allowed: ``[S, L, K]`` allowed ids per token (admissible decoding, −1 padded,
@@ -99,14 +108,14 @@ def privileged_logprobs(
         raise ValueError(f"input_ids {tuple(input_ids.shape)}, attention_mask "
                          f"{tuple(attention_mask.shape)} and loss_mask {tuple(loss_mask.shape)} "
                          "must all be [S, L]")
-    if len(skills) != input_ids.shape[0]:
-        raise ValueError(f"got {len(skills)} skill texts for {input_ids.shape[0]} rows; pass the "
+    if len(texts) != input_ids.shape[0]:
+        raise ValueError(f"got {len(texts)} skill texts for {input_ids.shape[0]} rows; pass the "
                          "skill of each row's task (one per step sample)")
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size={micro_batch_size} must be >= 1")
     if reuse_prefix:
         _check_full_attention(model)
-    rows = _teacher_rows(splicer, input_ids, attention_mask, loss_mask, skills, allowed)
+    rows = _teacher_rows(splicer, input_ids, attention_mask, loss_mask, texts, allowed)
     out = torch.zeros(input_ids.shape, dtype=torch.float32)
     was_training = model.training
     model.eval()
@@ -129,8 +138,26 @@ def privileged_logprobs(
     return (out * loss_mask.to(torch.float32).cpu()).to(input_ids.device)
 
 
+def teacher_logprobs(model: nn.Module, splicer: SkillSplicer, provider: SkillProvider,
+                     trajectories: Sequence[Trajectory], steps: StepTensors, *,
+                     micro_batch_size: int, reuse_prefix: bool,
+                     temperature: float = 1.0) -> Tensor:
+    """``ℓ^T [S, L]`` of the batch's sampled tokens (docs/adrs.md §5.1), 0 off the response tokens.
+
+    ``model`` must be the frozen behaviour snapshot: the policy that sampled the
+    batch, before this update. The pass takes no gradient and changes no weight
+    (``privileged_logprobs``; tested in the loop). Steps sampled with admissible decoding are
+    scored over the same allowed sets (``steps.allowed``), at the policy's ``temperature``.
+    """
+    skills = [provider.skill_text(t.task) for t in trajectories for _ in t.steps]
+    return privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask,
+                               steps.loss_mask, skills, micro_batch_size=micro_batch_size,
+                               reuse_prefix=reuse_prefix, allowed=steps.allowed,
+                               temperature=temperature)
+
+
 def _teacher_rows(splicer: SkillSplicer, input_ids: Tensor, attention_mask: Tensor,
-                  loss_mask: Tensor, skills: Sequence[str], allowed: Tensor | None) -> list[_Row]:
+                  loss_mask: Tensor, texts: Sequence[str], allowed: Tensor | None) -> list[_Row]:
     ids, attn, mask = input_ids.cpu(), attention_mask.cpu().bool(), loss_mask.cpu().bool()
     lengths = attn.sum(1).tolist()
     rows = []
@@ -146,7 +173,7 @@ def _teacher_rows(splicer: SkillSplicer, input_ids: Tensor, attention_mask: Tens
         if first == 0 or last >= length:
             raise ValueError(f"row {index}: response tokens must follow a non-empty prompt and lie "
                              f"on real tokens (first at {first}, last at {last}, length {length})")
-        shared, rest = splicer.splice(ids[index, :first].tolist(), skills[index])
+        shared, rest = splicer.splice(ids[index, :first].tolist(), texts[index])
         rows.append(_Row(index=index, shared=shared,
                          tail=rest + ids[index, first:length].tolist(),
                          scored=length - first, start=first,

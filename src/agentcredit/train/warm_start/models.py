@@ -79,7 +79,8 @@ def load_policy(
             raise FileNotFoundError(
                 f"{str(path)!r} is a directory but has no config.json, so it is not a model "
                 "checkpoint. Pass a directory written by save_pretrained (for the embedded "
-                "model, one made by agentcredit.train.tiny_model.bootstrap_tiny_model) or a "
+                "model, one made by agentcredit.train.warm_start.tiny_model.bootstrap_tiny_model) "
+                "or a "
                 "Hugging Face hub id such as 'Qwen/Qwen2.5-1.5B-Instruct'."
             )
         source, local_only = str(path), True
@@ -93,7 +94,8 @@ def load_policy(
         raise FileNotFoundError(
             f"model directory {name_or_dir!r} does not exist (resolved to {str(path)!r}). "
             "Pass an existing checkpoint directory containing config.json (for the embedded "
-            "model, create one with agentcredit.train.tiny_model.bootstrap_tiny_model) or a "
+            "model, create one with "
+            "agentcredit.train.warm_start.tiny_model.bootstrap_tiny_model) or a "
             "Hugging Face hub id such as 'Qwen/Qwen2.5-1.5B-Instruct'."
         )
     else:

@@ -7,7 +7,8 @@ the planner) to record what the agent would have seen at each step;
 rollout step is (the windowed chat prompt plus the response,
 ``rollout.records.Step``), so SFT and RL train on one format. ``run_sft``
 minimises the token-mean negative log-likelihood of the response tokens only
-(the loss mask of ``tensorize_steps``).
+(the loss mask of ``tensorize_steps``). ``with_skill_demonstrations`` adds the skill-prefixed
+copies of ``sft.skill_share``.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ from agentcredit.rollout.prompts import (
     user_message,
 )
 from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
 from agentcredit.train.padding import by_length, trim_padding
-from agentcredit.train.scoring import token_logprobs
+from agentcredit.train.scoring.logprobs import token_logprobs
 
 #: the most wrong actions in a row a recovery sample's history ends with (``demonstration_steps``).
 RECOVERY_MAX_TRIES = 3
@@ -185,6 +187,21 @@ def demonstration_steps(demos: Sequence[Demonstration], tokenizer, prompt: Promp
         if traj.steps:
             out.append(traj)
     return out
+
+
+def with_skill_demonstrations(samples: Sequence[Trajectory], share: float,
+                              provider: SkillProvider, splicer: SkillSplicer,
+                              seed: int) -> list[Trajectory]:
+    """``samples`` plus skill-prefixed copies of ``round(share · len(samples))`` of them.
+
+    The copied demonstrations are drawn with ``random.Random(seed)``; ``share = 0``
+    returns the samples unchanged. See ``SFTConfig.skill_share`` for why and when.
+    """
+    count = round(share * len(samples))
+    if count == 0:
+        return list(samples)
+    chosen = sorted(random.Random(seed).sample(range(len(samples)), count))
+    return [*samples, *with_skill_prompts([samples[i] for i in chosen], provider, splicer)]
 
 
 def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,

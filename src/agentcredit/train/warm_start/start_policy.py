@@ -16,17 +16,18 @@ from agentcredit.config import TrainConfig
 from agentcredit.envs.base import Task
 from agentcredit.envs.suites import EnvSuite
 from agentcredit.progress import Progress, track
+from agentcredit.run.directory import RunDirectory
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train.build import collector_config, load_model
-from agentcredit.train.privileged import skill_tokenizer_corpus, with_skill_demonstrations
-from agentcredit.train.run_dir import RunDirectory
-from agentcredit.train.sft import (
+from agentcredit.train.warm_start.sft import (
     demonstration_steps,
     demonstration_texts,
     expert_demonstrations,
     run_sft,
+    with_skill_demonstrations,
 )
-from agentcredit.train.tiny_model import bootstrap_tiny_model
+from agentcredit.train.warm_start.skill_texts import skill_tokenizer_corpus
+from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
 
 def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite,

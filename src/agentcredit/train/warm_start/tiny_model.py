@@ -25,7 +25,11 @@ from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
 from agentcredit.config.tiny_model import TinyModelConfig
 from agentcredit.disk_full import writing
-from agentcredit.train.tokenizer_bootstrap import IM_END_TOKEN, PAD_TOKEN, train_bpe_tokenizer
+from agentcredit.train.warm_start.tokenizer_bootstrap import (
+    IM_END_TOKEN,
+    PAD_TOKEN,
+    train_bpe_tokenizer,
+)
 
 
 def bootstrap_tiny_model(texts: Iterable[str], out_dir: Path, config: TinyModelConfig) -> Path:
