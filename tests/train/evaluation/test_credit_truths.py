@@ -14,11 +14,12 @@ import pytest
 from agentcredit.envs.base import ReplayMismatch, Task
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
-from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.rollout.records import Trajectory
 from agentcredit.train.evaluation.credit_truths import MonteCarloTruth, SolverTruth
 
 from ...conftest import FakeEnv
 from ...corridor import corridor_distance
+from ...played import played as played_in
 
 
 def corridor_task(start: int, apple: int) -> Task:
@@ -29,19 +30,7 @@ def corridor_task(start: int, apple: int) -> Task:
 
 def played(task: Task, actions: list[str], group_id: int = 0) -> Trajectory:
     """The trajectory ``actions`` make in the corridor (recorded as a collector records)."""
-    env = FakeEnv()
-    obs = env.reset(task)
-    traj = Trajectory(task=task, group_id=group_id)
-    for action in actions:
-        before = obs.text
-        obs, _, done, info = env.step(action)
-        traj.steps.append(Step(observation=before, response=action, action=action,
-                               valid=info.valid, reward=0.0, anchor_key=before, snapshot={},
-                               prompt_ids=[], response_ids=[], sampling_logprobs=[]))
-        if done:
-            break
-    traj.final_observation, traj.won = obs.text, env.won
-    return traj
+    return played_in(FakeEnv(), task, actions, group_id)
 
 
 def test_solver_regret_is_zero_for_optimal_steps_and_counts_wasted_ones():

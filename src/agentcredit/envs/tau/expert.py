@@ -15,10 +15,11 @@ basis of these tasks reads them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agentcredit.envs.tau.actions import format_tool_call
-from agentcredit.envs.tau.reward import golden_actions
+from agentcredit.envs.tau.reward import communicated, golden_actions
 from agentcredit.envs.tau.users import CLOSING_QUESTION, TRANSFER_MESSAGE
 
 TRANSFER_TOOL = "transfer_to_human_agents"
@@ -26,11 +27,18 @@ TRANSFER_TOOL = "transfer_to_human_agents"
 
 def expert_actions(domain: str, task: dict[str, Any]) -> list[str]:
     """The expert's action texts for the tau2 task ``task`` of ``domain`` (module notes)."""
-    actions = [format_tool_call(a["name"], a["arguments"]) for a in golden_actions(task)]
+    return [*(format_tool_call(a["name"], a["arguments"]) for a in golden_actions(task)),
+            *closing_messages(task)]
+
+
+def closing_messages(task: dict[str, Any], agent_messages: Sequence[str] = ()) -> list[str]:
+    """Steps 2 and 3 of the module notes: the message holding every ``communicate_info``
+    string, left out when ``agent_messages`` (what the agent has said so far) already hold them
+    all, then the transfer message or the closing question."""
     infos = task["evaluation_criteria"].get("communicate_info") or []
-    if infos:
-        actions.append("Here is what you asked about: " + "; ".join(str(i) for i in infos)
-                       + ".")
+    messages = []
+    if infos and not all(communicated(task, agent_messages).values()):
+        messages.append("Here is what you asked about: " + "; ".join(str(i) for i in infos)
+                        + ".")
     transfers = any(a["name"] == TRANSFER_TOOL for a in golden_actions(task))
-    actions.append(TRANSFER_MESSAGE if transfers else CLOSING_QUESTION)
-    return actions
+    return [*messages, TRANSFER_MESSAGE if transfers else CLOSING_QUESTION]

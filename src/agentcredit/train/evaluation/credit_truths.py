@@ -5,7 +5,8 @@ Two truths, one interface (``Truth``: ``estimate(trajectories, rollouts) -> Trut
 - ``SolverTruth``: regret against a solver that knows only what the prefix showed,
   ``g_t = d(s_t) − d(s_{t+1}) − 1`` with ``d`` the solver's steps to finish, capped, averaged
   over its random tie-breaks. An environment provides ``d`` with ``register_solver``
-  (ALFWorld: the demonstrator's ``distance_to_finish``).
+  (ALFWorld: the demonstrator's ``distance_to_finish``; Search-QA: ``distance_to_answer``;
+  tau: ``distance_to_resolve``).
 - ``MonteCarloTruth``: the current policy's advantage, ``g_t = V̂(s_{t+1}) − V̂(s_t)`` with
   ``V̂`` the success rate of ``K`` fresh continuations of the policy (same prompts, decoding,
   temperature and remaining step budget) from the replayed state. ``Q̂(s_t, a_t) = V̂(s_{t+1})``
@@ -53,19 +54,35 @@ def register_solver(env_name: str, distance: DistanceFn) -> None:
     _SOLVERS[env_name] = distance
 
 
+#: the environments whose solver ships with their package, imported on first use.
+BUILT_IN_SOLVERS = ("alfworld", "searchqa", "tau-airline", "tau-retail")
+
+
+def _built_in_solver(env_name: str) -> DistanceFn:
+    if env_name == "alfworld":
+        from agentcredit.envs.alfworld.expert import distance_to_finish
+
+        return distance_to_finish
+    if env_name == "searchqa":
+        from agentcredit.envs.searchqa.solver import distance_to_answer
+
+        return distance_to_answer
+    from agentcredit.envs.tau.solver import distance_to_resolve
+
+    return distance_to_resolve
+
+
 def solver_for(env_name: str) -> DistanceFn:
     """The registered solver of ``env_name``; a ``KeyError`` lists the environments that have
     one."""
-    if env_name == "alfworld" and env_name not in _SOLVERS:
-        from agentcredit.envs.alfworld.expert import distance_to_finish
-
-        register_solver("alfworld", distance_to_finish)
+    if env_name in BUILT_IN_SOLVERS and env_name not in _SOLVERS:
+        register_solver(env_name, _built_in_solver(env_name))
     try:
         return _SOLVERS[env_name]
     except KeyError:
         raise KeyError(f"environment {env_name!r} has no solver truth (environments with one: "
-                       f"{', '.join(sorted({*_SOLVERS, 'alfworld'}))}); use the Monte Carlo "
-                       "truth or register a solver with register_solver") from None
+                       f"{', '.join(sorted({*_SOLVERS, *BUILT_IN_SOLVERS}))}); use the Monte "
+                       "Carlo truth or register a solver with register_solver") from None
 
 
 @dataclass
