@@ -79,6 +79,10 @@ def test_a_plan_the_remaining_turns_cannot_hold_is_lost():
     assert d([SOSTIA, SOSTIA, SOSTIA, SOSTIA], max_turns=4) == CAP  # the episode is over
 
 
+def test_d_is_capped():
+    assert distance_to_answer(corridor_env(), TASK, [], 2) == 2
+
+
 def test_a_replay_that_differs_from_the_record_is_refused():
     with pytest.raises(ReplayMismatch, match="does not replay identically"):
         distance_to_answer(corridor_env(), TASK, [VELMOR], CAP, None, ["<information>"])

@@ -74,6 +74,10 @@ def test_a_harmful_write_after_the_golden_ones_still_loses_but_a_refused_one_doe
         "cancel_pending_order", {"order_id": "#W2417020", "reason": "ordered by mistake"})]) == 1
 
 
+def test_d_is_capped(tasks):
+    assert distance_to_resolve(TauEnv("retail"), tasks["tau-retail-69"], [], 3) == 3
+
+
 def test_a_conversation_ended_before_the_writes_is_lost(tasks):
     assert d(tasks["tau-retail-69"], [USER, CLOSING_QUESTION]) == CAP
 

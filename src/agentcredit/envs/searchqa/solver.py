@@ -55,10 +55,9 @@ def distance_to_answer(env, task: Task, prefix: Sequence[str], cap: int,
     for hop in question.hops:
         if hop.title in shown:
             continue
-        obs, _, done, _ = env.step(search_action(hop.title))
+        obs, _, _, _ = env.step(search_action(hop.title))
         steps += 1
-        if done or steps >= cap:  # the turns ran out before the answer
-            return cap
         shown.update(shown_titles(obs.text))
+    # past the turn limit the environment answers "The episode is over.", not won
     _, _, _, info = env.step(answer_action(question.answers[0]))
     return min(steps + 1, cap) if info.won else cap

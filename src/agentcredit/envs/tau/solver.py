@@ -67,9 +67,7 @@ def distance_to_resolve(env, task: Task, prefix: Sequence[str], cap: int,
     plan = [format_tool_call(golden[i]["name"], golden[i]["arguments"]) for i in pending]
     plan += closing_messages(tau, env.agent_messages)
     for steps, action in enumerate(plan, start=1):
-        if steps > cap:
-            return cap
         _, _, done, info = env.step(action)
         if done:
-            return steps if info.won else cap
+            return min(steps, cap) if info.won else cap
     return cap
