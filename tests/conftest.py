@@ -165,12 +165,18 @@ def report_runs(tiny_fake_run, skills_root, tmp_path_factory) -> Path:
     (2 updates, both saved), real runs of the fake corridor that save every update's
     rollouts, trained once per session for the saved-rollout and report tests: VICT with
     ledger rows (SFT is stopped early enough that groups mix wins and losses) and ADRS with
-    teacher scores (so token heat-maps)."""
+    teacher scores (so token heat-maps). VICT's update 2 is credit-checked against the
+    corridor's solver, so saved with its truth; update 3 is not."""
     from agentcredit.config import load_config
+    from agentcredit.train.evaluation.credit_truths import register_solver
     from agentcredit.train.loop import train
 
+    from .corridor import corridor_distance
+
     root = tmp_path_factory.mktemp("report_runs")
-    runs = {"vict_seed0": ("method=vict", "run.updates=3", "run.keep_rollouts=2"),
+    register_solver("fake", corridor_distance)
+    runs = {"vict_seed0": ("method=vict", "run.updates=3", "run.keep_rollouts=2",
+                           "run.credit_check_every=2"),
             "adrs_seed0": ("method=adrs", "run.updates=2", f"skills.root={skills_root}",
                            "eval.probes=0")}
     for name, extra in runs.items():

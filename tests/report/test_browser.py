@@ -185,3 +185,53 @@ def test_the_viewer_opens_on_the_first_group_with_signal_and_defines_every_value
                 assert {"step_advantage", "token_advantage"} <= names
                 assert "advantage" not in names
         assert page.exceptions == []
+
+
+def test_the_viewer_plots_a_checked_groups_credit_against_its_truth_and_hints_otherwise(
+        report_runs, tmp_path):
+    result = write_report([report_runs], tmp_path / "report.html")
+    viewer = json.loads(result.path.read_text().split(
+        '<script type="application/json" id="report-viewer">')[1].split("</script>")[0])
+    (run,) = [r for r in viewer["runs"] if r["name"] == "vict_seed0"]
+    assert [(u["update"], u["truth"]) for u in run["updates"]] == [(2, "solver"), (3, None)]
+    with Page(CHROMIUM) as page:
+        page.open(result.path.as_uri(), READY)
+        shown = []
+        for update in range(2):
+            shown.append(page.evaluate(f"""(() => {{
+                const pick = document.getElementById('viewer-run');
+                pick.value = String([...pick.options].findIndex(
+                    (o) => o.text.startsWith('vict_seed0 (')));
+                pick.dispatchEvent(new Event('change'));
+                const update = document.getElementById('viewer-update');
+                update.value = '{update}';
+                update.dispatchEvent(new Event('change'));
+                const plot = document.getElementById('viewer-truth-plot');
+                return {{group: +document.getElementById('viewer-group').value,
+                         traces: plot ? plot.querySelectorAll('.scatterlayer .trace').length
+                                      : null,
+                         points: plot ? plot.querySelectorAll('.scatterlayer .point').length
+                                      : null,
+                         hint: document.getElementById('viewer-no-truth')?.textContent ?? null,
+                         }};
+            }})()"""))
+        checked, plain = shown
+        group = run["updates"][0]["groups"][checked["group"]]
+        # one trace per rollout of the group, one point per step with a truth and a credit
+        assert checked["traces"] == len(group["rollouts"]) and checked["hint"] is None
+        assert checked["points"] == sum(
+            s["truth"] is not None and s["advantage"] is not None
+            for r in group["rollouts"] for s in r["steps"]) > 0
+        assert plain["traces"] is None and "run.credit_check_every=K" in plain["hint"]
+        # a checked step's values name its truth, defined like every other value
+        names = page.evaluate("""(() => {
+            const pick = document.getElementById('viewer-update');
+            pick.value = '0';
+            pick.dispatchEvent(new Event('change'));
+            document.querySelector('#viewer-rollouts .step').click();
+            return [...document.querySelectorAll('#viewer-detail table')[0].querySelectorAll(
+                'tr')].slice(1).map((r) => [r.cells[0].textContent, r.title]);
+        })()""")
+        assert any(name == "truth" and title.startswith("the solver regret")
+                   for name, title in names)
+        assert page.exceptions == []

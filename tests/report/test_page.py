@@ -15,7 +15,7 @@ import yaml
 
 from agentcredit.report.page import ReportError, write_report
 from agentcredit.report.run_files import find_runs
-from agentcredit.report.tables import success_tables
+from agentcredit.report.tables import credit_check_table, success_tables
 
 from .conftest import HOSTILE_NAME, IMG, SCRIPT
 
@@ -73,7 +73,7 @@ def test_the_page_is_one_offline_file_with_curves_tables_and_the_viewer(report_r
     vict_only = figures["VICT proof coverage"]["data"]
     assert {t["name"] for t in vict_only} == {"vict"}
     for table in ("runs", "success-final", "success-valid_seen", "auc-valid_seen",
-                  "success-valid_unseen", "vict-audit", "ledger", "timing"):
+                  "success-valid_unseen", "vict-audit", "ledger", "credit-check", "timing"):
         assert f"table-{table}" in parts.text, table
     assert "vict_seed0" in parts.text["table-runs"] and "finished" in parts.text["table-runs"]
     viewer = parts.json("report-viewer")
@@ -105,6 +105,44 @@ def test_final_success_and_auc_are_the_mean_and_sd_over_a_methods_seeds(tmp_path
     assert by_type.rows[0][2].mean == pytest.approx(0.375)
     assert auc.rows[0][1].mean == pytest.approx(50.0)
     assert auc.rows[1][1].mean == pytest.approx(20.0) and auc.rows[1][1].n == 1
+
+
+def _checked_run(root: Path, name: str, seed: int, checks: dict[int, dict[str, float]]) -> None:
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump({"run": {"updates": 4, "seed": seed}}))
+    lines = [{"kind": "update", "update": u, "rollout/success": 0.5,
+              **{f"credit_check/solver/{k}": v for k, v in checks.get(u, {}).items()}}
+             for u in range(1, 5)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+
+
+def test_the_credit_check_table_has_a_row_per_method_and_checked_update(tmp_path):
+    _checked_run(tmp_path, "a_seed0", 0, {2: {"pooled": 0.2, "within": 0.0, "sign": 0.5,
+                                              "pooled_random": 0.1},
+                                          4: {"pooled": 0.5, "within": 0.1}})
+    _checked_run(tmp_path, "a_seed1", 1, {2: {"pooled": 0.4, "within": 0.2, "sign": 0.7,
+                                              "pooled_random": -0.1}})
+    _checked_run(tmp_path, "b_seed0", 0, {})
+    runs, _ = find_runs([tmp_path])
+    table = credit_check_table(runs)
+    assert table.header[:4] == ["method", "update", "seeds", "pooled ρ"]
+    assert [row[:3] for row in table.rows] == [["a", 2, 2], ["a", 4, 1]]  # b was not checked
+    pooled, signal, within, sign, balanced, chance, cost = table.rows[0][3:]
+    assert (pooled.mean, pooled.sd) == pytest.approx((0.3, 0.02 ** 0.5))
+    assert (within.mean, sign.mean, chance.mean) == pytest.approx((0.1, 0.6, 0.0))
+    assert signal is None and balanced is None and cost is None  # not logged
+    parts, _, _ = report([tmp_path], tmp_path / "out")
+    assert "table-credit-check" in parts.text and "credit-check-hint" not in parts.text
+    figures = {f["figure"]["layout"]["title"]["text"] for f in parts.json("report-figures")}
+    assert "Credit check: pooled Spearman ρ of credit and solver truth" in figures
+
+
+def test_a_report_without_a_credit_check_says_how_to_log_one(tmp_path):
+    _checked_run(tmp_path, "b_seed0", 0, {})
+    parts, _, _ = report([tmp_path], tmp_path / "out")
+    assert "table-credit-check" not in parts.text
+    assert "run.credit_check_every=K" in parts.text["credit-check-hint"]
 
 
 def test_a_run_in_progress_is_reported_as_far_as_it_has_got(runs_copy, tmp_path):

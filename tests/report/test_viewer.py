@@ -3,7 +3,7 @@ signal, and a run opens on its first group with signal."""
 
 from __future__ import annotations
 
-from agentcredit.report.viewer import DEFINITIONS, opening, shape_update
+from agentcredit.report.viewer import DEFINITIONS, NO_TRUTH, opening, shape_update
 
 
 def _rollout(group: int, won: bool, advantage: float) -> dict:
@@ -41,3 +41,16 @@ def test_every_advantage_a_vict_or_adrs_step_shows_is_defined():
     assert {"advantage", "base_advantage", "vict_advantage", "correction", "step_advantage",
             "token_advantage"} <= set(DEFINITIONS)
     assert "base + correction" in DEFINITIONS["correction"]
+
+
+def test_an_update_saved_with_its_truth_says_so_and_one_without_says_how_to_get_it():
+    plain = _update(2, [[(True, 0.5), (False, -0.5)]])
+    assert plain["truth"] is None  # saved without the truth key: not checked
+    rollouts = [_rollout(0, True, 0.5)]
+    rollouts[0]["steps"][0]["truth"] = -1.0
+    saved = shape_update({"update": 4, "estimator": "grpo", "step_fields": [],
+                          "token_fields": [], "truth": "solver", "rollouts": rollouts})
+    assert saved["truth"] == "solver"
+    assert saved["groups"][0]["rollouts"][0]["steps"][0]["truth"] == -1.0
+    assert "run.credit_check_every=K" in NO_TRUTH and "run.save_rollouts" in NO_TRUTH
+    assert "d(s_t) − d(s_{t+1}) − 1" in DEFINITIONS["truth"]

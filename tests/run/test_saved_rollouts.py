@@ -96,6 +96,38 @@ def test_long_texts_are_cut_to_the_limit_and_non_finite_values_saved_as_null(tmp
     assert saved["advantage"] is None and saved["values"] == {"base_advantage": 0.5}
 
 
+def test_a_credit_checked_update_saves_each_steps_truth_beside_its_credit(tmp_path,
+                                                                          make_fake_task):
+    steps = [Step(observation="o", response=a, action=a, valid=True, reward=0.0, anchor_key="",
+                  snapshot={}, prompt_ids=[1], response_ids=[2], sampling_logprobs=[-0.1])
+             for a in ("go right", "take apple")]
+    trajectory = Trajectory(task=make_fake_task("train", 0), group_id=0, steps=steps)
+    batch = CreditBatch.from_lists([[0.0, 1.0]], [0])
+    credit = CreditResult(step_advantages=torch.tensor([0.25, 0.5]))
+    checked = read_saved_rollouts(save_rollouts(tmp_path, 2, "grpo", [trajectory], batch, credit,
+                                                None, keep=2, truth=[-2.0, float("nan")]))
+    assert checked["truth"] == "solver"
+    assert [(s["advantage"], s["truth"]) for s in checked["rollouts"][0]["steps"]] == [
+        (0.25, -2.0), (0.5, None)]
+    plain = read_saved_rollouts(save_rollouts(tmp_path, 3, "grpo", [trajectory], batch, credit,
+                                              None, keep=2))
+    assert plain["truth"] is None
+    assert not any("truth" in s for s in plain["rollouts"][0]["steps"])
+
+
+def test_the_trainer_saves_the_truth_only_with_an_update_it_credit_checked(report_runs):
+    # the VICT run checks every 2nd update and saves updates 2 and 3
+    (_, checked), (_, plain) = saved_updates(report_runs / "vict_seed0" / "rollouts")
+    assert read_saved_rollouts(plain)["truth"] is None
+    record = read_saved_rollouts(checked)
+    assert record["truth"] == "solver"
+    # in the corridor g_t is 0 for a step towards the apple or the take, -2 for a step away
+    # and -1 for an invalid action (it changes nothing)
+    steps = [s for r in record["rollouts"] for s in r["steps"]]
+    assert all((s["truth"] == -1.0) == (not s["valid"]) for s in steps)
+    assert {s["truth"] for s in steps if s["valid"]} <= {0.0, -2.0}
+
+
 @pytest.mark.parametrize("setting", ["run.save_rollouts=-1", "run.keep_rollouts=0"])
 def test_a_negative_save_interval_or_an_empty_keep_is_refused_by_name(setting):
     key = setting.split("=")[0]

@@ -64,6 +64,10 @@ CURVES = (
     Curve("credit/vict/mean_abs_correction", updates, "VICT mean |correction|", "advantage",
           "vict"),
     Curve("credit/vict/lambda", updates, "VICT scale λ", "λ", "vict"),
+    Curve("credit_check/solver/pooled", updates,
+          "Credit check: pooled Spearman ρ of credit and solver truth", "ρ", "check"),
+    Curve("credit_check/solver/within", updates,
+          "Credit check: within-rollout Spearman ρ of credit and solver truth", "ρ", "check"),
     Curve("credit/teacher_minus_behaviour_mean", updates,
           "ADRS teacher signal: mean ℓ^T − ℓ^b per token", "nats", "adrs"),
     Curve("credit/gate_token_mean", updates, "ADRS mean token gate m", "gate", "adrs"),
@@ -74,6 +78,7 @@ CURVES = (
 )
 FAMILIES = {"success": "Validation success", "training": "Training",
             "vict": "VICT diagnostics (docs/vict.md §4.9)",
+            "check": "Credit check (docs/credit_check.md)",
             "adrs": "ADRS diagnostics (docs/adrs.md §5)"}
 
 

@@ -36,6 +36,7 @@ from agentcredit.report.curves import FAMILIES, curve_figures
 from agentcredit.report.run_files import RunData, clean_text, find_runs
 from agentcredit.report.tables import (
     Table,
+    credit_check_table,
     ledger_table,
     runs_table,
     success_tables,
@@ -108,6 +109,7 @@ def render_page(runs: Sequence[RunData], problems: Sequence[str], viewer: dict[s
     figures = curve_figures(runs)
     tables = [runs_table(runs), *success_tables(runs)]
     credit_tables = [t for t in (vict_audit_table(runs), ledger_table(runs)) if t is not None]
+    check = credit_check_table(runs)
     timing = timing_table(runs)
     methods = list(dict.fromkeys(r.method for r in runs))
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -147,6 +149,10 @@ def render_page(runs: Sequence[RunData], problems: Sequence[str], viewer: dict[s
     body.append("</section><section id=\"credit\"><h2>Credit</h2>")
     body += [_table(t) for t in credit_tables] or [
         "<p class=\"muted\">No run logged VICT diagnostics or ledger rows.</p>"]
+    body.append(_table(check) if check else (
+        "<p class=\"muted\" id=\"credit-check-hint\">No run logged the credit check: train "
+        "with run.credit_check_every=K to score the credit against the solver truth every K "
+        "updates (docs/credit_check.md).</p>"))
     body.append("</section><section id=\"timing\"><h2>Timing</h2>")
     body.append(_table(timing) if timing else "<p class=\"muted\">No update timing logged.</p>")
     body.append("</section>")
@@ -174,6 +180,7 @@ def _viewer_section(viewer: dict[str, Any], notes: Sequence[str]) -> str:
                      "<div class=\"controls\"><label>run<select id=\"viewer-run\"></select>"
                      "</label><label>update<select id=\"viewer-update\"></select></label>"
                      "<label>group<select id=\"viewer-group\"></select></label></div>"
+                     "<div id=\"viewer-truth\"></div>"
                      "<div class=\"viewer\" id=\"viewer\"><div id=\"viewer-rollouts\"></div>"
                      "<div class=\"detail\" id=\"viewer-detail\"></div></div>")
     if notes:

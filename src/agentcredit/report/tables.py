@@ -1,5 +1,5 @@
-"""The report's tables: the runs, success per method and task type, the VICT audit, where the
-ledger's credit went, and the timing of an update.
+"""The report's tables: the runs, success per method and task type, the VICT audit, the credit
+check, where the ledger's credit went, and the timing of an update.
 
 Each builder returns ``Table`` records of plain cells (text, numbers, ``None`` for
 "not logged"); ``page.py`` escapes and renders them. Numbers over seeds are
@@ -25,6 +25,8 @@ from agentcredit.report.aggregate import (
     mean_over_updates,
     number,
     over_seeds,
+    seed_curve,
+    updates,
 )
 from agentcredit.report.run_files import RunData
 
@@ -38,6 +40,12 @@ VICT_AUDIT = (
     ("abstain_pct", "abstain %"), ("trigger_pct", "trigger %"), ("sparsity_pct", "sparsity %"),
     ("core_size_mean", "core size"), ("budget_hit_pct", "budget hit %"), ("lambda", "λ"),
     ("mean_abs_correction", "mean |corr.|"), ("credit_ms", "credit ms"),
+)
+#: the credit check's columns: ``credit_check/solver/…`` key → header (docs/credit_check.md §3;
+#: ``pooled_random`` is the chance row's pooled ρ)
+CREDIT_CHECK = (
+    ("pooled", "pooled ρ"), ("pooled_signal", "pooled ρ (signal)"), ("within", "within ρ"),
+    ("sign", "sign"), ("sign_balanced", "sign (balanced)"), ("pooled_random", "random pooled ρ"),
 )
 #: update phases in the order an update runs them (``time/…`` of ``train/update.py``); any other
 #: phase a run logs follows them
@@ -139,6 +147,29 @@ def vict_audit_table(runs: Sequence[RunData]) -> Table | None:
                            *(over_seeds(members, lambda r, k=k: mean_over_updates(
                                r, f"credit/vict/{k}")) for k, _ in VICT_AUDIT),
                            over_seeds(members, _lambda_zero_batches)])
+    return table if table.rows else None
+
+
+def credit_check_table(runs: Sequence[RunData]) -> Table | None:
+    """Per method and checked update (``run.credit_check_every``), the credit against the
+    solver truth, mean ± sd over seeds, with the random row's pooled ρ beside it."""
+    table = Table("credit-check", "Credit check: credit against the solver truth "
+                  "(docs/credit_check.md)",
+                  ["method", "update", "seeds", *(h for _, h in CREDIT_CHECK),
+                   "truth s / 100 steps"],
+                  note="Spearman ρ between the estimator's step credit and the solver's regret "
+                       "g_t on the update's own batch: pooled over all steps, over the groups "
+                       "whose outcomes differ (signal), and within each rollout; sign: the "
+                       "share of clearly non-zero g_t whose sign the credit matches. A method "
+                       "constant within a rollout (GRPO, RLOO) scores 0 within by "
+                       "construction. The random row is what chance gives.")
+    keys = [f"credit_check/solver/{k}" for k, _ in CREDIT_CHECK]
+    keys.append("credit_check/solver_s_per_100_steps")
+    for method, members in by_method(runs).items():
+        columns = [dict(seed_curve(members, updates, key)) for key in keys]
+        for update in sorted({u for column in columns for u in column}):
+            seeds = max(column[update].n for column in columns if update in column)
+            table.rows.append([method, update, seeds, *(c.get(update) for c in columns)])
     return table if table.rows else None
 
 

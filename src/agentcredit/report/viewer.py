@@ -6,7 +6,10 @@ updates (``run.save_rollouts``, ``run/saved_rollouts.py``) and a task group
 advantage; it opens on the first group with signal (``opening``). Opening a step
 shows the observation it acted on, its atoms, proof edges, witness (ledger) rows,
 base advantage and correction, each value defined (``DEFINITIONS``), and with
-teacher scores a per-token heat-map and the per-token advantages trained on.
+teacher scores a per-token heat-map and the per-token advantages trained on. An update
+saved with its solver truth (credit-checked as well as saved) also shows, for the chosen
+group, each step's credit against its truth ``g_t`` (a scatter, one colour per rollout);
+one saved without it says how to get it (``NO_TRUTH``).
 
 This module only selects and arranges what the runs saved:
 
@@ -60,7 +63,14 @@ DEFINITIONS = {
     "return_to_go": "the discounted reward from this step to the end",
     "hindsight_ratio": "HCAPO's hindsight ratio of this step",
     "reward": "the environment's reward for this step",
+    "truth": "the solver regret g_t = d(s_t) − d(s_{t+1}) − 1 the credit check measured this "
+             "step's credit against: 0 for an optimal step, −1 for a wasted one, lower for a "
+             "setback (docs/credit_check.md §2.1)",
 }
+#: what the viewer says of an update saved without the solver truth
+NO_TRUTH = ("No solver truth was saved with this update: train with run.credit_check_every=K "
+            "together with run.save_rollouts, and every update that is both checked and saved "
+            "shows its credit against the truth here.")
 
 
 def viewer_data(runs: Sequence[RunData], budget_bytes: int
@@ -104,7 +114,8 @@ def viewer_data(runs: Sequence[RunData], budget_bytes: int
             views.sort(key=_u)
             shown.append({"name": run.name, "method": run.method, "updates": views,
                           "open": opening(views)})
-    return {"runs": shown, "scale": SCALE, "definitions": DEFINITIONS}, notes, problems
+    return ({"runs": shown, "scale": SCALE, "definitions": DEFINITIONS, "no_truth": NO_TRUTH},
+            notes, problems)
 
 
 def shape_update(saved: dict[str, Any]) -> dict[str, Any]:
@@ -138,6 +149,7 @@ def shape_update(saved: dict[str, Any]) -> dict[str, Any]:
     heat = (HEAT_GAP if {"teacher_logprob", "behaviour_logprob"} <= set(token_fields)
             else HEAT_TEACHER if "teacher_logprob" in token_fields else "")
     return {"update": saved["update"], "estimator": saved["estimator"],
+            "truth": saved.get("truth"),
             "step_fields": saved["step_fields"], "token_fields": token_fields, "heat": heat,
             "token_level": "token_advantage" in token_fields,
             "scale": scale, "groups": list(groups.values()), "groups_total": len(groups)}

@@ -11,12 +11,17 @@ embedded default's 32 rollouts (gzip, JSON inside).
 Format ``FORMAT`` (one JSON object)::
 
     update, estimator          the update (1-based) and the credit estimator's name
+    truth                      "solver" when the update was also credit-checked
+                               (run.credit_check_every), else null
     step_fields, token_fields  names of the per-step and per-token values below
     rollouts: [{
       rollout, group_id, task_id, task_type, won, outcome_reward, truncated,
       final_observation,
       steps: [{observation, response, action, valid, reward,
                advantage,                 CreditResult.step_advantages[s] (VICT: A^final)
+               truth,                     the solver regret g_t the credit check measured
+                                          the step's credit against (docs/credit_check.md
+                                          §2.1); only when ``truth`` is set
                values: {name: float},     each [S] extra of the CreditResult (VICT:
                                           base_advantage, vict_advantage, correction)
                ledger: [row, ...],        the step's ledger rows (credit/vict/ledger.py)
@@ -72,7 +77,7 @@ def saved_updates(folder: Path) -> list[tuple[int, Path]]:
 
 
 def save_rollouts(folder: Path, update: int, estimator: str, trajectories: Sequence, batch,
-                  credit, tokenizer, keep: int) -> Path:
+                  credit, tokenizer, keep: int, truth: Sequence[float] | None = None) -> Path:
     """Write update ``update``'s rollouts and credit (see the module docstring); keep the newest
     ``keep`` files.
 
@@ -84,6 +89,7 @@ def save_rollouts(folder: Path, update: int, estimator: str, trajectories: Seque
         credit: the estimator's ``CreditResult`` on ``batch``.
         tokenizer: the policy's tokenizer, to show each scored token's text.
         keep: how many saved updates to keep.
+        truth: ``[S]`` the solver truth of each step, when the update was credit-checked.
     """
     num_steps = batch.num_steps
     tokens = batch.tokens
@@ -114,6 +120,8 @@ def save_rollouts(folder: Path, update: int, estimator: str, trajectories: Seque
                      "advantage": _number(advantages[s]),
                      "values": {k: _number(v[s]) for k, v in step_values.items()},
                      "ledger": ledger.get((i, t), [])}
+            if truth is not None:
+                saved["truth"] = _number(truth[s])
             if tokens is not None:
                 count = len(step.response_ids)
                 saved["tokens"] = {"text": texts[n:n + count],
@@ -131,6 +139,7 @@ def save_rollouts(folder: Path, update: int, estimator: str, trajectories: Seque
                          "steps": steps,
                          "trace": _trace(batch.traces[i]) if batch.traces is not None else None})
     record = {"format": FORMAT, "update": update, "estimator": estimator,
+              "truth": None if truth is None else "solver",
               "step_fields": sorted(step_values), "token_fields": sorted(token_values),
               "rollouts": rollouts}
 

@@ -138,10 +138,10 @@ def update_step(state: TrainState, update: int) -> dict[str, Any]:
         credit = state.estimator(prepared.batch, state.credit_options)
         advantages = credit.per_token(steps.loss_mask)  # [S, L]
     # CHECK, LEDGER, SAVED ROLLOUTS
-    checked, every = {}, config.run.credit_check_every
+    checked, truth, every = {}, None, config.run.credit_check_every
     if every and update % every == 0:
         with _timed(times, "credit_check"):
-            checked = update_credit_check(config, state.suite.make_env, trajectories,
+            checked, truth = update_credit_check(config, state.suite.make_env, trajectories,
                                           step_credit(credit, steps.loss_mask),
                                           config.run.seed + update)
     state.logs.ledger.append(credit.ledger_rows, update=update)
@@ -149,7 +149,8 @@ def update_step(state: TrainState, update: int) -> dict[str, Any]:
     if every and (update == config.run.updates or update % every == 0):
         with _timed(times, "save_rollouts"):
             save_rollouts(state.run.rollouts, update, config.credit.estimator, trajectories,
-                          prepared.batch, credit, state.tokenizer, keep=config.run.keep_rollouts)
+                          prepared.batch, credit, state.tokenizer, keep=config.run.keep_rollouts,
+                          truth=truth)
     # PPO
     with _timed(times, "update"):
         model.train()

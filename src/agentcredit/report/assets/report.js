@@ -61,6 +61,7 @@
   const pickGroup = document.getElementById("viewer-group");
   const list = document.getElementById("viewer-rollouts");
   const detail = document.getElementById("viewer-detail");
+  const truthBox = document.getElementById("viewer-truth");
 
   function fill(select, labels) {
     select.replaceChildren(...labels.map((label, i) => el("option", {value: String(i)}, label)));
@@ -97,8 +98,35 @@
     chooseGroup();
   }
 
+  // the group's step credit against the solver truth g_t, one point per step and a colour
+  // per rollout; an update saved without the truth says how to get it
+  function showTruth(update, group) {
+    if (!update.truth) {
+      truthBox.replaceChildren(el("p", {class: "muted", id: "viewer-no-truth"}, viewer.no_truth));
+      return;
+    }
+    const plot = el("div", {class: "truth-plot", id: "viewer-truth-plot"});
+    truthBox.replaceChildren(plot);
+    const data = group.rollouts.map((rollout) => {
+      const points = rollout.steps.map((step, t) => [step, t])
+        .filter(([step]) => step.truth !== null && step.advantage !== null);
+      return {type: "scatter", mode: "markers", marker: {size: 9, opacity: 0.75},
+              name: `rollout ${rollout.rollout}` + (rollout.won ? " (won)" : ""),
+              x: points.map(([step]) => step.truth), y: points.map(([step]) => step.advantage),
+              text: points.map(([, t]) => `step ${t}`),
+              hovertemplate: "%{text}: truth %{x:.3f}, credit %{y:.3f}<extra>%{fullData.name}</extra>"};
+    });
+    Plotly.newPlot(plot, data, {
+      title: {text: `Group ${group.group_id}: step credit against the solver truth`},
+      xaxis: {title: {text: "solver truth g_t (steps of regret)"}, zeroline: true},
+      yaxis: {title: {text: "step credit (advantage)"}, zeroline: true},
+      height: 340, margin: {t: 48, l: 64, r: 16, b: 52},
+    }, {displaylogo: false, responsive: true});
+  }
+
   function chooseGroup() {
     const group = currentGroup();
+    showTruth(currentUpdate(), group);
     detail.replaceChildren(el("p", {class: "muted"}, "Click a step to open it."));
     list.replaceChildren(...group.rollouts.map((rollout) => {
       const head = el("div", {class: "rollout-head"},
@@ -132,6 +160,7 @@
     } else {
       values.push(["advantage", step.advantage]);
     }
+    if (update.truth) values.push(["truth", step.truth]);
     values.push(...update.step_fields.map((name) => [name, step.values[name]]));
     const defined = values.filter(([name]) => viewer.definitions[name]);
     const parts = [

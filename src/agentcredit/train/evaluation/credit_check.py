@@ -184,9 +184,11 @@ def require_solver(config: TrainConfig) -> None:
 
 def update_credit_check(config: TrainConfig, make_env: Callable,
                         trajectories: Sequence[Trajectory], step_advantages: np.ndarray,
-                        seed: int) -> dict[str, float]:
-    """``credit_check/*`` of one training update: the estimator's step credit against the solver
-    truth (one seeded tie-break, 200 bootstrap draws), the random row's pooled ρ beside it."""
+                        seed: int) -> tuple[dict[str, float], np.ndarray]:
+    """``(credit_check/* metrics, [S] solver truth g_t)`` of one training update: the
+    estimator's step credit against the solver truth (one seeded tie-break, 200 bootstrap
+    draws), the random row's pooled ρ beside it; the truth is saved beside the credit when the
+    update's rollouts are saved."""
     truth = SolverTruth(make_env, solver_for(config.env.name), cap=config.rollout.max_steps,
                         tie_breaks=1, seed=seed).estimate(trajectories)
     name = config.credit.estimator
@@ -199,7 +201,7 @@ def update_credit_check(config: TrainConfig, make_env: Callable,
     chance = table.value(RANDOM_ROW, "solver", "pooled")
     metrics["credit_check/solver/pooled_random"] = float("nan") if chance is None else chance
     metrics["credit_check/solver_s_per_100_steps"] = truth.seconds_per_100_steps
-    return metrics
+    return metrics, truth.values
 
 
 def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
