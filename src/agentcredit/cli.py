@@ -293,6 +293,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="Monte Carlo continuations per state (default 8)")
     check.add_argument("--tie-breaks", type=int, default=4,
                        help="solver tie-breaks averaged over (default 4)")
+    check.add_argument("--token-steps", type=int, default=0,
+                       help="steps the token-level truth covers (within-step ρ of token "
+                            "credit; free decoding; default 0: off)")
     check.add_argument("--boots", type=int, default=1000,
                        help="bootstrap draws over groups (default 1000)")
     check.add_argument("--seed", type=int, default=0, help="seed (default 0)")
@@ -516,7 +519,7 @@ def _credit_check(args) -> int:
             methods=args.methods.split(",") if args.methods else DEFAULT_METHODS,
             groups=args.groups, truths=args.truths.split(","), mc_groups=args.mc_groups,
             continuations=args.continuations, tie_breaks=args.tie_breaks, boots=args.boots,
-            seed=args.seed, split=args.split)
+            seed=args.seed, split=args.split, token_steps=args.token_steps)
     except ValueError as err:
         raise ConfigError(str(err)) from None
     source = locate_model(args.checkpoint)

@@ -4,6 +4,7 @@ the table printed and written, and one-line refusals of bad options."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,18 @@ def test_credit_check_scores_every_method_against_both_truths(start, tmp_path, c
     assert methods == {"grpo", "vict", "random_edges", "gigpo", "random"}
     pairs = {(p["method"], p["versus"]) for p in result["pairs"]}
     assert {("vict", "grpo"), ("vict", "random_edges"), ("random_edges", "grpo")} <= pairs
+
+
+def test_the_token_truth_scores_a_step_level_method_zero_within_steps(start, tmp_path, capsys):
+    out = tmp_path / "check.json"
+    assert main(["credit-check", "--checkpoint", str(start), "--methods", "grpo",
+                 "--truths", "solver", "--groups", "2", "--boots", "10", "--continuations", "2",
+                 "--token-steps", "4", "-o", str(out)]) == 0
+    assert "token truth: " in capsys.readouterr().out
+    within = json.loads(out.read_text())["token_within"]
+    assert within["steps"] == 4 and set(within) == {"grpo", "random", "steps"}
+    # GRPO gives every token of a step the same credit: ρ = 0 wherever τ varies
+    assert math.isfinite(within["random"]) and within["grpo"] == 0.0
 
 
 @pytest.mark.parametrize("option, message", [

@@ -43,6 +43,12 @@ from agentcredit.train.evaluation.credit_truths import (
     TruthEstimate,
     solver_for,
 )
+from agentcredit.train.evaluation.token_truth import (
+    TokenTruth,
+    chosen_steps,
+    token_credit,
+    token_within,
+)
 from agentcredit.train.ppo import score_steps
 
 #: every estimator that runs on a collected batch: the backbones, VICT on each, VICT's six
@@ -84,6 +90,8 @@ class CreditCheckOptions:
         boots: bootstrap draws of groups for the intervals.
         seed: seeds the task draw, the rollouts, the continuations and the bootstrap.
         split: the task split the groups are drawn from.
+        token_steps: steps (the first ones with 3 or more response tokens) the token-level
+            truth covers, with ``continuations`` re-decodes per token prefix; 0: off.
     """
 
     methods: Sequence[str] = DEFAULT_METHODS
@@ -95,13 +103,14 @@ class CreditCheckOptions:
     boots: int = 1000
     seed: int = 0
     split: str = "train"
+    token_steps: int = 0
 
     def __post_init__(self) -> None:
         unknown = [t for t in self.truths if t not in TRUTHS]
         if unknown:
             raise ValueError(f"truth {unknown[0]!r} is unknown; choose from {', '.join(TRUTHS)}")
         for name, low in (("groups", 1), ("mc_groups", 0), ("continuations", 2),
-                          ("tie_breaks", 0), ("boots", 1)):
+                          ("tie_breaks", 0), ("boots", 1), ("token_steps", 0)):
             if getattr(self, name) < low:
                 raise ValueError(f"credit check: {name} = {getattr(self, name)}; it must be "
                                  f">= {low}")
@@ -117,6 +126,8 @@ class CreditCheckResult:
         steps: steps in the batch; ``groups``: task groups; ``rollouts``: rollouts.
         seconds: wall time per phase (``collect``, ``credit``, one per truth).
         method_seconds: each method's credit time (its inputs' preparation included).
+        token_within: with ``token_steps``, each method's within-step Spearman ρ of its token
+            credit and the token-level truth, the ``random`` row and ``steps`` covered.
     """
 
     table: AccuracyTable
@@ -127,6 +138,7 @@ class CreditCheckResult:
     success: float
     seconds: dict[str, float] = field(default_factory=dict)
     method_seconds: dict[str, float] = field(default_factory=dict)
+    token_within: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Plain JSON-ready data; a truth's cost is ``{truth}_s_per_100_steps``."""
@@ -138,6 +150,7 @@ class CreditCheckResult:
             "truth_stats": {name: {"steps": t.steps, "seconds": t.seconds, **t.stats}
                             for name, t in self.truths.items()},
             "seconds": self.seconds, "method_seconds": self.method_seconds,
+            **({"token_within": self.token_within} if self.token_within else {}),
             **self.table.to_dict()}
 
 
@@ -243,6 +256,8 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     provider = SkillProvider(base.skills.root or None)
     prepared: dict[frozenset, object] = {}
     advantages: dict[str, np.ndarray] = {}
+    token_steps = chosen_steps(trajectories, options.token_steps)
+    tokens: dict[str, dict] = {}
     method_seconds: dict[str, float] = {}
     for method, config in configs.items():
         started = time.perf_counter()
@@ -254,6 +269,9 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
         result = get_estimator(config.credit.estimator)(prepared[needs],
                                                         estimator_config(config.credit))
         advantages[method] = step_credit(result, steps.loss_mask)
+        if token_steps:
+            tokens[method] = token_credit(trajectories, result.per_token(steps.loss_mask),
+                                          steps.loss_mask, token_steps)
         method_seconds[method] = time.perf_counter() - started
     seconds["credit"] = time.perf_counter() - began
     echo(f"credit of {len(configs)} methods ({seconds['credit']:.0f} s)")
@@ -276,6 +294,17 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
              f"({truths['mc'].seconds:.0f} s)")
     for name, truth in truths.items():
         seconds[name] = truth.seconds
+    within_tokens: dict[str, float] = {}
+    if token_steps:
+        began = time.perf_counter()
+        tau = TokenTruth(collector, solver_for(base.env.name), base.rollout.max_steps,
+                         base.rollout.temperature, options.continuations, options.seed
+                         ).estimate(trajectories, token_steps)
+        within_tokens = {**token_within(tokens, tau, options.seed), "steps": len(tau)}
+        seconds["token"] = time.perf_counter() - began
+        echo(f"token truth: {len(tau)} steps, K = {options.continuations} "
+             f"({seconds['token']:.0f} s); within-step ρ of token credit: " + ", ".join(
+                 f"{m} {v:.3f}" for m, v in within_tokens.items() if m != "steps"))
 
     layout = step_layout(trajectories)
     pairs = method_pairs(list(configs), {m: backbone_of(c) for m, c in configs.items()})
@@ -283,4 +312,4 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
                            pairs, boots=options.boots, seed=options.seed)
     return CreditCheckResult(table, truths, layout.num_steps, layout.num_groups,
                              len(trajectories), float(np.mean([t.won for t in trajectories])),
-                             seconds, method_seconds)
+                             seconds, method_seconds, within_tokens)

@@ -1,0 +1,88 @@
+"""The token-level truth on one-step corridor rollouts whose re-decoded continuations are scripted,
+so every ``Q̂_j`` and ``τ`` is worked by hand (``FakeEnv``: 4 rooms, ``go left`` at the wall
+and ``take apple`` away from the apple are invalid)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agentcredit.credit.accuracy import within_rollout_rhos
+from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
+from agentcredit.rollout.policy import Generation
+from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.train.evaluation.token_truth import TokenTruth
+
+from ...conftest import FakeEnv
+from ...corridor import corridor_distance
+from .test_credit_truths import corridor_task
+
+PROMPT = "PROMPT"
+
+
+class Scripted:
+    """Continues a response head (the prompt's text after ``PROMPT``): an empty head with
+    ``go right`` and ``go left`` in turn, ``go`` with `` left``, ``take`` with `` apple``."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.empty = tokenizer, 0
+
+    def generate(self, prompts, *, temperature, max_new_tokens, generator, tries=None,
+                 prompt_cache=None):
+        out = []
+        for ids in prompts:
+            head = self.tokenizer.decode(ids).split(PROMPT)[-1]
+            if head == "":
+                text = ("go right", "go left")[self.empty % 2]
+                self.empty += 1
+            else:
+                text = {"go": " left", "take": " apple"}[head]
+            out.append(Generation(token_ids=[], logprobs=[], text=text))
+        return out
+
+
+def one_step(tokenizer, task, response: str) -> Trajectory:
+    env = FakeEnv()
+    obs = env.reset(task)
+    after, _, _, info = env.step(response)
+    step = Step(observation=obs.text, response=response, action=response, valid=info.valid,
+                reward=0.0, anchor_key="", snapshot={},
+                prompt_ids=tokenizer.encode(PROMPT, add_special_tokens=False),
+                response_ids=tokenizer.encode(response, add_special_tokens=False),
+                sampling_logprobs=[])
+    return Trajectory(task=task, group_id=0, steps=[step], final_observation=after.text,
+                      won=info.won)
+
+
+def truth(tokenizer, **settings) -> TokenTruth:
+    collector = RolloutCollector(Scripted(tokenizer), FakeEnv,
+                                 CollectorConfig(max_steps=4, **settings))
+    return TokenTruth(collector, corridor_distance, cap=20, temperature=1.0, continuations=2)
+
+
+def test_token_truths_are_the_differences_of_the_prefix_values(fake_tokenizer):
+    # room 0, apple in room 2: g(go right) = 0, g(go left) = -1 (the wall: invalid)
+    walk = one_step(fake_tokenizer, corridor_task(0, 2), "go right")
+    # room 1 with the apple: g(take apple) = 0; either move leaves it, 1 - 2 - 1 = -2
+    take = one_step(fake_tokenizer, corridor_task(1, 1), "take apple")
+    tau = truth(fake_tokenizer).estimate([walk, take], [(0, 0), (1, 0)])
+    # walk: Q_0 = mean(0, -1) = -0.5, Q_1 = g(go left) = -1, Q_2 = 0
+    assert tau[(0, 0)].tolist() == [-0.5, 1.0]
+    # take: Q_0 = mean(g(go right), g(go left)) = -2; Q_1 = g(take apple) = Q_2 = 0
+    assert tau[(1, 0)].tolist() == [2.0, 0.0]
+    assert tau[(0, 0)].sum() == 0.0 - (-0.5)  # telescopes to g - Q_0
+
+
+def test_admissible_decoding_is_refused_naming_the_setting(fake_tokenizer):
+    with pytest.raises(ValueError, match="rollout.decoding=free"):
+        truth(fake_tokenizer, decoding="admissible")
+
+
+def test_token_within_is_the_within_step_spearman_over_tokens():
+    # two steps of 3 tokens, one of 2 (too short); credit ranks step 0's tokens as the truth
+    # does, step 1's in reverse
+    credit = np.array([0.1, 0.2, 0.3, 0.3, 0.2, 0.1, 5.0, 1.0])
+    tau = np.array([-1.0, 0.0, 2.0, -1.0, 0.0, 2.0, 1.0, 0.0])
+    step = np.array([0, 0, 0, 1, 1, 1, 2, 2])
+    assert within_rollout_rhos(credit, tau, step)[:2].tolist() == [1.0, -1.0]
+    assert np.isnan(within_rollout_rhos(credit, tau, step)[2])
