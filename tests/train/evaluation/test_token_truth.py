@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from agentcredit.credit.accuracy import within_rollout_rhos
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.evaluation.token_truth import TokenTruth
+from agentcredit.train.evaluation.token_truth import TokenTruth, chosen_steps, token_credit
 
 from ...conftest import FakeEnv
 from ...corridor import corridor_distance
@@ -86,3 +87,15 @@ def test_token_within_is_the_within_step_spearman_over_tokens():
     step = np.array([0, 0, 0, 1, 1, 1, 2, 2])
     assert within_rollout_rhos(credit, tau, step)[:2].tolist() == [1.0, -1.0]
     assert np.isnan(within_rollout_rhos(credit, tau, step)[2])
+
+
+def test_a_steps_token_credit_is_read_from_its_response_positions(fake_tokenizer):
+    # two rollouts of one step each; step rows [S=2, L=5], responses at positions 2-3 and 1-3
+    first = one_step(fake_tokenizer, corridor_task(0, 2), "go right")
+    second = one_step(fake_tokenizer, corridor_task(0, 2), "go right")
+    second.steps[0].response_ids = [1, 2, 3]
+    rows = torch.arange(10.0).reshape(2, 5)
+    mask = torch.tensor([[False, False, True, True, False], [False, True, True, True, False]])
+    assert chosen_steps([first, second], 5) == [(1, 0)]  # only it has 3 tokens
+    credit = token_credit([first, second], rows, mask, [(0, 0), (1, 0)])
+    assert credit[(0, 0)].tolist() == [2.0, 3.0] and credit[(1, 0)].tolist() == [6.0, 7.0, 8.0]
