@@ -7,6 +7,7 @@ with an observation that says so, and comes back with ``StepInfo.valid = False``
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -78,6 +79,24 @@ class ReplayMismatch(RuntimeError):
             f"recorded {recorded[:80]!r} but the replay shows {replayed[:80]!r}; credit truths "
             "need an environment whose reset and step are deterministic.")
         self.task_id, self.step = task_id, step
+
+
+def replayed(env: Environment, task: Task, prefix: Sequence[str],
+             observations: Sequence[str] | None
+             ) -> Iterator[tuple[str, Observation, bool, StepInfo]]:
+    """Reset ``env`` to ``task`` and play ``prefix``, yielding ``(action, observation, done,
+    info)`` after each action; the caller stops where it likes (a solver at an episode's end).
+
+    Raises:
+        ReplayMismatch: the text after action ``t`` differs from ``observations[t]`` (``None``:
+            not checked).
+    """
+    env.reset(task)
+    for t, action in enumerate(prefix):
+        obs, _, done, info = env.step(action)
+        if observations is not None and obs.text != observations[t]:
+            raise ReplayMismatch(task.task_id, t, observations[t], obs.text)
+        yield action, obs, done, info
 
 
 @runtime_checkable

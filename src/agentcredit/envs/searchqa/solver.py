@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from agentcredit.envs.base import ReplayMismatch, Task
+from agentcredit.envs.base import Task, replayed
 from agentcredit.envs.searchqa.engine import task_question
 from agentcredit.envs.searchqa.protocol import answer_action, search_action, shown_titles
 
@@ -43,12 +43,8 @@ def distance_to_answer(env, task: Task, prefix: Sequence[str], cap: int,
         raise ValueError(f"task {task.task_id!r} has no supporting passages (a FlashRAG "
                          "question), so it has no solver truth; use the Monte Carlo truth "
                          "(--truths mc)")
-    env.reset(task)
     shown: set[str] = set()
-    for t, action in enumerate(prefix):
-        obs, _, done, info = env.step(action)
-        if observations is not None and obs.text != observations[t]:
-            raise ReplayMismatch(task.task_id, t, observations[t], obs.text)
+    for _, obs, done, info in replayed(env, task, prefix, observations):
         if done:
             return 0 if info.won else cap
         shown.update(shown_titles(obs.text))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from agentcredit.envs.base import ReplayMismatch, Task
+from agentcredit.envs.base import Task, replayed
 from agentcredit.envs.tau.actions import ToolCall, format_tool_call, parse_action
 from agentcredit.envs.tau.database import canonical_json
 from agentcredit.envs.tau.engine import tau_task
@@ -51,11 +51,7 @@ def distance_to_resolve(env, task: Task, prefix: Sequence[str], cap: int,
     _, tau = tau_task(task)
     golden = golden_actions(tau)
     pending = {i: _call_key(a["name"], a["arguments"]) for i, a in enumerate(golden)}
-    env.reset(task)
-    for t, action in enumerate(prefix):
-        obs, _, done, info = env.step(action)
-        if observations is not None and obs.text != observations[t]:
-            raise ReplayMismatch(task.task_id, t, observations[t], obs.text)
+    for action, _, done, info in replayed(env, task, prefix, observations):
         if done:
             return 0 if info.won else cap
         call = parse_action(action)
