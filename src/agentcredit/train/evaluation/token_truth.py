@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from agentcredit.credit.accuracy import MIN_ROLLOUT_STEPS, RANDOM_ROW, within_rollout_rhos
+from agentcredit.envs.base import replayed
 from agentcredit.rollout.actions import parse_action
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
@@ -66,10 +67,9 @@ class TokenTruth:
                     if s.valid]
             if "" not in memo:
                 memo[""] = self.distance(env, traj.task, prefix, self.cap, None, seen)
-            env.reset(traj.task)  # is the action valid there? (an invalid one changes nothing)
-            for past in prefix:
-                env.step(past)
-            obs, _, _, info = env.step(sent)
+            for _ in replayed(env, traj.task, prefix, seen):
+                pass
+            obs, _, _, info = env.step(sent)  # valid there? (an invalid one changes nothing)
             after = (self.distance(env, traj.task, [*prefix, sent], self.cap, None,
                                    [*seen, obs.text]) if info.valid else memo[""])
             memo[sent] = float(memo[""] - after - 1)
