@@ -142,8 +142,8 @@ def update_step(state: TrainState, update: int) -> dict[str, Any]:
     if every and update % every == 0:
         with _timed(times, "credit_check"):
             checked, truth = update_credit_check(config, state.suite.make_env, trajectories,
-                                          step_credit(credit, steps.loss_mask),
-                                          config.run.seed + update)
+                                                 step_credit(credit, steps.loss_mask),
+                                                 config.run.seed + update)
     state.logs.ledger.append(credit.ledger_rows, update=update)
     every = config.run.save_rollouts
     if every and (update == config.run.updates or update % every == 0):
