@@ -82,24 +82,19 @@ def test_an_empty_prompt_cache_shares_nothing():
 
 
 def _generate_recording_prefills(policy, prompts, **kwargs) -> tuple[list, list[int]]:
-    """``policy.generate`` that also returns the width of each batch's prefill (its first
-    forward)."""
-    widths, calls, forward, generate_batch = [], [], policy.model.forward, policy._generate_batch
-
-    def batch(*args):
-        calls.append(0)
-        return generate_batch(*args)
+    """``policy.generate`` that also returns the width of each prefill forward (the forwards
+    without an attention mask: one per distinct prompt)."""
+    widths, forward = [], policy.model.forward
 
     def spy(*args, **kw):
-        if calls[-1] == 0:
+        if kw.get("attention_mask") is None:
             widths.append(kw["input_ids"].shape[1])
-        calls[-1] += 1
         return forward(*args, **kw)
-    policy.model.forward, policy._generate_batch = spy, batch
+    policy.model.forward = spy
     try:
         return policy.generate(prompts, **kwargs), widths
     finally:
-        del policy.model.forward, policy._generate_batch
+        del policy.model.forward
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.7])
@@ -119,8 +114,8 @@ def test_prompts_that_extend_cached_ones_prefill_only_their_new_tokens(fake_mode
         generator=torch.Generator().manual_seed(2), prompt_cache=cache)
     full = policy.generate(second, temperature=temperature, max_new_tokens=5,
                            generator=torch.Generator().manual_seed(2))
-    # batch 1 (rows 0, 1) prefills the longest tail; batch 2 (row 2) its whole prompt
-    assert widths == [len(tail), len(second[2])]
+    # rows 0 and 1 prefill what follows their cached prompt; row 2 its whole prompt
+    assert widths == [len(tail), 2, len(second[2])]
     assert [g.token_ids for g in reused] == [g.token_ids for g in full]
     for r, f in zip(reused, full, strict=True):
         assert r.logprobs == pytest.approx(f.logprobs, abs=1e-5)
@@ -137,7 +132,7 @@ def test_a_prompt_equal_to_a_cached_one_still_prefills_its_last_token(fake_model
     again, widths = _generate_recording_prefills(policy, prompts, temperature=0,
                                                  max_new_tokens=4, generator=torch.Generator(),
                                                  prompt_cache=cache)
-    assert widths == [1]
+    assert widths == [1] * len(prompts)
     assert [g.token_ids for g in again] == [g.token_ids for g in first]
 
 

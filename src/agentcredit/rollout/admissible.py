@@ -57,8 +57,10 @@ class ActionTrie:
                       action_format: ActionFormat) -> ActionTrie:
         """The trie of ``commands`` as ``tokenizer`` writes them in ``action_format``."""
         eos = tokenizer.eos_token_id
-        return cls([tokenizer.encode(format_action(c, action_format), add_special_tokens=False)
-                    + [eos] for c in commands])
+        # one batched call: a state's commands are tokenised together, not one call each
+        encoded = tokenizer([format_action(c, action_format) for c in commands],
+                            add_special_tokens=False)["input_ids"]
+        return cls([ids + [eos] for ids in encoded])
 
     def allowed_after(self, prefix: Sequence[int]) -> list[int]:
         """``C(prefix)``: the sorted ids that continue some command after ``prefix``.

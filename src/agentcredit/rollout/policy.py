@@ -18,6 +18,7 @@ from transformers import DynamicCache
 
 from agentcredit.config.schema import ConfigError
 from agentcredit.rollout.admissible import ActionTrie, pack_sets, restrict_logits
+from agentcredit.rollout.grouped_attention import grouped_attention
 
 
 class PolicyDiverged(ConfigError):
@@ -109,15 +110,19 @@ class Policy(Protocol):
 class HFPolicy:
     """Batched sampling from a ``transformers`` causal LM with a KV cache.
 
-    Prompts are left-padded into one ``[B, L]`` batch; each decoding step
-    samples one token for every unfinished row, and a row finishes at a stop
+    Each distinct prompt is prefilled on its own (no padding, no attention mask; a prompt
+    that occurs several times in a batch, as a task's rollouts at their first step, once);
+    their keys and values are then left-padded into one ``[B, h, L, d]`` cache and each
+    decoding step samples one token for every unfinished row; a row finishes at a stop
     token (the tokenizer's eos ``<|im_end|>`` and the model's generation eos
     ids). Logits of ids the tokenizer cannot produce (the spare rows of an
     embedding table rounded up in size) are masked out, so every sampled id
     decodes. Given a ``PromptCache``, each prompt prefills only the tokens after
     the longest prefix it shares with the previous call's prompts; models with
     sliding-window layers, whose keys depend on more than the prefix, always
-    prefill the whole prompt.
+    prefill the whole prompt. Sampling runs under ``torch.inference_mode`` and, for an
+    ``sdpa`` model, with ``grouped_sdpa`` attention (``rollout.grouped_attention``: the same
+    attention without copying the KV cache once per query head at every token).
 
     Args:
         model: the causal LM (any device); it is put in eval mode while sampling
@@ -138,7 +143,7 @@ class HFPolicy:
         self.num_producible = len(tokenizer)
         self.full_attention = has_full_attention(model)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate(
         self,
         prompts: Sequence[Sequence[int]],
@@ -158,11 +163,12 @@ class HFPolicy:
         try:
             out: list[Generation] = []
             stored: list[tuple[list[int], list[tuple[Tensor, Tensor]]]] = []
-            for start in range(0, len(prompts), self.micro_batch_size):
-                end = start + self.micro_batch_size
-                out += self._generate_batch(prompts[start:end], temperature, max_new_tokens,
-                                            generator, tries[start:end] if tries else None,
-                                            cache, stored)
+            with grouped_attention(self.model):
+                for start in range(0, len(prompts), self.micro_batch_size):
+                    end = start + self.micro_batch_size
+                    out += self._generate_batch(prompts[start:end], temperature, max_new_tokens,
+                                                generator, tries[start:end] if tries else None,
+                                                cache, stored)
             if cache is not None and stored:
                 _refill(cache, stored)
             return out
@@ -175,31 +181,19 @@ class HFPolicy:
         batch = len(prompts)
         pad_id = self.tokenizer.pad_token_id
         prompts = [list(p) for p in prompts]
+        unique: dict[tuple[int, ...], int] = {}  # a prompt -> its prefill row
+        row_of = torch.tensor([unique.setdefault(tuple(p), len(unique)) for p in prompts])
+        logits, caches = self._prefill([list(p) for p in unique], cache, stored, device)
+        logits = logits[row_of.to(device)]  # [B, V], the first token's
         lengths = torch.tensor([len(p) for p in prompts])
-        reused = torch.zeros(batch, dtype=torch.long)  # [B] prefix tokens taken from the cache
-        entry = reused
-        if cache is not None:
-            entry, shared = cache.longest_prefixes(_padded(prompts, -1))
-            reused = torch.minimum(shared, lengths - 1)  # at least one token is prefilled
-        new = lengths - reused  # [B] tokens to prefill
-        past_len, length = int(reused.max()), int(new.max())
-        input_ids = torch.full((batch, length), pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((batch, past_len + length), dtype=torch.long)
-        position_ids = torch.zeros((batch, length), dtype=torch.long)
-        for row, prompt in enumerate(prompts):  # left padding of both parts
-            p, n = int(reused[row]), int(new[row])
-            input_ids[row, length - n:] = torch.tensor(prompt[p:], dtype=torch.long)
-            attention_mask[row, past_len - p:past_len] = 1
-            attention_mask[row, past_len + length - n:] = 1
-            position_ids[row, length - n:] = torch.arange(p, p + n)
-        past = None
-        if past_len:
-            past = DynamicCache(ddp_cache_data=[
-                (_right_aligned(keys, entry, reused, past_len),
-                 _right_aligned(values, entry, reused, past_len))
-                for keys, values in cache.layers])
-        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        position_ids = position_ids.to(device)
+        width = int(lengths.max())
+        # the prompts' keys and values, left-padded into one [B, h, width, d] batch per layer
+        past = DynamicCache(ddp_cache_data=[
+            (_left_padded([caches[r][layer][0] for r in row_of.tolist()], width),
+             _left_padded([caches[r][layer][1] for r in row_of.tolist()], width))
+            for layer in range(len(caches[0]))])
+        attention_mask = (torch.arange(width)[None, :] >= (width - lengths)[:, None]).long()
+        attention_mask, position_ids = attention_mask.to(device), lengths[:, None].to(device)
         stop_ids = torch.tensor(self.stop_ids, device=device)
 
         tokens: list[Tensor] = []  # each [B]
@@ -209,15 +203,16 @@ class HFPolicy:
         if nodes is not None:
             max_new_tokens = max([max_new_tokens] + [t.depth for t in tries if t])
         finished = torch.zeros(batch, dtype=torch.bool, device=device)
-        step_ids = input_ids
+        token = torch.zeros(batch, dtype=torch.long, device=device)  # [B], the last sampled
         for step in range(max_new_tokens):
-            output = self.model(input_ids=step_ids, attention_mask=attention_mask,
-                                position_ids=position_ids, past_key_values=past,
-                                use_cache=True, logits_to_keep=1)
-            past = output.past_key_values
-            if step == 0 and cache is not None:
-                stored += _prompt_caches(past, prompts, reused, past_len, length)
-            logits = output.logits[:, -1, :].float().cpu()  # [B, V]
+            if step:  # feed the last sampled token; the prompts' last token was fed by the prefill
+                attention_mask = torch.cat([attention_mask, attention_mask.new_ones(batch, 1)], 1)
+                output = self.model(input_ids=token[:, None], attention_mask=attention_mask,
+                                    position_ids=position_ids, past_key_values=past,
+                                    use_cache=True, logits_to_keep=1)
+                past, logits = output.past_key_values, output.logits[:, -1, :]
+                position_ids = position_ids + 1
+            logits = logits.float().cpu()  # [B, V]
             logits[:, self.num_producible:] = -torch.inf
             if nodes is not None:
                 sets = [sorted(node) if node else [] for node in nodes]
@@ -235,9 +230,6 @@ class HFPolicy:
             finished |= torch.isin(token, stop_ids)
             if bool(finished.all()):
                 break
-            step_ids = token[:, None]  # [B, 1]
-            attention_mask = torch.cat([attention_mask, attention_mask.new_ones(batch, 1)], 1)
-            position_ids = position_ids[:, -1:] + 1
 
         sampled = torch.stack(tokens, 1).cpu()  # [B, T]
         sampled_logprobs = torch.stack(logprobs, 1).cpu()  # [B, T]
@@ -260,6 +252,32 @@ class HFPolicy:
             ))
         return out
 
+    def _prefill(self, prompts: list[list[int]], cache: PromptCache | None,
+                 stored: list, device) -> tuple[Tensor, list[list[tuple[Tensor, Tensor]]]]:
+        """Run each of ``prompts`` (distinct) through the model on its own, after the longest
+        prefix it shares with a cached prompt: no padding, so no attention mask and no work on
+        pad tokens. Returns the logits of each prompt's next token ``[N, V]`` and, per prompt,
+        per layer, its keys and values ``[h, len, d]`` (also appended to ``stored`` with a
+        cache, for ``_refill``)."""
+        entry = reused = torch.zeros(len(prompts), dtype=torch.long)
+        if cache is not None:
+            entry, shared = cache.longest_prefixes(_padded(prompts, -1))
+            lengths = torch.tensor([len(p) for p in prompts])
+            reused = torch.minimum(shared, lengths - 1)  # at least one token is prefilled
+        logits, caches = [], []
+        for prompt, e, p in zip(prompts, entry.tolist(), reused.tolist(), strict=True):
+            past = DynamicCache(ddp_cache_data=[(keys[e:e + 1, :, :p], values[e:e + 1, :, :p])
+                                                for keys, values in cache.layers] if p else None)
+            output = self.model(input_ids=torch.tensor([prompt[p:]], device=device),
+                                position_ids=torch.arange(p, len(prompt), device=device)[None],
+                                past_key_values=past, use_cache=True, logits_to_keep=1)
+            logits.append(output.logits[0, -1])
+            caches.append([(layer.keys[0], layer.values[0])
+                           for layer in output.past_key_values.layers])
+            if cache is not None:
+                stored.append((prompt, caches[-1]))
+        return torch.stack(logits), caches
+
 
 def has_full_attention(model) -> bool:
     """Whether every layer of ``model`` attends to the whole prefix (no sliding window), so
@@ -277,27 +295,13 @@ def _padded(rows: Sequence[Sequence[int]], value: int) -> Tensor:
     return out
 
 
-def _right_aligned(cached: Tensor, entry: Tensor, take: Tensor, width: int) -> Tensor:
-    """Row ``i``: the first ``take[i]`` positions of cache entry ``entry[i]`` (``cached [N, h, L,
-    d]``), right-aligned in ``[B, h, width, d]`` after zeros (masked-out positions)."""
-    out = cached.new_zeros((len(entry), cached.shape[1], width, cached.shape[3]))
-    for i, (e, n) in enumerate(zip(entry.tolist(), take.tolist(), strict=True)):
-        if n:
-            out[i, :, width - n:] = cached[e, :, :n]
-    return out
-
-
-def _prompt_caches(past, prompts: list[list[int]], reused: Tensor, past_len: int,
-                   length: int) -> list[tuple[list[int], list[tuple[Tensor, Tensor]]]]:
-    """Each prompt's own keys and values ``[h, len, d]`` per layer, cut out of the batch cache
-    after the prefill (its reused part before ``past_len``, its new part at the end)."""
-    out = []
-    for row, prompt in enumerate(prompts):
-        p, n = int(reused[row]), len(prompt) - int(reused[row])
-        keep = torch.cat([torch.arange(past_len - p, past_len),
-                          torch.arange(past_len + length - n, past_len + length)])
-        out.append((prompt, [(layer.keys[row][:, keep], layer.values[row][:, keep])
-                             for layer in past.layers]))
+def _left_padded(rows: Sequence[Tensor], width: int) -> Tensor:
+    """``rows`` (each ``[h, len, d]``) right-aligned in one ``[B, h, width, d]`` tensor after zeros
+    (masked-out positions)."""
+    first = rows[0]
+    out = first.new_zeros((len(rows), first.shape[0], width, first.shape[2]))
+    for i, row in enumerate(rows):
+        out[i, :, width - row.shape[1]:] = row
     return out
 
 
