@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from agentcredit.credit.step import tensorize_steps
+from agentcredit.rollout.admissible import ActionTrie
 from agentcredit.rollout.policy import HFPolicy, PolicyDiverged, PromptCache, sample_token
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.scoring.logprobs import token_logprobs
@@ -173,3 +174,37 @@ def test_masked_logits_still_sample_among_the_allowed_tokens():
     logits[0, 2] = 0.0
     token, logprob = sample_token(logits, 1.0, torch.Generator().manual_seed(0))
     assert token.tolist() == [2] and logprob.tolist() == [0.0]
+
+
+def test_a_prompt_repeated_in_a_batch_is_prefilled_once_and_sampled_per_row(policy):
+    prompts = _prompts(policy.tokenizer)
+    repeated = [prompts[0]] * 4 + [prompts[1]]
+    gens, widths = _generate_recording_prefills(policy, repeated, temperature=1.0,
+                                                max_new_tokens=6,
+                                                generator=torch.Generator().manual_seed(0))
+    assert widths == [len(prompts[0]), len(prompts[1])]
+    assert len({tuple(g.token_ids) for g in gens[:4]}) > 1  # each row draws its own tokens
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.4])
+def test_cached_and_repeated_prompts_record_the_log_probs_rescoring_gives(policy, temperature):
+    tok = policy.tokenizer
+    first = _prompts(tok)
+    tail = tok.encode(" Then the door opens.", add_special_tokens=False)
+    second = [first[0] + tail, first[0] + tail, first[2],
+              tok.encode("go", add_special_tokens=False)]
+    commands = ["go left", "go right", "take apple", "open the door"]
+    cache, steps = PromptCache(), []
+    for seed, prompts in enumerate((first, second)):
+        tries = [ActionTrie.from_commands(tok, commands[:k], "bare") for k in (4, 3, 2, 4)]
+        gens = policy.generate(prompts, temperature=temperature, max_new_tokens=4,
+                               generator=torch.Generator().manual_seed(seed),
+                               tries=tries[:len(prompts)], prompt_cache=cache)
+        steps += [Step("", g.text, g.text, True, 0.0, "", {}, list(p), g.token_ids, g.logprobs,
+                       allowed_ids=g.allowed_ids) for p, g in zip(prompts, gens, strict=True)]
+    tensors = tensorize_steps([Trajectory(task=None, group_id=0, steps=steps)],
+                              tok.pad_token_id)
+    rescored = token_logprobs(policy.model, tensors.input_ids, tensors.attention_mask, 4,
+                              allowed=tensors.allowed, temperature=temperature)
+    mask = tensors.loss_mask
+    assert torch.allclose(rescored[mask], tensors.sampling_logprobs[mask], atol=1e-5)
