@@ -1,107 +1,412 @@
-"""Trainer throughput on the embedded default: rollout, scoring, credit and optimiser per update.
+"""Trainer throughput on the embedded default: each phase of an RL update beside its floor.
 
-Real RL updates of the embedded default (tiny model, generated small rooms,
-24 rollouts of up to 20 steps per update) from one SFT warm start, one run per
-method, no evaluation. Per method, the medians over updates of:
+RL updates of the embedded default (``configs/embedded.yaml``: GRPO, 4 tasks x 8 rollouts of
+up to 30 steps per update) from one SFT start, no evaluation. Each run is a subprocess (a
+*worker*) that times, per update:
 
-- ``rollout_steps_per_s``: environment steps (one generated action each) per
-  second of the rollout phase;
-- ``generated_tokens_per_s``: sampled response tokens per second of rollout;
-- ``trained_tokens_per_s``: loss tokens per second of the optimiser phase
-  (every PPO epoch and mini-batch);
-- ``<phase>_share_pct``: share of the update's wall time in each phase
-  (rollout, score = old and reference log-probs, teacher = ADRS rescoring,
-  hindsight = HCAPO's rescoring with the final observation in the prompt,
-  trace = verifier tracing, credit = the estimator, optimiser = the PPO step);
-- ``update_s``: wall time of one whole update;
-- ``hcapo_extra_pass_share_pct``: HCAPO's hindsight pass as a share of its update
-  (``hindsight_share_pct.hcapo``; the HCAPO paper reports +8.3% of training time).
+- ``prefill``: the model forwards that fill the prompts' KV caches (after the prefix the
+  prompt cache holds);
+- ``generation``: the rest of ``HFPolicy.generate``, the decoding steps with their sampling,
+  admissible-trie walk and bookkeeping;
+- ``rollout_other``: the rest of the rollout phase (environments, prompts, tries);
+- ``scoring``: the loop's ``score`` phase and the ``teacher``/``hindsight`` passes (none in the
+  default: GRPO, no KL, sampling log-probs reused);
+- ``ppo_forward_backward``: the PPO update's forwards with gradient and their backwards;
+- ``optimiser_step``: ``AdamW.step``.
 
-    python benchmarks/trainer_throughput.py [--quick] [--model SFT_DIR]
-        [--methods grpo,gigpo,vict/grpo,adrs/grpo/L2,hcapo] [--updates N] [key=value ...]
+Each phase has its *floor*: the time the same tensor shapes take as bare calls of the same
+model back to back, with no Python loop around them (decoding: as many cached one-token
+forwards of the same batch and cache lengths; prefill: forwards of the same widths over caches
+of the same lengths; PPO: forward and backward of the same ``[b, L]`` batches; optimiser: as
+many steps); every ``k``-th recorded call is replayed and scaled, so a floor costs about 200
+calls. Figures (medians over updates, then over repeats): ``<phase>_s``, ``<phase>_floor_s``,
+``<phase>_over_floor``, ``<phase>_tokens_per_s``, ``update_s`` (wall time of one update),
+``outcomes_per_cpu_hour`` (finished rollouts per hour of process CPU time, all threads) and
+``outcomes_per_hour`` (per wall hour).
 
-Without ``--model`` the embedded SFT warm start is trained first (several
-minutes); pass a checkpoint (a run's ``reference`` directory) to skip it.
+With ``--baseline REV`` the same workers also run on a ``git worktree`` of ``REV`` (checked out
+in a temporary folder, its ``src`` first on ``PYTHONPATH``), alternating with the working
+tree's (new, old, old, new, ...), and the result adds ``outcomes_per_hour_ratio``,
+``outcomes_per_cpu_hour_ratio`` and ``update_s_ratio`` (new over old) and the old tree's
+figures as ``<name>.baseline``.
+
+    python benchmarks/trainer_throughput.py --model SFT_DIR [--updates N] [--repeats R]
+        [--baseline REV] [--threads N] [--quick] [key=value ...]
+
+``--model`` is an SFT start of the embedded default (a run's ``reference/``). ``--quick``: one
+update of 2 tasks per worker, written to ``trainer_throughput.quick.json``. ``key=value`` are
+config overrides for every worker (``method=hcapo`` measures HCAPO's hindsight pass).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_common import phase_shares_pct, run_method, sft_start, write_result
+PHASES = ("prefill", "generation", "rollout_other", "scoring", "ppo_forward_backward",
+          "optimiser_step")
+FLOOR_CALLS = 200  # recorded calls replayed per floor; the rest scaled from them
+SCORING_PHASES = ("score", "teacher", "hindsight")
 
-DEFAULT_METHODS = "grpo,gigpo,vict/grpo,adrs/grpo/L2,hcapo"
-HCAPO_PAPER_EXTRA_PCT = 8.3  # the HCAPO paper's extra training time of its hindsight pass
+
+# THE WORKER: one run, timed from inside
 
 
-def summarise(updates: list[dict]) -> dict[str, float]:
-    """Medians over the updates of one run (see the module docstring for the names)."""
-    rows = []
-    for record in updates:
-        # the loop's "update" phase is the optimiser; "update" here means the whole update
-        phases = {k.removeprefix("time/").replace("update", "optimiser"): v
-                  for k, v in record.items() if k.startswith("time/")}
-        rows.append({
-            "rollout_steps_per_s": record["rollout/steps"] / phases["rollout"],
-            "generated_tokens_per_s": record["tokens/generated_per_s"],
-            "trained_tokens_per_s": record["tokens/trained_per_s"],
-            "update_s": sum(phases.values()),
-            **{f"{phase}_share_pct": share for phase, share in phase_shares_pct(phases).items()},
-        })
-    return {key: statistics.median(row.get(key, 0.0) for row in rows)
-            for key in sorted({k for row in rows for k in row})}
+class PhaseRecorder:
+    """Wraps the model's ``forward``, ``Tensor.backward``, ``AdamW.step`` and
+    ``HFPolicy.generate`` to time them and record the shapes of every call."""
+
+    def __init__(self, model_class) -> None:
+        import torch
+
+        from agentcredit.rollout.policy import HFPolicy
+
+        self.seconds = {"generate": 0.0, "prefill": 0.0, "decode": 0.0, "scoring": 0.0,
+                        "ppo_forward_backward": 0.0, "optimiser_step": 0.0}
+        self.tokens = dict.fromkeys(self.seconds, 0)
+        self.calls: dict[str, list[tuple]] = {"prefill": [], "decode": [], "scoring": [],
+                                              "ppo_forward_backward": [], "optimiser_step": []}
+        self.model = None
+        forward, backward = model_class.forward, torch.Tensor.backward
+        step, generate = torch.optim.AdamW.step, HFPolicy.generate
+        recorder = self
+
+        def timed_forward(module, *args, **kwargs):
+            began = time.perf_counter()
+            out = forward(module, *args, **kwargs)
+            recorder.forward_done(module, kwargs, time.perf_counter() - began)
+            return out
+
+        def timed_backward(tensor, *args, **kwargs):
+            began = time.perf_counter()
+            out = backward(tensor, *args, **kwargs)
+            recorder.seconds["ppo_forward_backward"] += time.perf_counter() - began
+            return out
+
+        def timed_step(optimizer, *args, **kwargs):
+            began = time.perf_counter()
+            out = step(optimizer, *args, **kwargs)
+            recorder.seconds["optimiser_step"] += time.perf_counter() - began
+            recorder.calls["optimiser_step"].append(())
+            return out
+
+        def timed_generate(policy, *args, **kwargs):
+            began = time.perf_counter()
+            out = generate(policy, *args, **kwargs)
+            recorder.seconds["generate"] += time.perf_counter() - began
+            recorder.tokens["generate"] += sum(len(g.token_ids) for g in out)
+            return out
+
+        model_class.forward, torch.Tensor.backward = timed_forward, timed_backward
+        torch.optim.AdamW.step, HFPolicy.generate = timed_step, timed_generate
+
+    def forward_done(self, model, kwargs: dict, seconds: float) -> None:
+        """File one forward under its phase: with gradient PPO; with a cache decoding (one
+        token per row, with a mask: the batched decode step) or prefill; else scoring."""
+        import torch
+
+        ids, mask = kwargs["input_ids"], kwargs.get("attention_mask")
+        batch, width = ids.shape
+        kept = kwargs.get("logits_to_keep", 0)  # columns the LM head runs on (0: all)
+        kept = kept.numel() if isinstance(kept, torch.Tensor) else int(kept)
+        if torch.is_grad_enabled():
+            self.model = model
+            phase, shape = "ppo_forward_backward", (batch, width, kept)
+            tokens = int(mask.sum()) if mask is not None else ids.numel()
+        elif kwargs.get("use_cache"):
+            past = kwargs.get("past_key_values")
+            past_len = (mask.shape[1] - width if mask is not None
+                        else past.get_seq_length() if past is not None else 0)
+            phase = "decode" if width == 1 and mask is not None and past_len else "prefill"
+            shape = (batch, width, past_len)
+            tokens = int(mask[:, -width:].sum()) if mask is not None else ids.numel()
+        else:
+            phase, shape = "scoring", (batch, width, kept)
+            tokens = int(mask.sum()) if mask is not None else ids.numel()
+        self.seconds[phase] += seconds
+        self.tokens[phase] += tokens
+        self.calls[phase].append(shape)
+
+    def floors(self) -> dict[str, float]:
+        """Each phase's recorded calls replayed as bare calls of the same shapes (seconds)."""
+        import torch
+        from transformers import DynamicCache
+
+        model = self.model
+        config, device = model.config, next(model.parameters()).device
+        heads = config.num_attention_heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        layers = config.num_hidden_layers
+
+        def ids(batch, width):
+            return torch.randint(0, config.vocab_size, (batch, width), device=device)
+
+        def cached_forward(batch, width, past_len):
+            cache = DynamicCache(ddp_cache_data=[
+                (torch.randn(batch, kv_heads, past_len, head_dim, device=device),
+                 torch.randn(batch, kv_heads, past_len, head_dim, device=device))
+                for _ in range(layers)]) if past_len else None
+            mask = torch.ones(batch, past_len + width, dtype=torch.long, device=device)
+            began = time.perf_counter()
+            model(input_ids=ids(batch, width), attention_mask=mask, past_key_values=cache,
+                  use_cache=True, logits_to_keep=1)
+            return time.perf_counter() - began
+
+        def scoring(batch, width, kept):
+            began = time.perf_counter()
+            model(input_ids=ids(batch, width), use_cache=False, logits_to_keep=kept)
+            return time.perf_counter() - began
+
+        def forward_backward(batch, width, kept):
+            began = time.perf_counter()
+            out = model(input_ids=ids(batch, width), use_cache=False, logits_to_keep=kept)
+            out.logits.float().mean().backward()
+            return time.perf_counter() - began
+
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-12)
+
+        def step():
+            for p in model.parameters():
+                p.grad = torch.zeros_like(p)
+            began = time.perf_counter()
+            optimizer.step()
+            return time.perf_counter() - began
+
+        replay = {"prefill": cached_forward, "decode": cached_forward, "scoring": scoring,
+                  "ppo_forward_backward": forward_backward, "optimiser_step": step}
+        out = {}
+        model.eval()
+        for phase, calls in self.calls.items():
+            every = max(1, len(calls) // FLOOR_CALLS)
+            sample = calls[::every]
+            with torch.set_grad_enabled(phase == "ppo_forward_backward"), \
+                    _uncounted(self):
+                seconds = sum(replay[phase](*shape) for shape in sample)
+            out[phase] = seconds * len(calls) / len(sample) if sample else 0.0
+        return out
+
+
+class _uncounted:
+    """Within the block, the recorder does not count (floors replay through the same wraps)."""
+
+    def __init__(self, recorder: PhaseRecorder) -> None:
+        self.recorder, self.saved = recorder, None
+
+    def __enter__(self):
+        self.saved = (dict(self.recorder.seconds), dict(self.recorder.tokens),
+                      {k: list(v) for k, v in self.recorder.calls.items()})
+
+    def __exit__(self, *exc):
+        self.recorder.seconds, self.recorder.tokens, self.recorder.calls = self.saved
+
+
+def _load_config(overrides: list[str]):
+    """The config loader of whichever tree is on the path."""
+    try:
+        from agentcredit.config import load_config
+    except ImportError:
+        from agentcredit.train.config import load_config
+    return load_config(None, overrides)
+
+
+def worker(args) -> None:
+    """One run of ``args.updates`` updates; per-update figures to ``args.worker`` (JSON)."""
+    import torch
+    import transformers
+
+    from agentcredit.jsonl_log import JsonlLog
+    from agentcredit.train.loop import train
+
+    architecture = json.loads((Path(args.model) / "config.json").read_text())["architectures"][0]
+    recorder = PhaseRecorder(getattr(transformers, architecture))
+    marks: list[tuple[float, float]] = []  # (process CPU s, wall s) at every metrics line
+    append = JsonlLog.append
+
+    def marked(log, rows, **common):
+        if log.path.name == "metrics.jsonl":
+            marks.append((time.process_time(), time.perf_counter()))
+        return append(log, rows, **common)
+    JsonlLog.append = marked
+    out_dir = Path(args.worker).parent / "run"
+    # one update more than measured, stopped before it: no final evaluation
+    config = _load_config([*args.overrides, f"model.name={args.model}", "sft.enabled=false",
+                           f"run.output_dir={out_dir}", "run.name=throughput",
+                           "run.progress=false", "run.eval_at_start=false", "run.eval_every=0",
+                           f"run.updates={args.updates + 1}",
+                           f"run.checkpoint_every={args.updates + 1}",
+                           f"run.threads={args.threads}"])
+    began = (time.process_time(), time.perf_counter())
+    per_update = []
+    train(config, stop_after_update=args.updates, overwrite=True, echo=lambda _: None)
+    records = [json.loads(line) for line in
+               (config.run_dir / "metrics.jsonl").read_text().splitlines()]
+    updates = [r for r in records if r.get("kind") == "update"]
+    starts = [began, *marks[:-1]]
+    for record, start, end in zip(updates, starts[-len(updates):], marks[-len(updates):],
+                                  strict=True):
+        per_update.append({"record": record, "cpu_s": end[0] - start[0],
+                           "wall_s": end[1] - start[1]})
+    totals = {"seconds": dict(recorder.seconds), "tokens": dict(recorder.tokens),
+              "calls": {k: len(v) for k, v in recorder.calls.items()}}
+    floors = recorder.floors()
+    Path(args.worker).write_text(json.dumps({
+        "updates": per_update, "totals": totals, "floors": floors,
+        "threads": torch.get_num_threads()}))
+
+
+# THE DRIVER: workers of both trees, interleaved
+
+
+def summarise(result: dict) -> dict[str, float]:
+    """One worker's figures (see the module docstring): per update, medians over updates for
+    the loop's phases, totals over the run divided by its updates for the recorded ones."""
+    rows = result["updates"]
+    n = len(rows)
+    times = [{k.removeprefix("time/"): v for k, v in r["record"].items()
+              if k.startswith("time/")} for r in rows]
+    seconds, tokens = result["totals"]["seconds"], result["totals"]["tokens"]
+    floors = result["floors"]
+    rollout_s = sum(t["rollout"] for t in times)
+    scoring_s = sum(t.get(p, 0.0) for t in times for p in SCORING_PHASES)
+    phase_s = {
+        "prefill": seconds["prefill"],
+        "generation": seconds["generate"] - seconds["prefill"],
+        "rollout_other": rollout_s - seconds["generate"],
+        "scoring": scoring_s,
+        "ppo_forward_backward": seconds["ppo_forward_backward"],
+        "optimiser_step": seconds["optimiser_step"],
+    }
+    phase_floor = {"prefill": floors["prefill"], "generation": floors["decode"],
+                   "rollout_other": None, "scoring": floors["scoring"],
+                   "ppo_forward_backward": floors["ppo_forward_backward"],
+                   "optimiser_step": floors["optimiser_step"]}
+    phase_tokens = {"prefill": tokens["prefill"], "generation": tokens["generate"],
+                    "scoring": tokens["scoring"],
+                    "ppo_forward_backward": tokens["ppo_forward_backward"]}
+    out: dict[str, float] = {}
+    for phase in PHASES:
+        out[f"{phase}_s"] = phase_s[phase] / n
+        if phase_floor[phase] is not None:
+            out[f"{phase}_floor_s"] = phase_floor[phase] / n
+            if phase_floor[phase] > 0:
+                out[f"{phase}_over_floor"] = phase_s[phase] / phase_floor[phase]
+        if phase_tokens.get(phase) and phase_s[phase] > 0:
+            out[f"{phase}_tokens_per_s"] = phase_tokens[phase] / phase_s[phase]
+    episodes = [_episodes(r["record"]) for r in rows]
+    out["update_s"] = statistics.median(sum(t.values()) for t in times)
+    out["rollouts_per_update"] = statistics.median(episodes)
+    out["outcomes_per_hour"] = 3600 * sum(episodes) / sum(sum(t.values()) for t in times)
+    out["outcomes_per_cpu_hour"] = 3600 * sum(episodes) / sum(r["cpu_s"] for r in rows)
+    out["rollout_steps_per_update"] = statistics.median(r["record"]["rollout/steps"]
+                                                        for r in rows)
+    for phase in {p for t in times for p in t}:
+        out[f"loop_{phase}_s"] = statistics.median(t.get(phase, 0.0) for t in times)
+    return out
+
+
+def _episodes(record: dict) -> float:
+    """Finished rollouts of one update: its steps over the mean episode length."""
+    return round(record["rollout/steps"] / record["rollout/episode_length"])
+
+
+def checkout(rev: str) -> Path:
+    """A ``git worktree`` of ``rev`` in a temporary folder (removed at exit by the caller)."""
+    folder = Path(tempfile.mkdtemp(prefix="throughput-baseline-")) / "tree"
+    subprocess.run(["git", "worktree", "add", "--detach", str(folder), rev], check=True,
+                   capture_output=True)
+    return folder
+
+
+def run_worker(src: Path, args, tag: str, index: int, root: Path) -> dict:
+    """One worker on the sources in ``src``; its figures."""
+    out = root / f"{tag}_{index}" / "result.json"
+    out.parent.mkdir(parents=True)
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(out),
+               "--model", args.model, "--updates", str(args.updates),
+               "--threads", str(args.threads), *args.overrides]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(src), str(Path(__file__).resolve().parent)])}
+    began = time.perf_counter()
+    subprocess.run(command, check=True, env=env)
+    print(f"{tag} run {index}: {time.perf_counter() - began:.0f} s", flush=True)
+    return json.loads(out.read_text())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="SFT start (a run's reference/)")
+    parser.add_argument("--updates", type=int, default=None, help="updates per worker (3)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="workers per tree, alternating trees (2)")
+    parser.add_argument("--baseline", default=None, help="git revision to compare against")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads per worker")
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
-    parser.add_argument("--model", default=None, help="SFT checkpoint to start from")
-    parser.add_argument("--methods", default=DEFAULT_METHODS)
-    parser.add_argument("--updates", type=int, default=None, help="updates per method")
-    parser.add_argument("--output-dir", default=None, help="where runs go (default: a temp dir)")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args()
-    methods = args.methods.split(",")
-    updates = args.updates or (1 if args.quick else 5)
-    root = Path(args.output_dir or tempfile.mkdtemp(prefix="trainer-throughput-"))
-    common = [f"run.output_dir={root}", "run.progress=false", "run.eval_at_start=false",
-              "run.eval_every=0", f"run.updates={updates}", f"run.checkpoint_every={updates}",
-              *args.overrides]
     if args.quick:
-        common += ["sft.epochs=1", "env.train_games_per_type=2", "env.valid_games_per_type=1",
-                   "env.pool_games_per_type=1"]
-    began = time.perf_counter()
-    start = Path(args.model) if args.model else sft_start(common, "sft")
-    metrics: dict[str, float] = {}
-    for method in methods:
-        records = run_method(start, method, common, method.replace("/", "-"))
-        summary = summarise([r for r in records if r["kind"] == "update"])
-        metrics.update({f"{key}.{method}": round(value, 3) for key, value in summary.items()})
-        print(f"{method}: {summary['update_s']:.1f} s/update, "
-              f"{summary['rollout_steps_per_s']:.1f} steps/s", flush=True)
-    if "hindsight_share_pct.hcapo" in metrics:
-        metrics["hcapo_extra_pass_share_pct"] = metrics["hindsight_share_pct.hcapo"]
-        print(f"hcapo: hindsight pass {metrics['hcapo_extra_pass_share_pct']:.1f}% of an update "
-              f"(paper: +{HCAPO_PAPER_EXTRA_PCT}%)", flush=True)
+        args.overrides = ["rollout.tasks_per_update=2", *args.overrides]
+    args.updates = args.updates or (1 if args.quick else 3)
+    if args.worker:
+        worker(args)
+        return
+    repeats = args.repeats or (1 if args.quick else 2)
+    here = Path(__file__).resolve().parents[1] / "src"
+    baseline = checkout(args.baseline) if args.baseline else None
+    root = Path(tempfile.mkdtemp(prefix="trainer-throughput-"))
+    results: dict[str, list[dict]] = {"new": [], "old": []}
+    try:
+        for index in range(repeats):
+            order = ("new", "old") if index % 2 == 0 else ("old", "new")
+            for tag in order:
+                if tag == "old" and baseline is None:
+                    continue
+                src = here if tag == "new" else baseline / "src"
+                results[tag].append(summarise(run_worker(src, args, tag, index, root)))
+    finally:
+        if baseline is not None:
+            subprocess.run(["git", "worktree", "remove", "--force", str(baseline)], check=False)
+    metrics = _medians(results["new"])
+    if results["old"]:
+        old = _medians(results["old"])
+        metrics |= {f"{key}.baseline": value for key, value in old.items()}
+        metrics["outcomes_per_hour_ratio"] = (metrics["outcomes_per_hour"]
+                                              / old["outcomes_per_hour"])
+        metrics["outcomes_per_cpu_hour_ratio"] = (metrics["outcomes_per_cpu_hour"]
+                                                  / old["outcomes_per_cpu_hour"])
+        metrics["update_s_ratio"] = metrics["update_s"] / old["update_s"]
+    metrics = {key: round(value, 4) for key, value in sorted(metrics.items())}
+    for key, value in metrics.items():
+        print(f"{key}: {value}")
+    from bench_common import write_result
+
     path = write_result(
         "trainer_throughput",
-        config={"methods": methods, "updates": updates, "start": str(start), "overrides": common},
-        metrics=metrics,
-        targets={},
-        notes=("Embedded default (presets/embedded.yaml): tiny Qwen2 model, 3 tasks x 8 rollouts "
-               "per update, up to 20 steps, bare actions, CPU threads=2. Medians over updates "
-               "of one run per method from one SFT start; phases are measured inside the loop "
-               "(metrics.jsonl time/*). Phase shares are of the summed phase times. "
-               "HCAPO's hindsight pass rescores every response token once more (the ADRS "
-               f"teacher pass with the final observation); its paper reports "
-               f"+{HCAPO_PAPER_EXTRA_PCT}% training time on 7B models with vLLM rollouts. "
-               f"Wall time {time.perf_counter() - began:.0f} s."),
+        config={"model": args.model, "updates": args.updates, "repeats": repeats,
+                "threads": args.threads, "baseline": args.baseline,
+                "overrides": args.overrides},
+        metrics=metrics, targets={"outcomes_per_cpu_hour_ratio": ">= 3"},
+        notes=("Embedded default (configs/embedded.yaml) from one SFT start, no evaluation. "
+               "Per phase: seconds per update, the floor (the same shapes as bare calls of "
+               "the same model back to back), their ratio and tokens/s; totals over each "
+               "worker's updates divided by its updates, then medians over workers. "
+               "outcomes = finished rollouts; CPU hours are the worker process's CPU time "
+               "(all threads). With a baseline, the trees' workers alternate."),
         quick=args.quick)
     print(path)
+
+
+def _medians(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(row[key] for row in rows if key in row)
+            for key in {k for row in rows for k in row}}
 
 
 if __name__ == "__main__":
