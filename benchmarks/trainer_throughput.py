@@ -1,6 +1,6 @@
 """Trainer throughput on the embedded default: each phase of an RL update beside its floor.
 
-RL updates of the embedded default (``configs/embedded.yaml``: GRPO, 4 tasks x 8 rollouts of
+RL updates of the embedded default (``config/presets/embedded.yaml``: GRPO, 4 tasks x 8 rollouts of
 up to 30 steps per update) from one SFT start, no evaluation. Each run is a subprocess (a
 *worker*) that times, per update:
 
@@ -394,7 +394,7 @@ def main() -> None:
                 "threads": args.threads, "baseline": args.baseline,
                 "overrides": args.overrides},
         metrics=metrics, targets={"outcomes_per_cpu_hour_ratio": ">= 3"},
-        notes=("Embedded default (configs/embedded.yaml) from one SFT start, no evaluation. "
+        notes=("Embedded default (config/presets/embedded.yaml) from one SFT start, no evaluation. "
                "Per phase: seconds per update, the floor (the same shapes as bare calls of "
                "the same model back to back), their ratio and tokens/s; totals over each "
                "worker's updates divided by its updates, then medians over workers. "
