@@ -223,18 +223,27 @@ def worker(args) -> None:
     import transformers
 
     from agentcredit.jsonl_log import JsonlLog
+    from agentcredit.rollout.collector import RolloutCollector
     from agentcredit.train.loop import train
 
     architecture = json.loads((Path(args.model) / "config.json").read_text())["architectures"][0]
     recorder = PhaseRecorder(getattr(transformers, architecture))
-    marks: list[tuple[float, float]] = []  # (process CPU s, wall s) at every metrics line
-    append = JsonlLog.append
+    # (process CPU s, wall s) where each update starts (its first collection) and ends (its
+    # metrics line)
+    starts: list[tuple[float, float]] = []
+    ends: list[tuple[float, float]] = []
+    append, collect = JsonlLog.append, RolloutCollector.collect
 
     def marked(log, rows, **common):
-        if log.path.name == "metrics.jsonl":
-            marks.append((time.process_time(), time.perf_counter()))
+        if log.path.name == "metrics.jsonl" and len(ends) < len(starts):
+            ends.append((time.process_time(), time.perf_counter()))
         return append(log, rows, **common)
-    JsonlLog.append = marked
+
+    def started(collector, *args, **kwargs):
+        if len(starts) == len(ends):
+            starts.append((time.process_time(), time.perf_counter()))
+        return collect(collector, *args, **kwargs)
+    JsonlLog.append, RolloutCollector.collect = marked, started
     out_dir = Path(args.worker).parent / "run"
     # one update more than measured, stopped before it: no final evaluation
     config = _load_config([*args.overrides, f"model.name={args.model}", "sft.enabled=false",
@@ -243,15 +252,12 @@ def worker(args) -> None:
                            f"run.updates={args.updates + 1}",
                            f"run.checkpoint_every={args.updates + 1}",
                            f"run.threads={args.threads}"])
-    began = (time.process_time(), time.perf_counter())
     per_update = []
     train(config, stop_after_update=args.updates, overwrite=True, echo=lambda _: None)
     records = [json.loads(line) for line in
                (config.run_dir / "metrics.jsonl").read_text().splitlines()]
     updates = [r for r in records if r.get("kind") == "update"]
-    starts = [began, *marks[:-1]]
-    for record, start, end in zip(updates, starts[-len(updates):], marks[-len(updates):],
-                                  strict=True):
+    for record, start, end in zip(updates, starts, ends, strict=True):
         per_update.append({"record": record, "cpu_s": end[0] - start[0],
                            "wall_s": end[1] - start[1]})
     totals = {"seconds": dict(recorder.seconds), "tokens": dict(recorder.tokens),
