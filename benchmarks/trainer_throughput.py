@@ -116,8 +116,8 @@ class PhaseRecorder:
         batch, width = ids.shape
         kept = kwargs.get("logits_to_keep", 0)  # columns the LM head runs on (0: all)
         kept = kept.numel() if isinstance(kept, torch.Tensor) else int(kept)
+        self.model = model
         if torch.is_grad_enabled():
-            self.model = model
             phase, shape = "ppo_forward_backward", (batch, width, kept)
             tokens = int(mask.sum()) if mask is not None else ids.numel()
         elif kwargs.get("use_cache"):
