@@ -82,20 +82,26 @@ def test_an_empty_prompt_cache_shares_nothing():
     assert shared.tolist() == [0, 0]
 
 
-def _generate_recording_prefills(policy, prompts, **kwargs) -> tuple[list, list[int]]:
-    """``policy.generate`` that also returns the width of each prefill forward (the forwards
-    without an attention mask: one per distinct prompt)."""
-    widths, forward = [], policy.model.forward
+def _generate_recording_prefills(policy, prompts, **kwargs) -> tuple[list, list[tuple]]:
+    """``policy.generate`` that also returns the ``(rows, width)`` of each prefill forward."""
+    shapes, forward, prefill, inside = [], policy.model.forward, policy._prefill, []
 
     def spy(*args, **kw):
-        if kw.get("attention_mask") is None:
-            widths.append(kw["input_ids"].shape[1])
+        if inside:
+            shapes.append(tuple(kw["input_ids"].shape))
         return forward(*args, **kw)
-    policy.model.forward = spy
+
+    def recorded_prefill(*args, **kw):
+        inside.append(True)
+        try:
+            return prefill(*args, **kw)
+        finally:
+            inside.pop()
+    policy.model.forward, policy._prefill = spy, recorded_prefill
     try:
-        return policy.generate(prompts, **kwargs), widths
+        return policy.generate(prompts, **kwargs), shapes
     finally:
-        del policy.model.forward
+        del policy.model.forward, policy._prefill
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.7])
@@ -115,8 +121,8 @@ def test_prompts_that_extend_cached_ones_prefill_only_their_new_tokens(fake_mode
         generator=torch.Generator().manual_seed(2), prompt_cache=cache)
     full = policy.generate(second, temperature=temperature, max_new_tokens=5,
                            generator=torch.Generator().manual_seed(2))
-    # rows 0 and 1 prefill what follows their cached prompt; row 2 its whole prompt
-    assert widths == [len(tail), 2, len(second[2])]
+    # batch 1 (rows 0, 1) prefills the longer tail; batch 2 (row 2) its whole prompt
+    assert widths == [(2, len(tail)), (1, len(second[2]))]
     assert [g.token_ids for g in reused] == [g.token_ids for g in full]
     for r, f in zip(reused, full, strict=True):
         assert r.logprobs == pytest.approx(f.logprobs, abs=1e-5)
@@ -133,7 +139,7 @@ def test_a_prompt_equal_to_a_cached_one_still_prefills_its_last_token(fake_model
     again, widths = _generate_recording_prefills(policy, prompts, temperature=0,
                                                  max_new_tokens=4, generator=torch.Generator(),
                                                  prompt_cache=cache)
-    assert widths == [1] * len(prompts)
+    assert widths == [(len(prompts), 1)]
     assert [g.token_ids for g in again] == [g.token_ids for g in first]
 
 
@@ -182,7 +188,7 @@ def test_a_prompt_repeated_in_a_batch_is_prefilled_once_and_sampled_per_row(poli
     gens, widths = _generate_recording_prefills(policy, repeated, temperature=1.0,
                                                 max_new_tokens=6,
                                                 generator=torch.Generator().manual_seed(0))
-    assert widths == [len(prompts[0]), len(prompts[1])]
+    assert widths == [(2, max(len(prompts[0]), len(prompts[1])))]
     assert len({tuple(g.token_ids) for g in gens[:4]}) > 1  # each row draws its own tokens
 
 

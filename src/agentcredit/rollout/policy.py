@@ -20,6 +20,8 @@ from agentcredit.config.schema import ConfigError
 from agentcredit.rollout.admissible import ActionTrie, pack_sets, restrict_logits
 from agentcredit.rollout.grouped_attention import grouped_attention
 
+PREFILL_ROWS = 8  # distinct prompts prefilled in one forward
+
 
 class PolicyDiverged(ConfigError):
     """The policy's probabilities are NaN: training (its learning rate) blew the weights up."""
@@ -110,9 +112,10 @@ class Policy(Protocol):
 class HFPolicy:
     """Batched sampling from a ``transformers`` causal LM with a KV cache.
 
-    Each distinct prompt is prefilled on its own (no padding, no attention mask; a prompt
-    that occurs several times in a batch, as a task's rollouts at their first step, once);
-    their keys and values are then left-padded into one ``[B, h, L, d]`` cache and each
+    Distinct prompts are prefilled ``PREFILL_ROWS`` at a time in order of length (little
+    padding; a prompt that occurs several times in a batch, as a task's rollouts at their
+    first step, once); their keys and values are then left-padded into one ``[B, h, L, d]``
+    cache and each
     decoding step samples one token for every unfinished row; a row finishes at a stop
     token (the tokenizer's eos ``<|im_end|>`` and the model's generation eos
     ids). Logits of ids the tokenizer cannot produce (the spare rows of an
@@ -254,28 +257,48 @@ class HFPolicy:
 
     def _prefill(self, prompts: list[list[int]], cache: PromptCache | None,
                  stored: list, device) -> tuple[Tensor, list[list[tuple[Tensor, Tensor]]]]:
-        """Run each of ``prompts`` (distinct) through the model on its own, after the longest
-        prefix it shares with a cached prompt: no padding, so no attention mask and no work on
-        pad tokens. Returns the logits of each prompt's next token ``[N, V]`` and, per prompt,
-        per layer, its keys and values ``[h, len, d]`` (also appended to ``stored`` with a
-        cache, for ``_refill``)."""
+        """Run ``prompts`` (distinct) through the model after the longest prefix each shares with
+        a cached prompt, ``PREFILL_ROWS`` at a time in order of length (so a batch holds little
+        padding). Returns the logits of each prompt's next token ``[N, V]`` and, per prompt, per
+        layer, its keys and values ``[h, len, d]`` (also appended to ``stored`` with a cache,
+        for ``_refill``)."""
+        lengths = torch.tensor([len(p) for p in prompts])
         entry = reused = torch.zeros(len(prompts), dtype=torch.long)
         if cache is not None:
             entry, shared = cache.longest_prefixes(_padded(prompts, -1))
-            lengths = torch.tensor([len(p) for p in prompts])
             reused = torch.minimum(shared, lengths - 1)  # at least one token is prefilled
-        logits, caches = [], []
-        for prompt, e, p in zip(prompts, entry.tolist(), reused.tolist(), strict=True):
-            past = DynamicCache(ddp_cache_data=[(keys[e:e + 1, :, :p], values[e:e + 1, :, :p])
-                                                for keys, values in cache.layers] if p else None)
-            output = self.model(input_ids=torch.tensor([prompt[p:]], device=device),
-                                position_ids=torch.arange(p, len(prompt), device=device)[None],
-                                past_key_values=past, use_cache=True, logits_to_keep=1)
-            logits.append(output.logits[0, -1])
-            caches.append([(layer.keys[0], layer.values[0])
-                           for layer in output.past_key_values.layers])
-            if cache is not None:
-                stored.append((prompt, caches[-1]))
+        new = lengths - reused  # [N] tokens to prefill
+        order = sorted(range(len(prompts)), key=lambda i: (int(new[i]), int(reused[i])))
+        logits: list[Tensor | None] = [None] * len(prompts)
+        caches: list[list[tuple[Tensor, Tensor]] | None] = [None] * len(prompts)
+        for start in range(0, len(order), PREFILL_ROWS):
+            rows = order[start:start + PREFILL_ROWS]
+            p, n = reused[rows], new[rows]
+            past_len, width = int(p.max()), int(n.max())
+            input_ids = torch.full((len(rows), width), self.tokenizer.pad_token_id)
+            columns = torch.arange(past_len + width)[None, :]  # both parts left-padded
+            attention_mask = (((columns >= past_len - p[:, None]) & (columns < past_len))
+                              | (columns >= past_len + width - n[:, None])).long()
+            for j, row in enumerate(rows):
+                input_ids[j, width - int(n[j]):] = torch.tensor(prompts[row][int(p[j]):])
+            position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)[:, past_len:]
+            past = None
+            if past_len:
+                past = DynamicCache(ddp_cache_data=[
+                    (_right_aligned(keys, entry[rows], p, past_len),
+                     _right_aligned(values, entry[rows], p, past_len))
+                    for keys, values in cache.layers])
+            output = self.model(input_ids=input_ids.to(device),
+                                attention_mask=attention_mask.to(device),
+                                position_ids=position_ids.to(device), past_key_values=past,
+                                use_cache=True, logits_to_keep=1)
+            for j, row in enumerate(rows):
+                keep = attention_mask[j].nonzero().flatten().to(device)  # the prompt's positions
+                logits[row] = output.logits[j, -1]
+                caches[row] = [(layer.keys[j][:, keep], layer.values[j][:, keep])
+                               for layer in output.past_key_values.layers]
+        if cache is not None:
+            stored += zip(prompts, caches, strict=True)
         return torch.stack(logits), caches
 
 
@@ -292,6 +315,16 @@ def _padded(rows: Sequence[Sequence[int]], value: int) -> Tensor:
     out = torch.full((len(rows), max(len(r) for r in rows)), value, dtype=torch.long)
     for i, row in enumerate(rows):
         out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+def _right_aligned(cached: Tensor, entry: Tensor, take: Tensor, width: int) -> Tensor:
+    """Row ``i``: the first ``take[i]`` positions of cache entry ``entry[i]`` (``cached [N, h, L,
+    d]``), right-aligned in ``[B, h, width, d]`` after zeros (masked-out positions)."""
+    out = cached.new_zeros((len(entry), cached.shape[1], width, cached.shape[3]))
+    for i, (e, n) in enumerate(zip(entry.tolist(), take.tolist(), strict=True)):
+        if n:
+            out[i, :, width - n:] = cached[e, :, :n]
     return out
 
 
