@@ -56,9 +56,11 @@ def test_the_token_truth_scores_a_step_level_method_zero_within_steps(start, tmp
                  "--token-steps", "4", "-o", str(out)]) == 0
     assert "token truth: " in capsys.readouterr().out
     within = json.loads(out.read_text())["token_within"]
-    assert within["steps"] == 4 and set(within) == {"grpo", "random", "steps"}
+    assert within["steps"] == 4 and set(within["methods"]) == {"grpo", "random"}
     # GRPO gives every token of a step the same credit: ρ = 0 wherever τ varies
-    assert math.isfinite(within["random"]) and within["grpo"] == 0.0
+    grpo, chance = within["methods"]["grpo"], within["methods"]["random"]
+    assert math.isfinite(chance["value"]) and chance["low"] <= chance["value"] <= chance["high"]
+    assert (grpo["value"], grpo["low"], grpo["high"]) == (0.0, 0.0, 0.0)
 
 
 @pytest.mark.parametrize("option, message", [
@@ -105,12 +107,18 @@ def test_training_logs_the_credit_check_every_k_updates(tmp_path, tiny_fake_run)
     assert checked["credit_check/solver_s_per_100_steps"] > 0
 
 
-def test_a_credit_check_without_a_solver_is_refused_before_the_run(tmp_path, capsys):
-    assert main(["train", "env=webshop", "run.credit_check_every=1",
-                 f"run.output_dir={tmp_path}"]) == 2
+@pytest.mark.parametrize("settings, message", [
+    (["env=webshop"], "run.credit_check_every = 1: environment 'webshop' has no solver truth"),
+    (["env=searchqa", "env.searchqa.data_dir=nq", "env.searchqa.corpus_file=wiki.jsonl"],
+     "run.credit_check_every = 1: env.searchqa.data_dir = 'nq' holds FlashRAG questions"),
+])
+def test_a_credit_check_without_a_solver_is_refused_before_the_run(settings, message, tmp_path,
+                                                                    capsys):
+    out = tmp_path / "runs"
+    assert main(["train", *settings, "run.credit_check_every=1", f"run.output_dir={out}"]) == 2
     err = capsys.readouterr().err
-    assert "run.credit_check_every = 1: environment 'webshop' has no solver truth" in err
-    assert not any(tmp_path.iterdir())
+    assert message in err and "set run.credit_check_every=0" in err
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("env", sorted(ENVS))

@@ -12,7 +12,12 @@ from agentcredit.credit.accuracy import within_rollout_rhos
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.evaluation.token_truth import TokenTruth, chosen_steps, token_credit
+from agentcredit.train.evaluation.token_truth import (
+    TokenTruth,
+    chosen_steps,
+    token_credit,
+    token_within,
+)
 
 from ...conftest import FakeEnv
 from ...corridor import corridor_distance
@@ -87,6 +92,30 @@ def test_token_within_is_the_within_step_spearman_over_tokens():
     step = np.array([0, 0, 0, 1, 1, 1, 2, 2])
     assert within_rollout_rhos(credit, tau, step)[:2].tolist() == [1.0, -1.0]
     assert np.isnan(within_rollout_rhos(credit, tau, step)[2])
+
+
+def test_token_within_averages_steps_with_a_bootstrap_interval_over_them():
+    # step (0, 0): ρ = +1 for "mixed", step (1, 0): ρ = −1; step (2, 0) has a constant τ and
+    # counts for no method. Bootstrap means of two steps drawn from {+1, −1}: −1, 0 or +1
+    tau = {(0, 0): np.array([-1.0, 0.0, 2.0]), (1, 0): np.array([-1.0, 0.0, 2.0]),
+           (2, 0): np.zeros(3)}
+    ramp, fall = np.array([0.1, 0.2, 0.3]), np.array([0.3, 0.2, 0.1])
+    credit = {"mixed": {(0, 0): ramp, (1, 0): fall, (2, 0): ramp},
+              "right": {(0, 0): ramp, (1, 0): ramp, (2, 0): fall},
+              "flat": {k: np.ones(3) for k in tau}}
+    within = token_within(credit, tau, seed=0, boots=2000)
+    assert within["steps"] == 3 and within["scored_steps"] == 2
+    rows = within["methods"]
+    assert set(rows) == {"mixed", "right", "flat", "random"}
+    assert (rows["mixed"]["value"], rows["mixed"]["low"], rows["mixed"]["high"]) == (0.0, -1.0, 1.0)
+    assert (rows["right"]["value"], rows["right"]["low"], rows["right"]["high"]) == (1.0, 1.0, 1.0)
+    assert (rows["flat"]["value"], rows["flat"]["low"], rows["flat"]["high"]) == (0.0, 0.0, 0.0)
+
+
+def test_token_within_without_a_scored_step_reports_none():
+    within = token_within({"m": {(0, 0): np.array([1.0, 2.0, 3.0])}}, {(0, 0): np.zeros(3)})
+    assert within["scored_steps"] == 0
+    assert within["methods"]["m"] == {"value": None, "low": None, "high": None}
 
 
 def test_a_steps_token_credit_is_read_from_its_response_positions(fake_tokenizer):

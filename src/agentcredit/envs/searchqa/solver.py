@@ -24,6 +24,16 @@ from collections.abc import Sequence
 from agentcredit.envs.base import Task, replayed
 from agentcredit.envs.searchqa.engine import task_question
 from agentcredit.envs.searchqa.protocol import answer_action, search_action, shown_titles
+from agentcredit.envs.searchqa.tasks import SearchQAConfig
+
+
+def solver_refusal(config: SearchQAConfig) -> str | None:
+    """Why questions under ``config`` have no solver truth (FlashRAG questions carry no hops),
+    or ``None``."""
+    if config.data_dir:
+        return (f"env.searchqa.data_dir = {config.data_dir!r} holds FlashRAG questions, which "
+                "carry no supporting passages, so they have no solver truth")
+    return None
 
 
 def distance_to_answer(env, task: Task, prefix: Sequence[str], cap: int,

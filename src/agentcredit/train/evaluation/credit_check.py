@@ -42,6 +42,7 @@ from agentcredit.train.evaluation.credit_truths import (
     SolverTruth,
     TruthEstimate,
     solver_for,
+    solver_refusal,
 )
 from agentcredit.train.evaluation.token_truth import (
     TokenTruth,
@@ -127,7 +128,8 @@ class CreditCheckResult:
         seconds: wall time per phase (``collect``, ``credit``, one per truth).
         method_seconds: each method's credit time (its inputs' preparation included).
         token_within: with ``token_steps``, each method's within-step Spearman ρ of its token
-            credit and the token-level truth, the ``random`` row and ``steps`` covered.
+            credit and the token-level truth with its interval, the ``random`` row and the
+            steps covered (``token_truth.token_within``).
     """
 
     table: AccuracyTable
@@ -138,7 +140,7 @@ class CreditCheckResult:
     success: float
     seconds: dict[str, float] = field(default_factory=dict)
     method_seconds: dict[str, float] = field(default_factory=dict)
-    token_within: dict[str, float] = field(default_factory=dict)
+    token_within: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Plain JSON-ready data; a truth's cost is ``{truth}_s_per_100_steps``."""
@@ -185,14 +187,16 @@ def step_layout(trajectories: Sequence[Trajectory]) -> StepLayout:
 
 
 def require_solver(config: TrainConfig) -> None:
-    """Refuse ``run.credit_check_every`` on an environment without a solver truth."""
+    """Refuse ``run.credit_check_every`` on an environment without a solver truth, or with
+    options under which it has none (FlashRAG questions)."""
     if config.run.credit_check_every:
         try:
-            solver_for(config.env.name)
+            reason = solver_refusal(config.env.name, config.env.options)
         except KeyError as err:
+            reason = err.args[0]
+        if reason is not None:
             raise ConfigError(f"run.credit_check_every = {config.run.credit_check_every}: "
-                              f"{err.args[0]}; set "
-                              "run.credit_check_every=0") from None
+                              f"{reason}; set run.credit_check_every=0")
 
 
 def update_credit_check(config: TrainConfig, make_env: Callable,
@@ -215,6 +219,13 @@ def update_credit_check(config: TrainConfig, make_env: Callable,
     metrics["credit_check/solver/pooled_random"] = float("nan") if chance is None else chance
     metrics["credit_check/solver_s_per_100_steps"] = truth.seconds_per_100_steps
     return metrics, truth.values
+
+
+def _with_interval(row: dict) -> str:
+    """``+0.120 [-0.05,+0.30]``, or ``-`` for a value not measured."""
+    if row["value"] is None:
+        return "-"
+    return f"{row['value']:+.3f} [{row['low']:+.2f},{row['high']:+.2f}]"
 
 
 def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
@@ -294,17 +305,18 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
              f"({truths['mc'].seconds:.0f} s)")
     for name, truth in truths.items():
         seconds[name] = truth.seconds
-    within_tokens: dict[str, float] = {}
+    within_tokens: dict = {}
     if token_steps:
         began = time.perf_counter()
         tau = TokenTruth(collector, solver_for(base.env.name), base.rollout.max_steps,
                          base.rollout.temperature, options.continuations, options.seed
                          ).estimate(trajectories, token_steps)
-        within_tokens = {**token_within(tokens, tau, options.seed), "steps": len(tau)}
+        within_tokens = token_within(tokens, tau, options.seed, options.boots)
         seconds["token"] = time.perf_counter() - began
-        echo(f"token truth: {len(tau)} steps, K = {options.continuations} "
-             f"({seconds['token']:.0f} s); within-step ρ of token credit: " + ", ".join(
-                 f"{m} {v:.3f}" for m, v in within_tokens.items() if m != "steps"))
+        echo(f"token truth: {len(tau)} steps ({within_tokens['scored_steps']} with a "
+             f"non-constant τ), K = {options.continuations} ({seconds['token']:.0f} s); "
+             "within-step ρ of token credit: " + ", ".join(
+                 f"{m} {_with_interval(r)}" for m, r in within_tokens["methods"].items()))
 
     layout = step_layout(trajectories)
     pairs = method_pairs(list(configs), {m: backbone_of(c) for m, c in configs.items()})

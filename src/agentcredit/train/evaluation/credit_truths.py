@@ -45,44 +45,63 @@ from agentcredit.rollout.records import Trajectory
 DistanceFn = Callable[[Environment, Task, Sequence[str], int, random.Random | None,
                        Sequence[str]], int]
 
+#: ``refusal(options) -> reason | None``: why the environment, under its options (``env.<name>``
+#: of the config), has no solver truth, or ``None`` when it has one.
+RefusalFn = Callable[[object], str | None]
+
 _SOLVERS: dict[str, DistanceFn] = {}
+_REFUSALS: dict[str, RefusalFn] = {}
 
 
-def register_solver(env_name: str, distance: DistanceFn) -> None:
-    """Give environment ``env_name`` a solver truth (``DistanceFn``); a second registration
+def register_solver(env_name: str, distance: DistanceFn, refusal: RefusalFn | None = None
+                    ) -> None:
+    """Give environment ``env_name`` a solver truth (``DistanceFn``); ``refusal`` names the
+    options under which it has none (checked before a run starts). A second registration
     under the same name replaces the first."""
     _SOLVERS[env_name] = distance
+    _REFUSALS.pop(env_name, None)
+    if refusal is not None:
+        _REFUSALS[env_name] = refusal
 
 
 #: the environments whose solver ships with their package, imported on first use.
 BUILT_IN_SOLVERS = ("alfworld", "searchqa", "tau-airline", "tau-retail")
 
 
-def _built_in_solver(env_name: str) -> DistanceFn:
+def _register_built_in(env_name: str) -> None:
     if env_name == "alfworld":
         from agentcredit.envs.alfworld.expert import distance_to_finish
 
-        return distance_to_finish
-    if env_name == "searchqa":
-        from agentcredit.envs.searchqa.solver import distance_to_answer
+        register_solver(env_name, distance_to_finish)
+    elif env_name == "searchqa":
+        from agentcredit.envs.searchqa.solver import distance_to_answer, solver_refusal
 
-        return distance_to_answer
-    from agentcredit.envs.tau.solver import distance_to_resolve
+        register_solver(env_name, distance_to_answer, solver_refusal)
+    else:
+        from agentcredit.envs.tau.solver import distance_to_resolve
 
-    return distance_to_resolve
+        register_solver(env_name, distance_to_resolve)
 
 
 def solver_for(env_name: str) -> DistanceFn:
     """The registered solver of ``env_name``; a ``KeyError`` lists the environments that have
     one."""
     if env_name in BUILT_IN_SOLVERS and env_name not in _SOLVERS:
-        register_solver(env_name, _built_in_solver(env_name))
+        _register_built_in(env_name)
     try:
         return _SOLVERS[env_name]
     except KeyError:
         raise KeyError(f"environment {env_name!r} has no solver truth (environments with one: "
                        f"{', '.join(sorted({*_SOLVERS, *BUILT_IN_SOLVERS}))}); use the Monte "
                        "Carlo truth or register a solver with register_solver") from None
+
+
+def solver_refusal(env_name: str, options: object) -> str | None:
+    """Why ``env_name`` has no solver truth under its ``options``, or ``None`` when it has one
+    (``KeyError`` as ``solver_for`` when it has none at all)."""
+    solver_for(env_name)
+    refusal = _REFUSALS.get(env_name)
+    return None if refusal is None else refusal(options)
 
 
 @dataclass

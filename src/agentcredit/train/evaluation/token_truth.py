@@ -122,19 +122,34 @@ def token_credit(trajectories: Sequence[Trajectory], rows: torch.Tensor, loss_ma
 
 
 def token_within(credit: Mapping[str, dict[tuple[int, int], np.ndarray]],
-                 tau: dict[tuple[int, int], np.ndarray], seed: int = 0) -> dict[str, float]:
+                 tau: dict[tuple[int, int], np.ndarray], seed: int = 0, boots: int = 1000
+                 ) -> dict:
     """Each method's ``token_within`` (docs/credit_check.md §3): the within-step Spearman ρ of
-    its token credit and ``τ``, averaged over the steps where ``τ`` is not constant; and the
-    ``random`` row (i.i.d. normal credit). ``NaN`` when no step qualifies."""
+    its token credit and ``τ``, averaged over the steps where ``τ`` is not constant, with a 95%
+    percentile bootstrap interval over those steps (``boots`` draws, the same draws for every
+    method); and the ``random`` row (i.i.d. normal credit).
+
+    Returns:
+        ``{"steps": checked steps, "scored_steps": steps with a non-constant τ, "methods":
+        {name: {"value", "low", "high"}}}``; ``None`` values when no step qualifies.
+    """
     keys = list(tau)
     truth = np.concatenate([tau[k] for k in keys]) if keys else np.zeros(0)
     step = np.concatenate([np.full(tau[k].size, n) for n, k in enumerate(keys)]) \
         if keys else np.zeros(0, dtype=int)
+    rng = np.random.default_rng(seed)
     rows = {name: np.concatenate([values[k] for k in keys]) if keys else np.zeros(0)
             for name, values in credit.items()}
-    rows[RANDOM_ROW] = np.random.default_rng(seed).standard_normal(truth.size)
-    out = {}
-    for name, values in rows.items():
-        rhos = within_rollout_rhos(values, truth, step)
-        out[name] = float(np.nanmean(rhos)) if np.isfinite(rhos).any() else float("nan")
-    return out
+    rows[RANDOM_ROW] = rng.standard_normal(truth.size)
+    rhos = {name: within_rollout_rhos(values, truth, step) for name, values in rows.items()}
+    scored = np.flatnonzero(np.isfinite(rhos[RANDOM_ROW]))  # where τ varies: every method's
+    draws = rng.integers(0, scored.size, size=(boots, scored.size)) if scored.size else None
+    methods = {}
+    for name, per_step in rhos.items():
+        values = per_step[scored]
+        if draws is None:
+            methods[name] = {"value": None, "low": None, "high": None}
+            continue
+        low, high = np.quantile(values[draws].mean(1), [0.025, 0.975])
+        methods[name] = {"value": float(values.mean()), "low": float(low), "high": float(high)}
+    return {"steps": len(keys), "scored_steps": int(scored.size), "methods": methods}
