@@ -298,6 +298,9 @@ def _parser() -> argparse.ArgumentParser:
                             "credit; free decoding; default 0: off)")
     check.add_argument("--boots", type=int, default=1000,
                        help="bootstrap draws over groups (default 1000)")
+    check.add_argument("--workers", type=int, default=1,
+                       help="2: the solver truth in a second process beside the Monte Carlo "
+                            "truth (default 1)")
     check.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     check.add_argument("--split", default="train", help="task split (default train)")
     check.add_argument("-o", "--output", default="credit_check.json",
@@ -519,7 +522,8 @@ def _credit_check(args) -> int:
             methods=args.methods.split(",") if args.methods else DEFAULT_METHODS,
             groups=args.groups, truths=args.truths.split(","), mc_groups=args.mc_groups,
             continuations=args.continuations, tie_breaks=args.tie_breaks, boots=args.boots,
-            seed=args.seed, split=args.split, token_steps=args.token_steps)
+            seed=args.seed, split=args.split, token_steps=args.token_steps,
+            workers=args.workers)
     except ValueError as err:
         raise ConfigError(str(err)) from None
     source = locate_model(args.checkpoint)

@@ -49,6 +49,21 @@ def test_credit_check_scores_every_method_against_both_truths(start, tmp_path, c
     assert {("vict", "grpo"), ("vict", "random_edges"), ("random_edges", "grpo")} <= pairs
 
 
+def test_the_solver_beside_monte_carlo_in_a_second_process_measures_the_same(start, tmp_path,
+                                                                            capsys):
+    results, printed = {}, {}
+    for workers in ("1", "2"):
+        out = tmp_path / f"check{workers}.json"
+        assert main(["credit-check", "--checkpoint", str(start), "--methods", "grpo,vict",
+                     "--groups", "3", "--mc-groups", "2", "--continuations", "2",
+                     "--boots", "20", "--workers", workers, "-o", str(out)]) == 0
+        results[workers], printed[workers] = json.loads(out.read_text()), capsys.readouterr().out
+    assert "solver truth, beside it:" in printed["2"] and "beside" not in printed["1"]
+    one, two = results["1"], results["2"]
+    assert one["truth_stats"]["solver"]["steps"] == one["steps"]
+    assert one["rows"] == two["rows"] and one["pairs"] == two["pairs"]
+
+
 def test_the_token_truth_scores_a_step_level_method_zero_within_steps(start, tmp_path, capsys):
     out = tmp_path / "check.json"
     assert main(["credit-check", "--checkpoint", str(start), "--methods", "grpo",
@@ -67,6 +82,7 @@ def test_the_token_truth_scores_a_step_level_method_zero_within_steps(start, tmp
     (["--truths", "oracle"], "truth 'oracle' is unknown"),
     (["--methods", "vict/grpo/x"], "write NAME or NAME/BACKBONE"),
     (["--groups", "0"], "groups = 0"),
+    (["--workers", "3"], "workers = 3"),
 ])
 def test_bad_options_are_one_error_line(start, option, message, capsys):
     assert main(["credit-check", "--checkpoint", str(start), *option]) == 2

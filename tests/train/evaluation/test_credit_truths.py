@@ -81,12 +81,15 @@ class WalkRight:
         return out
 
 
-def test_monte_carlo_truth_matches_the_hand_worked_values(fake_tokenizer):
+# chunk 3 < the 16 continuations: slots are refilled as continuations of different lengths end
+@pytest.mark.parametrize("chunk", [1, 3, 64])
+def test_monte_carlo_truth_matches_the_hand_worked_values(fake_tokenizer, chunk):
     # apple in room 2, 4 steps: from reset the walk-right policy wins in 3
     task = corridor_task(0, 2)
     traj = played(task, ["go left", "go left", "go right", "go right"])  # two invalid steps
     collector = RolloutCollector(WalkRight(fake_tokenizer), FakeEnv, CollectorConfig(max_steps=4))
-    estimate = MonteCarloTruth(collector, temperature=1.0, continuations=4).estimate([traj])
+    estimate = MonteCarloTruth(collector, temperature=1.0, continuations=4,
+                               chunk=chunk).estimate([traj])
     # V: s_0 1 (3 steps needed, 4 left), s_1 1 (3 left), s_2 0 (2 left), s_3 0, the end 0
     assert estimate.values.tolist() == [0.0, -1.0, 0.0, 0.0]
     assert estimate.stats["se_mean"] == 0.0  # every continuation agrees
@@ -94,12 +97,14 @@ def test_monte_carlo_truth_matches_the_hand_worked_values(fake_tokenizer):
     assert estimate.stats["continuations"] == 4 * 4
 
 
-def test_monte_carlo_states_of_a_shared_prefix_are_sampled_once(fake_tokenizer):
+@pytest.mark.parametrize("chunk", [3, 64])
+def test_monte_carlo_states_of_a_shared_prefix_are_sampled_once(fake_tokenizer, chunk):
     task = corridor_task(0, 1)
     group = [played(task, ["go right", "take apple"]),
              played(task, ["go right", "go right", "go left", "go left"])]
     collector = RolloutCollector(WalkRight(fake_tokenizer), FakeEnv, CollectorConfig(max_steps=4))
-    estimate = MonteCarloTruth(collector, temperature=1.0, continuations=2).estimate(group)
+    estimate = MonteCarloTruth(collector, temperature=1.0, continuations=2,
+                               chunk=chunk).estimate(group)
     # sampled: s_0 and "go right" once for both, then the second rollout's rooms 2 and 1;
     # V = 1, 1 | won | 0 (room 2, walks right), 1 (room 1, takes), lost end
     assert estimate.stats["states"] == 4

@@ -14,9 +14,12 @@ RLOO, ``grpo`` plain GRPO.
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import random
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,6 +96,9 @@ class CreditCheckOptions:
         split: the task split the groups are drawn from.
         token_steps: steps (the first ones with 3 or more response tokens) the token-level
             truth covers, with ``continuations`` re-decodes per token prefix; 0: off.
+        workers: 2 runs the solver truth in a second process beside the Monte Carlo truth
+            (one torch thread each), so the two truths take the longer one's time, not the
+            sum; 1 runs them one after the other.
     """
 
     methods: Sequence[str] = DEFAULT_METHODS
@@ -105,16 +111,20 @@ class CreditCheckOptions:
     seed: int = 0
     split: str = "train"
     token_steps: int = 0
+    workers: int = 1
 
     def __post_init__(self) -> None:
         unknown = [t for t in self.truths if t not in TRUTHS]
         if unknown:
             raise ValueError(f"truth {unknown[0]!r} is unknown; choose from {', '.join(TRUTHS)}")
         for name, low in (("groups", 1), ("mc_groups", 0), ("continuations", 2),
-                          ("tie_breaks", 0), ("boots", 1), ("token_steps", 0)):
+                          ("tie_breaks", 0), ("boots", 1), ("token_steps", 0), ("workers", 1)):
             if getattr(self, name) < low:
                 raise ValueError(f"credit check: {name} = {getattr(self, name)}; it must be "
                                  f">= {low}")
+        if self.workers > 2:
+            raise ValueError(f"credit check: workers = {self.workers}; the two truths use at "
+                             "most 2 (the solver beside the Monte Carlo truth)")
 
 
 @dataclass
@@ -221,6 +231,14 @@ def update_credit_check(config: TrainConfig, make_env: Callable,
     return metrics, truth.values
 
 
+def _solver_context() -> multiprocessing.context.BaseContext:
+    """How the solver's second process starts: forked where the platform can (it inherits the
+    batch, the suite and any solver registered at run time, and runs no torch), else spawned
+    (the suite and solver are then pickled by reference and must be importable)."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
 def _with_interval(row: dict) -> str:
     """``+0.120 [-0.05,+0.30]``, or ``-`` for a value not measured."""
     if row["value"] is None:
@@ -287,22 +305,37 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     seconds["credit"] = time.perf_counter() - began
     echo(f"credit of {len(configs)} methods ({seconds['credit']:.0f} s)")
 
-    # TRUTHS
+    # TRUTHS: with workers = 2 the solver runs in its own process while Monte Carlo runs here
     truths: dict[str, TruthEstimate] = {}
-    if "solver" in options.truths:
-        solver = SolverTruth(suite.make_env, solver_for(base.env.name), cap=base.rollout.max_steps,
-                             tie_breaks=options.tie_breaks, seed=options.seed)
-        truths["solver"] = solver.estimate(trajectories)
-        echo(f"solver truth: {truths['solver'].steps} steps ({truths['solver'].seconds:.0f} s)")
-    if "mc" in options.truths:
-        covered = options.mc_groups or options.groups
-        rollouts = [i for i, t in enumerate(trajectories)
-                    if t.group_id < trajectories[0].group_id + covered]
-        mc = MonteCarloTruth(collector, base.rollout.temperature,
-                             continuations=options.continuations, seed=options.seed)
-        truths["mc"] = mc.estimate(trajectories, rollouts)
-        echo(f"Monte Carlo truth: {truths['mc'].steps} steps, K = {options.continuations} "
-             f"({truths['mc'].seconds:.0f} s)")
+    solver = (SolverTruth(suite.make_env, solver_for(base.env.name), cap=base.rollout.max_steps,
+                          tie_breaks=options.tie_breaks, seed=options.seed)
+              if "solver" in options.truths else None)
+    beside = solver is not None and "mc" in options.truths and options.workers == 2
+    with contextlib.ExitStack() as stack:
+        pending = None
+        if beside:
+            pool = stack.enter_context(ProcessPoolExecutor(1, mp_context=_solver_context()))
+            pending = pool.submit(solver.estimate, trajectories)
+            stack.callback(torch.set_num_threads, torch.get_num_threads())
+            torch.set_num_threads(1)
+        elif solver is not None:
+            truths["solver"] = solver.estimate(trajectories)
+            echo(f"solver truth: {truths['solver'].steps} steps "
+                 f"({truths['solver'].seconds:.0f} s)")
+        if "mc" in options.truths:
+            covered = options.mc_groups or options.groups
+            rollouts = [i for i, t in enumerate(trajectories)
+                        if t.group_id < trajectories[0].group_id + covered]
+            mc = MonteCarloTruth(collector, base.rollout.temperature,
+                                 continuations=options.continuations, seed=options.seed)
+            truths["mc"] = mc.estimate(trajectories, rollouts)
+            echo(f"Monte Carlo truth: {truths['mc'].steps} steps, K = {options.continuations} "
+                 f"({truths['mc'].seconds:.0f} s)")
+        if pending is not None:
+            truths["solver"] = pending.result()
+            echo(f"solver truth, beside it: {truths['solver'].steps} steps "
+                 f"({truths['solver'].seconds:.0f} s)")
+    truths = {name: truths[name] for name in TRUTHS if name in truths}  # the table's order
     for name, truth in truths.items():
         seconds[name] = truth.seconds
     within_tokens: dict = {}

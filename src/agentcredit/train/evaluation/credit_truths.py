@@ -257,8 +257,6 @@ class _Slot:
     observation: str
     admissible: tuple[str, ...]
     budget: int
-    won: bool = False
-    done: bool = False
 
 
 class MonteCarloTruth:
@@ -271,7 +269,8 @@ class MonteCarloTruth:
         continuations: ``K`` per state (even, for the split-half reliability).
         seed: seeds the continuations' sampling.
         threshold: ``θ`` in success probability (0.25: about one standard error at K = 8).
-        chunk: continuations run at once (environment instances held).
+        chunk: continuations run at once (environment instances held); a finished one's place
+            goes to the next.
     """
 
     name = "mc"
@@ -304,29 +303,44 @@ class MonteCarloTruth:
         return _Slot(env, traj.task, history, obs.text, obs.admissible_actions,
                      self.collector.config.max_steps - t)
 
-    def _run(self, slots: list[_Slot], generator: torch.Generator) -> None:
-        """Play every slot to its end (the collector's step loop, outcome only)."""
+    def _play(self, jobs: Sequence[tuple[int, int]], trajectories: Sequence[Trajectory],
+              starts: dict[int, tuple[int, int]], outcomes: np.ndarray,
+              generator: torch.Generator) -> None:
+        """Play every job ``(state, k)`` to its end (the collector's step loop, outcome only)
+        and write ``outcomes[state, k]``. ``chunk`` continuations run at once; a finished
+        one's slot takes the next job, so the batch stays full until the jobs run out."""
         cfg, policy = self.collector.config, self.collector.policy
         cache = PromptCache() if cfg.reuse_prompt_cache else None
+        pending = list(reversed(jobs))
+        slots: list[_Slot | None] = [None] * self.chunk
+        owners: list[tuple[int, int] | None] = [None] * self.chunk
         while True:
-            active = [s for s in slots if not s.done]
+            for n in range(self.chunk):
+                if slots[n] is None and pending:
+                    owners[n] = pending.pop()
+                    rollout, t = starts[owners[n][0]]
+                    slots[n] = self._replay(n, trajectories[rollout], t)
+            active = [n for n in range(self.chunk) if slots[n] is not None]
             if not active:
                 return
+            playing = [slots[n] for n in active]
             prompts = [build_prompt_ids(policy.tokenizer, s.task.instruction, s.history,
-                                        s.observation, s.admissible, cfg.prompt) for s in active]
+                                        s.observation, s.admissible, cfg.prompt) for s in playing]
             tries = ([ActionTrie.from_commands(policy.tokenizer, s.admissible,
-                                               cfg.prompt.action_format) for s in active]
+                                               cfg.prompt.action_format) for s in playing]
                      if cfg.decoding == "admissible" else None)
             generations = policy.generate(prompts, temperature=self.temperature,
                                           max_new_tokens=cfg.max_new_tokens, generator=generator,
                                           tries=tries, prompt_cache=cache)
-            for s, gen in zip(active, generations, strict=True):
+            for n, s, gen in zip(active, playing, generations, strict=True):
                 action = parse_action(gen.text, cfg.prompt.action_format)
                 obs, _, done, info = s.env.step(gen.text if action is None else action)
                 s.history.append((s.observation, gen.text.strip() if action is None else action))
                 s.observation, s.admissible = obs.text, obs.admissible_actions
                 s.budget -= 1
-                s.won, s.done = info.won, done or s.budget <= 0
+                if done or s.budget <= 0:
+                    outcomes[owners[n]] = float(info.won)
+                    slots[n] = owners[n] = None
 
     def estimate(self, trajectories: Sequence[Trajectory],
                  rollouts: Sequence[int] | None = None) -> TruthEstimate:
@@ -354,13 +368,7 @@ class MonteCarloTruth:
             outcomes[state] = won
         generator = torch.Generator().manual_seed(self.seed)
         jobs = [(state, k) for state in starts for k in range(self.k)]
-        for begin in range(0, len(jobs), self.chunk):
-            part = jobs[begin:begin + self.chunk]
-            slots = [self._replay(n, trajectories[starts[state][0]], starts[state][1])
-                     for n, (state, _) in enumerate(part)]
-            self._run(slots, generator)
-            for (state, k), slot in zip(part, slots, strict=True):
-                outcomes[state, k] = float(slot.won)
+        self._play(jobs, trajectories, starts, outcomes, generator)
         _close(self._envs)
         self._envs = []
         half = self.k // 2
