@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 
 import numpy as np
@@ -15,7 +16,7 @@ from agentcredit.envs.base import ReplayMismatch, Task
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.records import Trajectory
-from agentcredit.train.evaluation.credit_truths import MonteCarloTruth, SolverTruth
+from agentcredit.train.evaluation.credit_truths import MonteCarloTruth, SolverTruth, TieBreaks
 
 from ...conftest import FakeEnv
 from ...corridor import corridor_distance
@@ -52,6 +53,30 @@ def test_solver_truth_leaves_unchosen_rollouts_unknown_and_shares_states():
     assert estimate.values[2:].tolist() == [0.0, -2.0]
     both = SolverTruth(FakeEnv, corridor_distance, cap=20).estimate([a, b])
     assert both.stats["states"] == 3  # s_0 and "go right" are shared; a's end is won
+
+
+def test_tie_breaks_draw_as_random_does_and_count_only_real_ties():
+    ours, plain = TieBreaks(5), random.Random(5)
+    assert [ours.choice("abc") for _ in range(6)] == [plain.choice("abc") for _ in range(6)]
+    assert ours.ties == 6
+    assert ours.choice(["only"]) == plain.choice(["only"]) == "only" and ours.ties == 6
+    assert ours.random() == plain.random() and ours.ties == 7
+    assert ours.choice("xy") == plain.choice("xy") and ours.ties == 8
+
+
+def test_the_solver_plays_the_other_tie_breaks_only_where_the_first_broke_a_tie():
+    # the start state has a tie (d + 0 or d + 2 at random); later states only one-item choices
+    def tied(env, task, prefix, cap, rng, observations):
+        d = corridor_distance(env, task, prefix, cap, rng, observations)
+        return d + (rng.choice([0, 2]) if not prefix else rng.choice([0]))
+
+    task = corridor_task(0, 2)
+    traj = played(task, ["go right", "go right", "take apple"])
+    estimate = SolverTruth(FakeEnv, tied, cap=20, tie_breaks=4, seed=1).estimate([traj])
+    # s_0 is played 4 times, s_1 and s_2 once each; the won end needs no call
+    assert estimate.stats["solver_calls"] == 4 + 1 + 1
+    extra = np.mean([random.Random(1 * 7919 + s).choice([0, 2]) for s in range(4)])
+    assert estimate.values.tolist() == [3 + extra - 2 - 1, 0.0, 0.0]
 
 
 def test_a_replay_that_differs_from_the_record_is_refused():

@@ -114,7 +114,7 @@ class TruthEstimate:
         threshold: ``θ`` of the sign metrics (``TruthValues``).
         seconds: wall time of the estimate.
         stats: what the estimate reports about itself (``mc``: ``se_mean``,
-            ``split_half``; both: ``states``; solver: ``replay_steps``).
+            ``split_half``; both: ``states``; solver: ``replay_steps``, ``solver_calls``).
     """
 
     name: str
@@ -180,6 +180,32 @@ def _chosen(trajectories: Sequence[Trajectory], rollouts: Sequence[int] | None) 
     return chosen
 
 
+class TieBreaks(random.Random):
+    """A seeded ``random.Random`` that counts the ties it broke: choices among two or more
+    items, and any other draw. The solver truth plays one tie-break first and the rest only
+    when it broke a tie (with none broken, every seed gives the same ``d``)."""
+
+    def __init__(self, seed: int):
+        self.ties, self._choosing = 0, False
+        super().__init__(seed)
+
+    def choice(self, seq):
+        self.ties += len(seq) > 1
+        self._choosing = True
+        try:
+            return super().choice(seq)  # the same draws as random.Random's, ties or not
+        finally:
+            self._choosing = False
+
+    def random(self) -> float:
+        self.ties += 1
+        return super().random()
+
+    def getrandbits(self, k: int) -> int:
+        self.ties += not self._choosing
+        return super().getrandbits(k)
+
+
 class SolverTruth:
     """Regret against a solver (see the module docstring).
 
@@ -189,7 +215,7 @@ class SolverTruth:
         cap: ``D``, the most steps ``d`` counts (the rollout step limit is a good choice).
         tie_breaks: how many random tie-breaks ``d`` is averaged over (0: list order only).
             The same seeds serve every state, so states the prefixes leave identical get the
-            same ``d``.
+            same ``d``; a state whose first tie-break broke no tie is played once.
         seed: seeds the tie-breaks.
         threshold: ``θ`` in steps (0.5: at least half a step of regret, on average).
     """
@@ -205,12 +231,18 @@ class SolverTruth:
         self.tie_breaks, self.seed, self.threshold = tie_breaks, seed, threshold
 
     def _d(self, env: Environment, task: Task, prefix: tuple[str, ...],
-           observations: list[str]) -> float:
-        seeds = range(self.tie_breaks) if self.tie_breaks else [None]
-        return float(np.mean([self.distance(
-            env, task, prefix, self.cap,
-            None if s is None else random.Random(self.seed * 7919 + s), observations)
-            for s in seeds]))
+           observations: list[str]) -> tuple[float, int]:
+        """``(d averaged over the tie-breaks, solver calls made)``: a first call that broke no
+        tie gives every tie-break's ``d``, so the others are not played."""
+        if not self.tie_breaks:
+            return float(self.distance(env, task, prefix, self.cap, None, observations)), 1
+        ds = []
+        for s in range(self.tie_breaks):
+            rng = TieBreaks(self.seed * 7919 + s)
+            ds.append(self.distance(env, task, prefix, self.cap, rng, observations))
+            if not rng.ties:
+                return float(ds[0]), 1
+        return float(np.mean(ds)), len(ds)
 
     def estimate(self, trajectories: Sequence[Trajectory],
                  rollouts: Sequence[int] | None = None) -> TruthEstimate:
@@ -219,7 +251,7 @@ class SolverTruth:
         offsets = _offsets(trajectories)
         values = np.full(sum(len(t.steps) for t in trajectories), np.nan)
         cache: dict[tuple, float] = {}
-        env_steps = 0
+        env_steps = solver_calls = 0
         for i in _chosen(trajectories, rollouts):
             traj = trajectories[i]
             sent, after = sent_actions(traj), recorded_observations(traj)
@@ -234,8 +266,9 @@ class SolverTruth:
                     break
                 key = (traj.task.task_id, tuple(prefix))
                 if key not in cache:
-                    cache[key] = self._d(env, traj.task, key[1], seen)
-                    env_steps += len(prefix) * max(self.tie_breaks, 1)
+                    cache[key], calls = self._d(env, traj.task, key[1], seen)
+                    env_steps += len(prefix) * calls
+                    solver_calls += calls
                 d.append(cache[key])
                 if t < len(traj.steps) and traj.steps[t].valid:
                     prefix.append(sent[t])
@@ -244,7 +277,8 @@ class SolverTruth:
             values[offsets[i]:offsets[i] + len(traj.steps)] = d_arr[:-1] - d_arr[1:] - 1.0
         _close([env])
         return TruthEstimate(self.name, values, self.threshold, time.perf_counter() - began,
-                             {"states": float(len(cache)), "replay_steps": float(env_steps)})
+                             {"states": float(len(cache)), "replay_steps": float(env_steps),
+                              "solver_calls": float(solver_calls)})
 
 
 @dataclass
