@@ -1,17 +1,22 @@
-"""Credit accuracy on ALFWorld: every estimator's step credit against the solver and Monte Carlo
-truths, on one batch from the embedded SFT start (docs/credit_check.md).
+"""Credit accuracy: every estimator's step credit against the solver and Monte Carlo truths, on
+one batch from the embedded SFT start of an environment (docs/credit_check.md).
 
 One ``agentcredit credit-check`` (``train.evaluation.credit_check.run_credit_check``) with every
 estimator that runs on the batch (``DEFAULT_METHODS``: the backbones, VICT on each, VICT's six
 controls, SALT, HCAPO, ProxMO, ADRS): ``--groups`` groups of 8 rollouts scored against the solver
-truth, the first ``--mc-groups`` of them also against the Monte Carlo truth (K continuations).
-Metric names carry the truth: ``solver/pooled/vict`` is VICT's pooled Spearman against the
-solver truth, ``solver/pooled/vict-grpo`` the paired difference VICT − GRPO, with ``.low`` /
-``.high`` its 95% interval over groups.
+truth, the first ``--mc-groups`` of them also against the Monte Carlo truth (K continuations),
+the solver in a second process beside Monte Carlo (``--workers 2``). Metric names carry the
+truth: ``solver/pooled/vict`` is VICT's pooled Spearman against the solver truth,
+``solver/pooled/vict-grpo`` the paired difference VICT − GRPO, with ``.low`` / ``.high`` its 95%
+interval over groups. ALFWorld writes ``credit_accuracy.json``; another ``--env`` writes
+``credit_accuracy_<env>.json`` (``credit_accuracy_searchqa.json``,
+``credit_accuracy_tau_retail.json``).
 
-    python benchmarks/credit_accuracy.py [--model SFT_DIR] [--groups G] [--mc-groups N] [--quick]
+    python benchmarks/credit_accuracy.py [--env ENV] [--model SFT_DIR] [--groups G]
+        [--mc-groups N] [--quick] [key=value ...]
 
-Without ``--model`` the embedded SFT start is trained first (several minutes).
+Without ``--model`` the environment's embedded SFT start is trained first (minutes); the
+``key=value`` settings apply to it and to the check.
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ from bench_common import sft_start, write_result
 
 #: the paired differences the targets ask about: VICT against its backbone and its placebo
 KEY_PAIRS = (("vict", "grpo"), ("vict", "random_edges"))
+#: what the solver truth is on each environment (docs/credit_check.md §2.1)
+SOLVERS = {"alfworld": "the demonstrator's regret, 4 tie-breaks",
+           "searchqa": "the hops left to reveal, then the answer",
+           "tau-retail": "the golden calls and closing messages left, scripted user",
+           "tau-airline": "the golden calls and closing messages left, scripted user"}
 
 
 def _load() -> str:
@@ -44,25 +54,34 @@ def _load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="alfworld",
+                        help="alfworld (default), searchqa, tau-retail or tau-airline")
     parser.add_argument("--model", default=None, help="the SFT start (a run's reference/)")
     parser.add_argument("--groups", type=int, default=48, help="task groups (default 48)")
     parser.add_argument("--mc-groups", type=int, default=4,
                         help="groups the Monte Carlo truth covers (default 4)")
     parser.add_argument("--continuations", type=int, default=8, help="K (default 8)")
     parser.add_argument("--boots", type=int, default=1000, help="bootstrap draws (default 1000)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="torch threads of collection and credit (default 2)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="2 (default): the solver truth beside Monte Carlo; 1: after it")
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="settings for the SFT start and the check")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     groups, mc_groups = (4, 1) if args.quick else (args.groups, args.mc_groups)
-    overrides = ["run.progress=false", f"run.threads={args.threads}"]
+    overrides = [f"env={args.env}", *args.overrides]
     if args.model:
         start = Path(args.model)
     else:
         root = Path(tempfile.mkdtemp(prefix="credit-accuracy-"))
-        start = sft_start([f"run.output_dir={root}", "run.progress=false"], "sft")
+        start = sft_start([f"run.output_dir={root}", "run.progress=false", *overrides], "sft")
+    overrides += ["run.progress=false", f"run.threads={args.threads}"]
     options = CreditCheckOptions(methods=DEFAULT_METHODS, groups=groups, mc_groups=mc_groups,
-                                 continuations=args.continuations, boots=args.boots)
+                                 continuations=args.continuations, boots=args.boots,
+                                 workers=args.workers)
     load_before = _load()
     began = time.perf_counter()
     result = run_credit_check(None, overrides, start, options)
@@ -89,22 +108,28 @@ def main() -> None:
                    for m, v in KEY_PAIRS}
     for name, width in half_widths.items():
         metrics[f"solver/pooled/{name}.half_width"] = width
-    config = {"start": str(start), "methods": list(DEFAULT_METHODS), "groups": groups,
+    config = {"env": args.env, "overrides": args.overrides, "start": str(start),
+              "methods": list(DEFAULT_METHODS), "groups": groups,
               "group_size": 8, "mc_groups": mc_groups, "continuations": args.continuations,
               "tie_breaks": options.tie_breaks, "boots": args.boots, "threads": args.threads,
+              "workers": args.workers,
               "seed": options.seed, "load_before": load_before, "load_after": _load()}
-    targets = {"wall_s": {"max": 1800}, "mc_s_per_100_steps": {"max": 300},
+    targets = {**({"wall_s": {"max": 1800}, "mc_s_per_100_steps": {"max": 300}}
+                  if args.env == "alfworld" else {}),
                **{f"solver/pooled/{name}.half_width": {"max": 0.02} for name in half_widths}}
-    notes = ("One batch collected from the embedded SFT start (ALFWorld train tasks, "
+    notes = (f"One batch collected from the embedded SFT start ({args.env} train tasks, "
              "temperature and group size of the embedded default); every method's step "
              "advantages on that batch (ADRS: the mean of its token advantages over each step) "
-             "against the solver truth (demonstrator regret, 4 tie-breaks) on every step and "
-             "the Monte Carlo truth (K fresh continuations per state, success probability) on "
-             "the first mc_groups groups. Intervals: 95% bootstrap over groups; paired "
-             "differences share the draws. wall_s covers collection, credit, both truths and "
-             "the bootstrap, on a CPU shared with other jobs (load_before / load_after: the "
-             "1/5/15-minute load averages); the 1800 s target is for an idle 2-core machine.")
-    path = write_result("credit_accuracy", config, metrics, targets, notes, args.quick,
+             f"against the solver truth ({SOLVERS.get(args.env, 'the environment solver')}) on "
+             "every step and the Monte Carlo truth (K fresh continuations per state, success "
+             "probability) on the first mc_groups groups. Intervals: 95% bootstrap over "
+             "groups; paired differences share the draws. wall_s covers collection, credit, "
+             "both truths (the solver in a second process beside Monte Carlo when workers = 2) "
+             "and the bootstrap; load_before / load_after: the 1/5/15-minute load averages; "
+             "the 1800 s target is for ALFWorld on an idle 2-core machine.")
+    name = "credit_accuracy" if args.env == "alfworld" else \
+        f"credit_accuracy_{args.env.replace('-', '_')}"
+    path = write_result(name, config, metrics, targets, notes, args.quick,
                         table={"rows": data["rows"], "pairs": data["pairs"],
                                "truths": data["truths"], "truth_stats": data["truth_stats"],
                                "seconds": data["seconds"],
