@@ -36,6 +36,7 @@ from agentcredit.credit.accuracy import (
     accuracy_table,
 )
 from agentcredit.credit.step import tensorize_steps
+from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import load_model, make_collector
@@ -246,6 +247,44 @@ def _with_interval(row: dict) -> str:
     return f"{row['value']:+.3f} [{row['low']:+.2f},{row['high']:+.2f}]"
 
 
+def estimate_truths(options: CreditCheckOptions, base: TrainConfig, suite,
+                    collector: RolloutCollector,
+                    trajectories: Sequence[Trajectory], echo: Callable[[str], None]
+                    ) -> dict[str, TruthEstimate]:
+    """The truths ``options`` asks for on the batch, in ``TRUTHS`` order; with ``workers = 2``
+    the solver runs in a second process while Monte Carlo runs in this one."""
+    truths: dict[str, TruthEstimate] = {}
+    solver = (SolverTruth(suite.make_env, solver_for(base.env.name), cap=base.rollout.max_steps,
+                          tie_breaks=options.tie_breaks, seed=options.seed)
+              if "solver" in options.truths else None)
+    beside = solver is not None and "mc" in options.truths and options.workers == 2
+    with contextlib.ExitStack() as stack:
+        pending = None
+        if beside:
+            pool = stack.enter_context(ProcessPoolExecutor(1, mp_context=_solver_context()))
+            pending = pool.submit(solver.estimate, trajectories)
+            stack.callback(torch.set_num_threads, torch.get_num_threads())
+            torch.set_num_threads(1)
+        elif solver is not None:
+            truths["solver"] = solver.estimate(trajectories)
+            echo(f"solver truth: {truths['solver'].steps} steps "
+                 f"({truths['solver'].seconds:.0f} s)")
+        if "mc" in options.truths:
+            covered = options.mc_groups or options.groups
+            rollouts = [i for i, t in enumerate(trajectories)
+                        if t.group_id < trajectories[0].group_id + covered]
+            mc = MonteCarloTruth(collector, base.rollout.temperature,
+                                 continuations=options.continuations, seed=options.seed)
+            truths["mc"] = mc.estimate(trajectories, rollouts)
+            echo(f"Monte Carlo truth: {truths['mc'].steps} steps, K = {options.continuations} "
+                 f"({truths['mc'].seconds:.0f} s)")
+        if pending is not None:
+            truths["solver"] = pending.result()
+            echo(f"solver truth, beside it: {truths['solver'].steps} steps "
+                 f"({truths['solver'].seconds:.0f} s)")
+    return {name: truths[name] for name in TRUTHS if name in truths}
+
+
 def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
                      model_dir: str | Path, options: CreditCheckOptions,
                      echo: Callable[[str], None] = print) -> CreditCheckResult:
@@ -305,37 +344,7 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     seconds["credit"] = time.perf_counter() - began
     echo(f"credit of {len(configs)} methods ({seconds['credit']:.0f} s)")
 
-    # TRUTHS: with workers = 2 the solver runs in its own process while Monte Carlo runs here
-    truths: dict[str, TruthEstimate] = {}
-    solver = (SolverTruth(suite.make_env, solver_for(base.env.name), cap=base.rollout.max_steps,
-                          tie_breaks=options.tie_breaks, seed=options.seed)
-              if "solver" in options.truths else None)
-    beside = solver is not None and "mc" in options.truths and options.workers == 2
-    with contextlib.ExitStack() as stack:
-        pending = None
-        if beside:
-            pool = stack.enter_context(ProcessPoolExecutor(1, mp_context=_solver_context()))
-            pending = pool.submit(solver.estimate, trajectories)
-            stack.callback(torch.set_num_threads, torch.get_num_threads())
-            torch.set_num_threads(1)
-        elif solver is not None:
-            truths["solver"] = solver.estimate(trajectories)
-            echo(f"solver truth: {truths['solver'].steps} steps "
-                 f"({truths['solver'].seconds:.0f} s)")
-        if "mc" in options.truths:
-            covered = options.mc_groups or options.groups
-            rollouts = [i for i, t in enumerate(trajectories)
-                        if t.group_id < trajectories[0].group_id + covered]
-            mc = MonteCarloTruth(collector, base.rollout.temperature,
-                                 continuations=options.continuations, seed=options.seed)
-            truths["mc"] = mc.estimate(trajectories, rollouts)
-            echo(f"Monte Carlo truth: {truths['mc'].steps} steps, K = {options.continuations} "
-                 f"({truths['mc'].seconds:.0f} s)")
-        if pending is not None:
-            truths["solver"] = pending.result()
-            echo(f"solver truth, beside it: {truths['solver'].steps} steps "
-                 f"({truths['solver'].seconds:.0f} s)")
-    truths = {name: truths[name] for name in TRUTHS if name in truths}  # the table's order
+    truths = estimate_truths(options, base, suite, collector, trajectories, echo)
     for name, truth in truths.items():
         seconds[name] = truth.seconds
     within_tokens: dict = {}
