@@ -265,9 +265,17 @@ class OptimConfig:
     mini_batches: int = 1
     """Optimiser steps per update; the steps are shuffled and split evenly (one epoch)."""
     micro_batch_size: int = 8
-    """Step samples per forward/backward pass (gradient accumulation)."""
+    """Step samples per forward/backward pass (gradient accumulation); under
+    ``layout=trees`` the branches of one prefix tree per forward."""
     score_micro_batch_size: int = 16
-    """Step samples per forward pass when scoring old, reference and ADRS teacher log-probs."""
+    """Step samples per forward pass when scoring old, reference and ADRS teacher log-probs
+    (branches per forward under ``layout=trees``)."""
+    layout: Literal["trees", "rows"] = "trees"
+    """How step rows are computed in PPO and the scoring passes (docs/backbones.md §0.2):
+    ``trees`` runs each trajectory's rows as prefix trees, every shared prompt token once,
+    with mini-batches of whole rollouts; ``rows`` runs every row's whole prompt, with
+    mini-batches of shuffled rows. The same log-probs either way (to float rounding); models
+    with sliding-window layers or an attention other than ``sdpa`` / ``eager`` run as rows."""
     aux_loss: str = "none"
     """Auxiliary loss added to the PPO loss, by name in ``credit.aux_losses`` (docs/adrs.md §5.6):
     ``opsd`` pulls the policy toward the privileged teacher ``ℓ^T`` on sampled tokens;

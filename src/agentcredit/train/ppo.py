@@ -16,28 +16,56 @@ from torch import Tensor
 from agentcredit.config import OptimConfig
 from agentcredit.credit.aux_losses import get_aux_loss
 from agentcredit.credit.step import StepTensors
+from agentcredit.rollout.policy import has_full_attention
 from agentcredit.train.loss import ppo_loss
-from agentcredit.train.padding import by_length, trim_padding
-from agentcredit.train.scoring.logprobs import token_logprobs, token_logprobs_and_entropy
+from agentcredit.train.padding import by_length
+from agentcredit.train.prefix_tree import PrefixTree, step_trees
+from agentcredit.train.scoring.tree_logprobs import tree_logprobs
 
 
 def score_steps(model, steps: StepTensors, micro_batch_size: int,
-                temperature: float = 1.0) -> torch.Tensor:
+                temperature: float = 1.0, layout: str = "trees") -> torch.Tensor:
     """``log π(y_l | y_<l)`` of the response tokens of ``steps`` under ``model`` at
     ``temperature``, ``[S, L]`` (0 elsewhere), no grad; renormalised over ``steps.allowed``
-    when the steps were sampled with admissible decoding."""
-    device = next(model.parameters()).device
+    when the steps were sampled with admissible decoding.
+
+    ``layout`` (``optim.layout``): ``trees`` runs each trajectory's rows as prefix trees
+    (``micro_batch_size`` branches per forward), ``rows`` runs the rows sorted by length,
+    ``micro_batch_size`` per forward; both give the same log-probs to float rounding."""
     out = torch.zeros(steps.input_ids.shape, dtype=torch.float32)
-    order = by_length(torch.arange(out.shape[0]), steps.attention_mask)
-    for rows in order.split(micro_batch_size):
-        ids, attn, mask, *allowed = trim_padding(
-            steps.input_ids[rows], steps.attention_mask[rows], steps.loss_mask[rows],
-            *([steps.allowed[rows]] if steps.allowed is not None else []))
-        logprobs = token_logprobs(model, ids.to(device), attn.to(device), ids.shape[0],
-                                  allowed=allowed[0] if allowed else None, score_mask=mask,
-                                  temperature=temperature)
-        out[rows, :ids.shape[1]] = logprobs.float().cpu()
+    for tree in layout_trees(model, steps, layout):
+        logprobs, _ = tree_logprobs(model, tree, steps.input_ids, steps.attention_mask,
+                                    steps.loss_mask, branch_batch=micro_batch_size,
+                                    allowed=steps.allowed, temperature=temperature)
+        out[tree.rows, :logprobs.shape[1]] = logprobs
     return out
+
+
+def layout_trees(model, steps: StepTensors, layout: str, rows: Tensor | None = None
+                 ) -> list[PrefixTree]:
+    """The trees ``rows`` (default all) of ``steps`` run as: each trajectory's prefix trees
+    when ``uses_trees(model, layout)``, else one tree without a trunk holding the rows sorted
+    by length (plain rows, little padding per forward)."""
+    rows = torch.arange(steps.input_ids.shape[0]) if rows is None else rows
+    if uses_trees(model, layout):
+        return step_trees(steps.input_ids, steps.attention_mask, steps.loss_mask,
+                          steps.step_rollout, rows)
+    if not len(rows):
+        return []
+    rows = by_length(rows, steps.attention_mask)
+    return [PrefixTree(rows=rows, attach=torch.zeros_like(rows), trunk_row=int(rows[0]),
+                       trunk_len=0)]
+
+
+def uses_trees(model, layout: str) -> bool:
+    """Whether ``model`` is run as prefix trees under ``optim.layout = layout``: ``trees`` on a
+    model with full attention in every layer and ``sdpa`` or ``eager`` attention (whose masks
+    take the trunk columns a branch may not see as padding); any other model as rows."""
+    if layout not in ("trees", "rows"):
+        raise ValueError(f"optim.layout = {layout!r}: use trees or rows")
+    implementation = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    return layout == "trees" and has_full_attention(model) and implementation in ("sdpa",
+                                                                                   "eager")
 
 
 @dataclass
@@ -94,8 +122,8 @@ def ppo_update(model, optimizer, batch: PPOBatch, config: OptimConfig,
         raise ValueError(f"optim.aux_loss = {config.aux_loss!r} needs the teacher log-probs ℓ^T")
     steps, advantages = batch.steps, batch.advantages
     device = next(model.parameters()).device
-    order = torch.randperm(steps.input_ids.shape[0], generator=generator)
-    mini_batches = [rows for rows in order.tensor_split(config.mini_batches) if len(rows)]
+    mini_batches = _mini_batches(steps, config.mini_batches, generator,
+                                 by_rollout=uses_trees(model, config.layout))
     trained = _rows_with_gradient(steps, advantages, config, aux is not None)  # [S]
     if config.loss_agg == "rollout_mean":
         advantages = advantages * rollout_weights(steps.loss_mask, steps.step_rollout)[:, None]
@@ -104,40 +132,41 @@ def ppo_update(model, optimizer, batch: PPOBatch, config: OptimConfig,
                  "teacher": batch.teacher_logprobs if aux is not None else None}
     totals: dict[str, list[float]] = {}
     for rows in mini_batches:
-        normalizer = steps.loss_mask[rows].sum().clamp(min=1).to(torch.float32)
+        normalizer = steps.loss_mask[rows].sum().clamp(min=1).to(torch.float32).to(device)
         rows = rows[trained[rows]]
         # the loss divides by the whole mini-batch's |V|; the statistics become token means
         # over the rows trained on
-        to_trained = float(normalizer / steps.loss_mask[rows].sum().clamp(min=1))
+        to_trained = float(normalizer.cpu() / steps.loss_mask[rows].sum().clamp(min=1))
         # rows without a gradient have no loss and nothing clipped; what they would read for
         # the ratio and the entropy is not measured
         sums: dict[str, float] = {} if len(rows) else {"pg_loss": 0.0, "kl": 0.0,
                                                         "clip_frac": 0.0}
-        for micro in (by_length(rows, steps.attention_mask).split(config.micro_batch_size)
-                      if len(rows) else ()):
-            ids, attn, cut = _micro_batch(steps, per_token, micro)
-            ids, attn = ids.to(device), attn.to(device)
-            on_device = {name: value.to(device) for name, value in cut.items()
-                         if name != "allowed"}
-            mask, old = on_device["mask"], on_device["old"]
-            logprobs, entropy = token_logprobs_and_entropy(model, ids, attn, ids.shape[0],
-                                                           requires_grad=True,
-                                                           allowed=cut.get("allowed"),
-                                                           score_mask=mask,
-                                                           temperature=temperature)
-            loss, stats = ppo_loss(logprobs, old, on_device.get("ref"), on_device["adv"], mask,
+
+        def loss_of(micro: Tensor, logprobs: Tensor, entropy: Tensor, normalizer=normalizer,
+                    sums=sums, to_trained=to_trained) -> Tensor:
+            """The loss of rows ``micro`` from their new log-probs and entropies ``[b, l]``;
+            adds its statistics to ``sums``."""
+            cut = {name: value[micro, :logprobs.shape[1]].to(device)
+                   for name, value in per_token.items() if value is not None}
+            mask, old = cut["mask"], cut["old"]
+            loss, stats = ppo_loss(logprobs, old, cut.get("ref"), cut["adv"], mask,
                                    config.clip_low, config.clip_high, config.kl_coef,
-                                   normalizer=normalizer.to(device), pg_coef=config.pg_coef,
+                                   normalizer=normalizer, pg_coef=config.pg_coef,
                                    entropy=entropy, entropy_coef=config.entropy_coef)
             if aux is not None:
-                aux_term, aux_stats = aux.fn(logprobs, on_device["teacher"], old, mask,
-                                             config.aux_coef, normalizer.to(device))
+                aux_term, aux_stats = aux.fn(logprobs, cut["teacher"], old, mask,
+                                             config.aux_coef, normalizer)
                 loss = loss + aux_term
                 stats.update(aux_stats, aux_loss=float(aux_term.detach()))
-            loss.backward()
-            stats["entropy"] = float((entropy.detach() * mask).sum() / normalizer.to(device))
+            stats["entropy"] = float((entropy.detach() * mask).sum() / normalizer)
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + value * to_trained
+            return loss
+
+        for tree in layout_trees(model, steps, config.layout, rows):
+            tree_logprobs(model, tree, steps.input_ids, steps.attention_mask, steps.loss_mask,
+                          branch_batch=config.micro_batch_size, with_entropy=True,
+                          allowed=steps.allowed, temperature=temperature, loss=loss_of)
         if not len(rows):  # all silent: AdamW steps on the zero gradient running them gives
             for param in model.parameters():
                 if param.requires_grad:
@@ -153,16 +182,18 @@ def ppo_update(model, optimizer, batch: PPOBatch, config: OptimConfig,
             **{f"ppo/{key}": sum(values) / len(values) for key, values in totals.items()}}
 
 
-def _micro_batch(steps: StepTensors, per_token: dict[str, Tensor | None], micro: Tensor
-                 ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
-    """Rows ``micro`` of ``steps`` with their all-padding columns dropped: ``(input_ids [b, l],
-    attention_mask [b, l], {name: [b, l(, K)]})`` for every ``per_token`` tensor that is set,
-    and ``allowed`` when the steps have it."""
-    named = {name: value for name, value in {**per_token, "allowed": steps.allowed}.items()
-             if value is not None}
-    ids, attn, *cut = trim_padding(steps.input_ids[micro], steps.attention_mask[micro],
-                                   *(value[micro] for value in named.values()))
-    return ids, attn, dict(zip(named, cut, strict=True))
+def _mini_batches(steps: StepTensors, count: int, generator: torch.Generator,
+                  by_rollout: bool) -> list[Tensor]:
+    """The rows of each of ``count`` mini-batches: the rows shuffled with ``generator`` and
+    split evenly, or with ``by_rollout`` the rollouts shuffled and split evenly, each
+    mini-batch holding its rollouts' rows in flat order (so a prefix tree is never split)."""
+    if not by_rollout:
+        order = torch.randperm(steps.input_ids.shape[0], generator=generator)
+        return [rows for rows in order.tensor_split(count) if len(rows)]
+    rollouts = torch.unique(steps.step_rollout)
+    order = rollouts[torch.randperm(len(rollouts), generator=generator)]
+    return [torch.isin(steps.step_rollout, share).nonzero().flatten()
+            for share in order.tensor_split(count) if len(share)]
 
 
 def rollout_weights(loss_mask: torch.Tensor, step_rollout: torch.Tensor) -> torch.Tensor:

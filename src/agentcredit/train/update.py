@@ -122,9 +122,10 @@ def update_step(state: TrainState, update: int) -> dict[str, Any]:
         steps = tensorize_steps(trajectories, state.tokenizer.pad_token_id)
         model.eval()
         score = config.optim.score_micro_batch_size
-        old = (score_steps(model, steps, score, temperature)
+        layout = config.optim.layout
+        old = (score_steps(model, steps, score, temperature, layout)
                if config.optim.recompute_old_logprobs else steps.sampling_logprobs)
-        ref = (score_steps(state.reference, steps, score, temperature)
+        ref = (score_steps(state.reference, steps, score, temperature, layout)
                if state.reference is not None else None)
     # |ℓ^b − log-prob at sampling|: ~0, since the sampler and the scorer apply the same
     # temperature; a larger value flags a scorer that differs from the sampler.

@@ -7,7 +7,8 @@ the planner) to record what the agent would have seen at each step;
 rollout step is (the windowed chat prompt plus the response,
 ``rollout.records.Step``), so SFT and RL train on one format. ``run_sft``
 minimises the token-mean negative log-likelihood of the response tokens only
-(the loss mask of ``tensorize_steps``). ``with_skill_demonstrations`` adds the skill-prefixed
+(the loss mask of ``tensorize_steps``), each batch of whole demonstrations run as prefix
+trees (``train.prefix_tree``). ``with_skill_demonstrations`` adds the skill-prefixed
 copies of ``sft.skill_share``.
 """
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agentcredit.credit.step import tensorize_steps
+from agentcredit.credit.step import StepTensors, tensorize_steps
 from agentcredit.envs.base import Environment, Task
 from agentcredit.rollout.actions import format_action
 from agentcredit.rollout.admissible import ActionTrie, Decoding
@@ -36,8 +37,8 @@ from agentcredit.rollout.prompts import (
 )
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
-from agentcredit.train.padding import by_length, trim_padding
-from agentcredit.train.scoring.logprobs import token_logprobs
+from agentcredit.train.ppo import layout_trees
+from agentcredit.train.scoring.tree_logprobs import tree_logprobs
 
 #: the most wrong actions in a row a recovery sample's history ends with (``demonstration_steps``).
 RECOVERY_MAX_TRIES = 3
@@ -208,12 +209,15 @@ def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
             generator: torch.Generator, progress=None) -> dict[str, float]:
     """Behaviour cloning: AdamW on the NLL of response tokens, linear LR decay to 0.
 
+    A batch holds whole demonstrations (``sft_batches``), whose steps run as prefix trees
+    (``train.prefix_tree``): every prompt token two steps share is computed once.
+
     Args:
         model: the policy, trained in place.
         trajectories: from ``demonstration_steps``.
         pad_id: the tokenizer's pad id.
         config: ``config.SFTConfig`` (epochs, lr, batch sizes, clip).
-        generator: CPU generator for the sample order.
+        generator: CPU generator for the demonstration order.
         progress: optional callable ``(step, num_steps, loss)`` after each optimiser step.
 
     Returns:
@@ -222,35 +226,16 @@ def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
     """
     start = time.perf_counter()
     data = tensorize_steps(trajectories, pad_id)
-    device = next(model.parameters()).device
-    num = data.input_ids.shape[0]
-    batches_per_epoch = math.ceil(num / config.batch_size)
-    num_steps = max(1, math.ceil(config.epochs * batches_per_epoch)) if config.epochs > 0 else 0
+    batches, batches_per_epoch = sft_batches(data.step_rollout, config.batch_size,
+                                             config.epochs, generator)
+    num_steps = len(batches)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
                                   weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / max(num_steps, 1))
-    order = torch.cat([torch.randperm(num, generator=generator)
-                       for _ in range(math.ceil(num_steps / batches_per_epoch) or 1)])
     model.train()
     losses = []
-    for step in range(num_steps):
-        epoch, batch_in_epoch = divmod(step, batches_per_epoch)
-        base = epoch * num + batch_in_epoch * config.batch_size
-        rows = order[base: base + min(config.batch_size, num - batch_in_epoch * config.batch_size)]
-        normalizer = data.loss_mask[rows].sum()
-        total = 0.0
-        rows = by_length(rows, data.attention_mask)
-        for start_mb in range(0, len(rows), config.micro_batch_size):
-            mb = rows[start_mb:start_mb + config.micro_batch_size]
-            ids, attn, mask, *allowed = trim_padding(
-                data.input_ids[mb], data.attention_mask[mb], data.loss_mask[mb],
-                *([data.allowed[mb]] if data.allowed is not None else []))
-            logprobs = token_logprobs(model, ids.to(device), attn.to(device), len(mb),
-                                      requires_grad=True, allowed=allowed[0] if allowed else None,
-                                      score_mask=mask)
-            loss = -(logprobs * mask.to(device)).sum() / normalizer.clamp(min=1)
-            loss.backward()
-            total += loss.item()
+    for step, rows in enumerate(batches):
+        total = sft_backward(model, data, rows, config.micro_batch_size)
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         schedule.step()
@@ -260,8 +245,63 @@ def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
             progress(step + 1, num_steps, total)
     model.eval()
     tail = losses[-batches_per_epoch:] or [float("nan")]
-    return {"sft/steps": float(num_steps), "sft/samples": float(num),
+    return {"sft/steps": float(num_steps), "sft/samples": float(data.input_ids.shape[0]),
             "sft/first_loss": losses[0] if losses else float("nan"),
             "sft/final_loss": sum(tail) / len(tail),
             "sft/seconds": time.perf_counter() - start}
 
+
+def sft_batches(step_rollout: torch.Tensor, batch_size: int, epochs: float,
+                generator: torch.Generator) -> tuple[list[torch.Tensor], int]:
+    """The rows of every SFT optimiser step, and the number of batches in an epoch.
+
+    An epoch shuffles the demonstrations with ``generator`` and cuts them, in that order,
+    into ``B = ⌈S / batch_size⌉`` batches of whole demonstrations: demonstration ``d`` goes to
+    batch ``⌊B · (rows before d) / S⌋``, so every batch holds about ``batch_size`` of the
+    ``S`` steps (a demonstration longer than that fills a batch alone, and the batch it
+    crowds out is dropped). ``epochs`` may be fractional: the last epoch stops part-way.
+
+    Args:
+        step_rollout: ``[S]`` int64, each step row's demonstration.
+        batch_size: steps per optimiser step (``sft.batch_size``).
+        epochs: passes over the steps (``sft.epochs``); 0 gives no batch.
+        generator: the order's random stream.
+    """
+    total = step_rollout.shape[0]
+    count = -(-total // batch_size)
+    demos = torch.unique(step_rollout)
+    sizes = torch.bincount(step_rollout)[demos]  # [D]
+    batches: list[torch.Tensor] = []
+    per_epoch = []
+    for _ in range(math.ceil(epochs)):
+        order = torch.randperm(len(demos), generator=generator)
+        before = torch.cumsum(sizes[order], 0) - sizes[order]  # [D] rows before each
+        share = before * count // total
+        epoch = [torch.isin(step_rollout, demos[order[share == k]]).nonzero().flatten()
+                 for k in range(count) if bool((share == k).any())]
+        per_epoch.append(len(epoch))
+        batches += epoch
+    if not batches:
+        return [], max(per_epoch, default=0)
+    wanted = math.ceil(epochs / math.ceil(epochs) * len(batches))
+    return batches[:wanted], per_epoch[0]
+
+
+def sft_backward(model, data: StepTensors, rows: torch.Tensor, branch_batch: int) -> float:
+    """Back-propagate the token-mean NLL of the response tokens of ``rows`` (one batch):
+    ``−(1/|V|) Σ_{t∈V} log π(y_t | y_<t)``, ``|V|`` the batch's response tokens, with the
+    rows run as prefix trees; the loss's value."""
+    normalizer = data.loss_mask[rows].sum().clamp(min=1).to(torch.float32)
+    device = next(model.parameters()).device
+    total = []
+
+    def nll(micro: torch.Tensor, logprobs: torch.Tensor, _entropy) -> torch.Tensor:
+        mask = data.loss_mask[micro, :logprobs.shape[1]].to(device)
+        loss = -(logprobs * mask).sum() / normalizer.to(device)
+        total.append(float(loss.detach()))
+        return loss
+
+    for tree in layout_trees(model, data, "trees", rows):
+        tree_logprobs(model, tree, data.input_ids, data.attention_mask, data.loss_mask,
+                      branch_batch=branch_batch, allowed=data.allowed, loss=nll)
+    return sum(total)
