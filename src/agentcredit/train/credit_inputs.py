@@ -70,6 +70,7 @@ class CreditInputs:
         self.provider = provider
         self.micro_batch_size = config.optim.score_micro_batch_size
         self.reuse_prefix = config.skills.reuse_prefix
+        self.layout = config.optim.layout
 
     def prepare(self, model: nn.Module, trajectories: Sequence[Trajectory], steps: StepTensors,
                 old_logprobs: Tensor, ref_logprobs: Tensor | None, update: int
@@ -82,14 +83,15 @@ class CreditInputs:
             teacher = teacher_logprobs(model, self.splicer, self.provider, trajectories, steps,
                                        micro_batch_size=self.micro_batch_size,
                                        reuse_prefix=self.reuse_prefix,
-                                       temperature=self.rollout.policy_temperature)  # [S, L]
+                                       temperature=self.rollout.policy_temperature,
+                                       layout=self.layout)  # [S, L]
             seconds["teacher"] = time.perf_counter() - began
         hindsight = None
         if self.hindsight is not None:  # ℓ^H: the same pass with the final observation
             began = time.perf_counter()
             hindsight = HindsightScores.from_step_rows(steps.loss_mask, hindsight_logprobs(
                 model, self.hindsight, trajectories, steps, micro_batch_size=self.micro_batch_size,
-                temperature=self.rollout.policy_temperature),
+                temperature=self.rollout.policy_temperature, layout=self.layout),
                 old_logprobs)
             seconds["hindsight"] = time.perf_counter() - began
         traces = None

@@ -16,10 +16,8 @@ from torch import Tensor
 from agentcredit.config import OptimConfig
 from agentcredit.credit.aux_losses import get_aux_loss
 from agentcredit.credit.step import StepTensors
-from agentcredit.rollout.policy import has_full_attention
 from agentcredit.train.loss import ppo_loss
-from agentcredit.train.padding import by_length
-from agentcredit.train.prefix_tree import PrefixTree, step_trees
+from agentcredit.train.prefix_tree import layout_trees, uses_trees
 from agentcredit.train.scoring.tree_logprobs import tree_logprobs
 
 
@@ -39,33 +37,6 @@ def score_steps(model, steps: StepTensors, micro_batch_size: int,
                                     allowed=steps.allowed, temperature=temperature)
         out[tree.rows, :logprobs.shape[1]] = logprobs
     return out
-
-
-def layout_trees(model, steps: StepTensors, layout: str, rows: Tensor | None = None
-                 ) -> list[PrefixTree]:
-    """The trees ``rows`` (default all) of ``steps`` run as: each trajectory's prefix trees
-    when ``uses_trees(model, layout)``, else one tree without a trunk holding the rows sorted
-    by length (plain rows, little padding per forward)."""
-    rows = torch.arange(steps.input_ids.shape[0]) if rows is None else rows
-    if uses_trees(model, layout):
-        return step_trees(steps.input_ids, steps.attention_mask, steps.loss_mask,
-                          steps.step_rollout, rows)
-    if not len(rows):
-        return []
-    rows = by_length(rows, steps.attention_mask)
-    return [PrefixTree(rows=rows, attach=torch.zeros_like(rows), trunk_row=int(rows[0]),
-                       trunk_len=0)]
-
-
-def uses_trees(model, layout: str) -> bool:
-    """Whether ``model`` is run as prefix trees under ``optim.layout = layout``: ``trees`` on a
-    model with full attention in every layer and ``sdpa`` or ``eager`` attention (whose masks
-    take the trunk columns a branch may not see as padding); any other model as rows."""
-    if layout not in ("trees", "rows"):
-        raise ValueError(f"optim.layout = {layout!r}: use trees or rows")
-    implementation = getattr(getattr(model, "config", None), "_attn_implementation", None)
-    return layout == "trees" and has_full_attention(model) and implementation in ("sdpa",
-                                                                                   "eager")
 
 
 @dataclass

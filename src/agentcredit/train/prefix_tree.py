@@ -15,7 +15,9 @@ prompt shares nothing with the others (a history window that slid, a prompt cut 
 ``rollout.max_prompt_tokens``, a rewritten privileged prompt) simply attaches at 0 or starts a
 tree of its own: the layout is right in every case and saves where prefixes are shared.
 
-``prefix_trees`` builds the trees; ``train/scoring/tree_logprobs.py`` runs them.
+``prefix_trees`` builds the trees, ``step_trees`` those of ``StepTensors`` rows, and
+``layout_trees`` the ones a pass runs under ``optim.layout`` (``uses_trees``);
+``train/scoring/tree_logprobs.py`` runs them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
+
+from agentcredit.rollout.policy import has_full_attention
+from agentcredit.train.padding import by_length
 
 
 @dataclass(frozen=True)
@@ -138,3 +143,30 @@ def step_trees(input_ids: Tensor, attention_mask: Tensor, loss_mask: Tensor,
     trees = prefix_trees(input_ids[rows], attention_mask[rows].sum(1), first, groups[rows])
     return [PrefixTree(rows=rows[t.rows], attach=t.attach, trunk_row=int(rows[t.trunk_row]),
                        trunk_len=t.trunk_len) for t in trees]
+
+
+def layout_trees(model, steps, layout: str, rows: Tensor | None = None
+                 ) -> list[PrefixTree]:
+    """The trees ``rows`` (default all) of ``steps`` run as: each trajectory's prefix trees
+    when ``uses_trees(model, layout)``, else one tree without a trunk holding the rows sorted
+    by length (plain rows, little padding per forward)."""
+    rows = torch.arange(steps.input_ids.shape[0]) if rows is None else rows
+    if uses_trees(model, layout):
+        return step_trees(steps.input_ids, steps.attention_mask, steps.loss_mask,
+                          steps.step_rollout, rows)
+    if not len(rows):
+        return []
+    rows = by_length(rows, steps.attention_mask)
+    return [PrefixTree(rows=rows, attach=torch.zeros_like(rows), trunk_row=int(rows[0]),
+                       trunk_len=0)]
+
+
+def uses_trees(model, layout: str) -> bool:
+    """Whether ``model`` is run as prefix trees under ``optim.layout = layout``: ``trees`` on a
+    model with full attention in every layer and ``sdpa`` or ``eager`` attention (whose masks
+    take the trunk columns a branch may not see as padding); any other model as rows."""
+    if layout not in ("trees", "rows"):
+        raise ValueError(f"optim.layout = {layout!r}: use trees or rows")
+    implementation = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    return layout == "trees" and has_full_attention(model) and implementation in ("sdpa",
+                                                                                   "eager")

@@ -57,16 +57,19 @@ class HindsightSplicer(SkillSplicer):
 
 def hindsight_logprobs(model: nn.Module, splicer: HindsightSplicer,
                        trajectories: Sequence[Trajectory], steps: StepTensors, *,
-                       micro_batch_size: int, temperature: float = 1.0) -> Tensor:
+                       micro_batch_size: int, temperature: float = 1.0,
+                       layout: str = "trees") -> Tensor:
     """``ℓ^H [S, L]`` of the batch's sampled tokens, 0 off the response tokens.
 
     ``model`` must be the frozen behaviour snapshot (the policy before this update);
     no gradient is taken and no weight changes (``train/scoring/teacher.py``). Rows follow
     ``steps`` (``tensorize_steps(trajectories)``), each with its rollout's final observation;
-    scored at the policy's ``temperature``.
+    scored at the policy's ``temperature``; under ``layout = "trees"`` (``optim.layout``) each
+    rollout's rows run as prefix trees (the hindsight text and the shared history once).
     """
     outcomes = [t.final_observation for t in trajectories for _ in t.steps]
     return privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask,
                                steps.loss_mask, outcomes, micro_batch_size=micro_batch_size,
                                reuse_prefix=False, allowed=steps.allowed,
-                               temperature=temperature)
+                               temperature=temperature,
+                               groups=steps.step_rollout if layout == "trees" else None)

@@ -51,7 +51,9 @@ from agentcredit.rollout.policy import has_full_attention
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.prefix import SkillSplicer
 from agentcredit.skills.provider import SkillProvider
+from agentcredit.train.prefix_tree import prefix_trees, uses_trees
 from agentcredit.train.scoring.logprobs import logprob_entropy_rows
+from agentcredit.train.scoring.tree_logprobs import tree_logprobs
 
 
 @dataclass
@@ -79,6 +81,7 @@ def privileged_logprobs(
     reuse_prefix: bool = True,
     allowed: Tensor | None = None,
     temperature: float = 1.0,
+    groups: Tensor | None = None,
 ) -> Tensor:
     """``ℓ^T`` of every response token, with each row's skill inserted into its prompt.
 
@@ -100,6 +103,11 @@ def privileged_logprobs(
             sampler did. ``None``: the whole vocabulary.
         temperature: the policy's ``T``: ``ℓ^T`` is scored under ``softmax(z / T)``, as the
             student's ``ℓ^b`` is.
+        groups: ``[S]`` the trajectory of each row: the privileged rows of a trajectory run as
+            prefix trees (``train.prefix_tree``; the skill and every shared history line once
+            per trajectory), in place of ``reuse_prefix``'s per-task cache, on any model
+            ``train.prefix_tree.uses_trees`` accepts. ``None``: rows (with or without
+            ``reuse_prefix``).
 
     Returns:
         float32 ``[S, L]`` on ``input_ids``' device: ``ℓ^T`` on ``loss_mask``, 0 elsewhere.
@@ -121,7 +129,9 @@ def privileged_logprobs(
     model.eval()
     try:
         with torch.no_grad():
-            if reuse_prefix:
+            if groups is not None and uses_trees(model, "trees"):
+                _score_trees(model, rows, groups, micro_batch_size, out, temperature)
+            elif reuse_prefix:
                 groups: dict[tuple[int, ...], list[_Row]] = {}
                 for row in rows:
                     groups.setdefault(row.shared, []).append(row)
@@ -141,19 +151,21 @@ def privileged_logprobs(
 def teacher_logprobs(model: nn.Module, splicer: SkillSplicer, provider: SkillProvider,
                      trajectories: Sequence[Trajectory], steps: StepTensors, *,
                      micro_batch_size: int, reuse_prefix: bool,
-                     temperature: float = 1.0) -> Tensor:
+                     temperature: float = 1.0, layout: str = "trees") -> Tensor:
     """``ℓ^T [S, L]`` of the batch's sampled tokens (docs/adrs.md §5.1), 0 off the response tokens.
 
     ``model`` must be the frozen behaviour snapshot: the policy that sampled the
     batch, before this update. The pass takes no gradient and changes no weight
     (``privileged_logprobs``; tested in the loop). Steps sampled with admissible decoding are
     scored over the same allowed sets (``steps.allowed``), at the policy's ``temperature``.
+    Under ``layout = "trees"`` (``optim.layout``) each trajectory's rows run as prefix trees.
     """
     skills = [provider.skill_text(t.task) for t in trajectories for _ in t.steps]
     return privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask,
                                steps.loss_mask, skills, micro_batch_size=micro_batch_size,
                                reuse_prefix=reuse_prefix, allowed=steps.allowed,
-                               temperature=temperature)
+                               temperature=temperature,
+                               groups=steps.step_rollout if layout == "trees" else None)
 
 
 def _teacher_rows(splicer: SkillSplicer, input_ids: Tensor, attention_mask: Tensor,
@@ -179,6 +191,36 @@ def _teacher_rows(splicer: SkillSplicer, input_ids: Tensor, attention_mask: Tens
                          scored=length - first, start=first,
                          allowed=None if allowed is None else allowed[index, first:length].cpu()))
     return rows
+
+
+def _score_trees(model: nn.Module, rows: list[_Row], groups: Tensor, micro_batch_size: int,
+                 out: Tensor, temperature: float) -> None:
+    """Score the privileged sequences ``shared + tail`` as prefix trees into ``out``."""
+    sequences = [[*row.shared, *row.tail] for row in rows]
+    lengths = torch.tensor([len(seq) for seq in sequences])
+    width = int(lengths.max())
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    scored = torch.zeros((len(rows), width), dtype=torch.bool)
+    for i, (seq, row) in enumerate(zip(sequences, rows, strict=True)):
+        ids[i, :len(seq)] = torch.tensor(seq)
+        scored[i, len(seq) - row.scored:len(seq)] = True
+    attention = (torch.arange(width)[None] < lengths[:, None]).long()
+    allowed = None
+    if any(row.allowed is not None for row in rows):
+        allowed = torch.full((len(rows), width, max(row.allowed.shape[1] for row in rows
+                                                     if row.allowed is not None)), -1)
+        for i, row in enumerate(rows):
+            if row.allowed is not None:
+                allowed[i, len(sequences[i]) - row.scored:len(sequences[i]),
+                        :row.allowed.shape[1]] = row.allowed
+    first = lengths - torch.tensor([row.scored for row in rows])
+    for tree in prefix_trees(ids, lengths, first, groups.cpu()[[row.index for row in rows]]):
+        logprobs, _ = tree_logprobs(model, tree, ids, attention, scored,
+                                    branch_batch=micro_batch_size, allowed=allowed,
+                                    temperature=temperature)
+        for i, k in enumerate(tree.rows.tolist()):
+            row, end = rows[k], len(sequences[k])
+            out[row.index, row.start:row.start + row.scored] = logprobs[i, end - row.scored:end]
 
 
 def _check_full_attention(model: nn.Module) -> None:

@@ -37,7 +37,7 @@ from agentcredit.rollout.prompts import (
 )
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
-from agentcredit.train.ppo import layout_trees
+from agentcredit.train.prefix_tree import layout_trees
 from agentcredit.train.scoring.tree_logprobs import tree_logprobs
 
 #: the most wrong actions in a row a recovery sample's history ends with (``demonstration_steps``).
