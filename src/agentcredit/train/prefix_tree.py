@@ -94,6 +94,9 @@ def prefix_trees(input_ids: Tensor, lengths: Tensor, first_scored: Tensor,
         members: list[int] = []
         attach = np.zeros(0, dtype=np.int64)
         for row in np.flatnonzero(groups_np == group).tolist():
+            if not members:  # a lone row runs without a trunk
+                members, attach = [row], np.zeros(1, dtype=np.int64)
+                continue
             trunk = ids[row, :caps[row]]
             joined = [*members, row]
             width = trunk.shape[0]
@@ -103,7 +106,7 @@ def prefix_trees(input_ids: Tensor, lengths: Tensor, first_scored: Tensor,
             alone = (attach.max(initial=0) + int((lengths_np[members] - attach).sum())
                      + int(lengths_np[row]))
             together = candidate.max(initial=0) + int((lengths_np[joined] - candidate).sum())
-            if members and together > alone:
+            if together >= alone:
                 trees.append(_tree(members, attach))
                 members, attach = [row], np.zeros(1, dtype=np.int64)
             else:
@@ -120,9 +123,6 @@ def prefix_trees(input_ids: Tensor, lengths: Tensor, first_scored: Tensor,
 
 
 def _tree(members: list[int], attach: np.ndarray) -> PrefixTree:
-    """A tree of ``members``; a lone row shares with nothing, so it has no trunk."""
-    if len(members) == 1:
-        attach = np.zeros(1, dtype=np.int64)
     return PrefixTree(rows=torch.tensor(members, dtype=torch.long),
                       attach=torch.from_numpy(attach.astype(np.int64)),
                       trunk_row=members[-1], trunk_len=int(attach.max(initial=0)))
