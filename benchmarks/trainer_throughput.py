@@ -27,11 +27,16 @@ calls. Figures (medians over updates, then over repeats): ``<phase>_s``, ``<phas
 With ``--baseline REV`` the same workers also run on a ``git worktree`` of ``REV`` (checked out
 in a temporary folder, its ``src`` first on ``PYTHONPATH``), alternating with the working
 tree's (new, old, old, new, ...), and the result adds ``outcomes_per_hour_ratio``,
-``outcomes_per_cpu_hour_ratio`` and ``update_s_ratio`` (new over old) and the old tree's
-figures as ``<name>.baseline``.
+``outcomes_per_cpu_hour_ratio`` and ``update_s_ratio`` (new over old), ``ppo_tokens_ratio``,
+``scoring_tokens_ratio`` and ``sft_epoch_s_ratio`` (old over new) and the old tree's figures as
+``<name>.baseline``. Tokens: those the forwards compute (``<phase>_tokens_per_update``), a
+prefix read from a cache not counted, so a prefix tree's trunk counts once. SFT: each worker
+also times ``--sft-epochs`` of an SFT epoch (default a quarter) over the embedded default's
+demonstration samples (built once, by the working tree), from the ``--model`` weights, as
+``sft_epoch_s``.
 
     python benchmarks/trainer_throughput.py --model SFT_DIR [--updates N] [--repeats R]
-        [--baseline REV] [--threads N] [--quick] [key=value ...]
+        [--baseline REV] [--threads N] [--sft-epochs E] [--quick] [key=value ...]
 
 ``--model`` is an SFT start of the embedded default (a run's ``reference/``). ``--quick``: one
 update of 2 tasks per worker, written to ``trainer_throughput.quick.json``. ``key=value`` are
@@ -74,6 +79,7 @@ class PhaseRecorder:
         self.calls: dict[str, list[tuple]] = {"prefill": [], "decode": [], "scoring": [],
                                               "ppo_forward_backward": [], "optimiser_step": []}
         self.model = None
+        self.generating = False
         forward, backward = model_class.forward, torch.Tensor.backward
         step, generate = torch.optim.AdamW.step, HFPolicy.generate
         recorder = self
@@ -99,7 +105,11 @@ class PhaseRecorder:
 
         def timed_generate(policy, *args, **kwargs):
             began = time.perf_counter()
-            out = generate(policy, *args, **kwargs)
+            recorder.generating = True
+            try:
+                out = generate(policy, *args, **kwargs)
+            finally:
+                recorder.generating = False
             recorder.seconds["generate"] += time.perf_counter() - began
             recorder.tokens["generate"] += sum(len(g.token_ids) for g in out)
             return out
@@ -108,28 +118,28 @@ class PhaseRecorder:
         torch.optim.AdamW.step, HFPolicy.generate = timed_step, timed_generate
 
     def forward_done(self, model, kwargs: dict, seconds: float) -> None:
-        """File one forward under its phase: with gradient PPO; with a cache decoding (one
-        token per row, with a mask: the batched decode step) or prefill; else scoring."""
+        """File one forward under its phase: with gradient PPO (or SFT); inside ``generate``
+        decoding (one token per row over a cache, with a mask: the batched decode step) or
+        prefill; else scoring. A forward over a cache (a prefix tree's branches) counts the
+        tokens it computes, not the cached ones, and is replayed over a cache as long."""
         import torch
 
         ids, mask = kwargs["input_ids"], kwargs.get("attention_mask")
         batch, width = ids.shape
         kept = kwargs.get("logits_to_keep", 0)  # columns the LM head runs on (0: all)
         kept = kept.numel() if isinstance(kept, torch.Tensor) else int(kept)
+        past = kwargs.get("past_key_values")
+        past_len = (mask.shape[1] - width if mask is not None
+                    else past.get_seq_length() if past is not None else 0)
+        tokens = int(mask[:, -width:].sum()) if mask is not None else ids.numel()
         self.model = model
         if torch.is_grad_enabled():
-            phase, shape = "ppo_forward_backward", (batch, width, kept)
-            tokens = int(mask.sum()) if mask is not None else ids.numel()
-        elif kwargs.get("use_cache"):
-            past = kwargs.get("past_key_values")
-            past_len = (mask.shape[1] - width if mask is not None
-                        else past.get_seq_length() if past is not None else 0)
+            phase, shape = "ppo_forward_backward", (batch, width, kept, past_len)
+        elif self.generating:
             phase = "decode" if width == 1 and mask is not None and past_len else "prefill"
             shape = (batch, width, past_len)
-            tokens = int(mask[:, -width:].sum()) if mask is not None else ids.numel()
         else:
-            phase, shape = "scoring", (batch, width, kept)
-            tokens = int(mask.sum()) if mask is not None else ids.numel()
+            phase, shape = "scoring", (batch, width, kept, past_len)
         self.seconds[phase] += seconds
         self.tokens[phase] += tokens
         self.calls[phase].append(shape)
@@ -149,25 +159,32 @@ class PhaseRecorder:
         def ids(batch, width):
             return torch.randint(0, config.vocab_size, (batch, width), device=device)
 
-        def cached_forward(batch, width, past_len):
-            cache = DynamicCache(ddp_cache_data=[
+        def cache(batch, past_len):
+            return DynamicCache(ddp_cache_data=[
                 (torch.randn(batch, kv_heads, past_len, head_dim, device=device),
                  torch.randn(batch, kv_heads, past_len, head_dim, device=device))
                 for _ in range(layers)]) if past_len else None
+
+        def cached_forward(batch, width, past_len):
+            past = cache(batch, past_len)
             mask = torch.ones(batch, past_len + width, dtype=torch.long, device=device)
             began = time.perf_counter()
-            model(input_ids=ids(batch, width), attention_mask=mask, past_key_values=cache,
+            model(input_ids=ids(batch, width), attention_mask=mask, past_key_values=past,
                   use_cache=True, logits_to_keep=1)
             return time.perf_counter() - began
 
-        def scoring(batch, width, kept):
+        def scoring(batch, width, kept, past_len=0):
+            past = cache(batch, past_len)
             began = time.perf_counter()
-            model(input_ids=ids(batch, width), use_cache=False, logits_to_keep=kept)
+            model(input_ids=ids(batch, width), past_key_values=past, use_cache=past is not None,
+                  logits_to_keep=kept)
             return time.perf_counter() - began
 
-        def forward_backward(batch, width, kept):
+        def forward_backward(batch, width, kept, past_len=0):
+            past = cache(batch, past_len)
             began = time.perf_counter()
-            out = model(input_ids=ids(batch, width), use_cache=False, logits_to_keep=kept)
+            out = model(input_ids=ids(batch, width), past_key_values=past,
+                        use_cache=past is not None, logits_to_keep=kept)
             out.logits.float().mean().backward()
             return time.perf_counter() - began
 
@@ -265,7 +282,51 @@ def worker(args) -> None:
     floors = recorder.floors()
     Path(args.worker).write_text(json.dumps({
         "updates": per_update, "totals": totals, "floors": floors,
+        "sft_epoch_s": sft_epoch_seconds(args, config) if args.sft_epochs else None,
         "threads": torch.get_num_threads()}))
+
+
+def sft_epoch_seconds(args, config) -> float:
+    """Seconds per epoch of the warm start's SFT (``run_sft`` with the run's ``sft.*``) over
+    the demonstration samples in ``args.samples``, for ``args.sft_epochs`` epochs, from the
+    ``--model`` weights."""
+    import dataclasses
+    import pickle
+
+    import torch
+
+    from agentcredit.train.warm_start.models import load_policy
+    from agentcredit.train.warm_start.sft import run_sft
+
+    samples = pickle.loads(Path(args.samples).read_bytes())
+    model, tokenizer = load_policy(args.model)
+    sft = dataclasses.replace(config.sft, epochs=args.sft_epochs)
+    stats = run_sft(model, samples, tokenizer.pad_token_id, sft, torch.Generator().manual_seed(0))
+    return stats["sft/seconds"] / args.sft_epochs
+
+
+def sft_samples(args, path: Path) -> int:
+    """The embedded default's SFT samples (every train game's demonstrations, as the warm
+    start plays them, with the ``--model`` tokenizer) pickled to ``path``; their count."""
+    import pickle
+
+    from agentcredit.train.build import collector_config
+    from agentcredit.train.warm_start.models import load_policy
+    from agentcredit.train.warm_start.sft import demonstration_steps, expert_demonstrations
+    from agentcredit.train.warm_start.start_policy import demonstration_settings
+
+    config = _load_config([*args.overrides, f"model.name={args.model}"])
+    suite = config.env.build_suite()
+    env = suite.make_env()
+    copies, noise, _ = demonstration_settings(config, env)
+    demos = expert_demonstrations(env, suite.tasks("train"), copies=copies, noise=noise,
+                                  seed=config.run.seed)
+    _, tokenizer = load_policy(args.model)
+    samples = demonstration_steps(demos, tokenizer, collector_config(config).prompt,
+                                  recovery=config.sft.recovery, seed=config.run.seed,
+                                  decoding=config.rollout.decoding)
+    path.write_bytes(pickle.dumps(samples))
+    return sum(len(t.steps) for t in samples)
 
 
 # THE DRIVER: workers of both trees, interleaved
@@ -315,6 +376,10 @@ def summarise(result: dict) -> dict[str, float]:
                                                         for r in rows)
     for phase in {p for t in times for p in t}:
         out[f"loop_{phase}_s"] = statistics.median(t.get(phase, 0.0) for t in times)
+    out["ppo_tokens_per_update"] = tokens["ppo_forward_backward"] / n
+    out["scoring_tokens_per_update"] = tokens["scoring"] / n
+    if result.get("sft_epoch_s"):
+        out["sft_epoch_s"] = result["sft_epoch_s"]
     return out
 
 
@@ -337,7 +402,8 @@ def run_worker(src: Path, args, tag: str, index: int, root: Path) -> dict:
     out.parent.mkdir(parents=True)
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(out),
                "--model", args.model, "--updates", str(args.updates),
-               "--threads", str(args.threads), *args.overrides]
+               "--threads", str(args.threads), "--sft-epochs", str(args.sft_epochs),
+               "--samples", str(args.samples), *args.overrides]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(src), str(Path(__file__).resolve().parent)])}
     began = time.perf_counter()
@@ -355,6 +421,9 @@ def main() -> None:
     parser.add_argument("--baseline", default=None, help="git revision to compare against")
     parser.add_argument("--threads", type=int, default=2, help="torch threads per worker")
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
+    parser.add_argument("--sft-epochs", type=float, default=0.25,
+                        help="SFT epochs each worker times (0: none)")
+    parser.add_argument("--samples", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args()
@@ -369,6 +438,10 @@ def main() -> None:
     baseline = checkout(args.baseline) if args.baseline else None
     root = Path(tempfile.mkdtemp(prefix="trainer-throughput-"))
     results: dict[str, list[dict]] = {"new": [], "old": []}
+    sft_steps = 0
+    if args.sft_epochs:
+        args.samples = root / "sft_samples.pkl"
+        sft_steps = sft_samples(args, args.samples)
     try:
         for index in range(repeats):
             order = ("new", "old") if index % 2 == 0 else ("old", "new")
@@ -389,6 +462,13 @@ def main() -> None:
         metrics["outcomes_per_cpu_hour_ratio"] = (metrics["outcomes_per_cpu_hour"]
                                                   / old["outcomes_per_cpu_hour"])
         metrics["update_s_ratio"] = metrics["update_s"] / old["update_s"]
+        metrics["ppo_tokens_ratio"] = (old["ppo_tokens_per_update"]
+                                       / metrics["ppo_tokens_per_update"])
+        if metrics["scoring_tokens_per_update"]:
+            metrics["scoring_tokens_ratio"] = (old["scoring_tokens_per_update"]
+                                               / metrics["scoring_tokens_per_update"])
+        if "sft_epoch_s" in metrics and "sft_epoch_s" in old:
+            metrics["sft_epoch_s_ratio"] = old["sft_epoch_s"] / metrics["sft_epoch_s"]
     metrics = {key: round(value, 4) for key, value in sorted(metrics.items())}
     for key, value in metrics.items():
         print(f"{key}: {value}")
@@ -398,14 +478,20 @@ def main() -> None:
         "trainer_throughput",
         config={"model": args.model, "updates": args.updates, "repeats": repeats,
                 "threads": args.threads, "baseline": args.baseline,
+                "sft_epochs": args.sft_epochs, "sft_steps": sft_steps,
                 "overrides": args.overrides},
-        metrics=metrics, targets={"outcomes_per_cpu_hour_ratio": ">= 3"},
+        metrics=metrics, targets={"ppo_tokens_ratio": ">= 3", "outcomes_per_hour_ratio": ">= 1.8",
+                                  "sft_epoch_s_ratio": ">= 2"},
         notes=("Embedded default (config/presets/embedded.yaml) from one SFT start, no evaluation. "
                "Per phase: seconds per update, the floor (the same shapes as bare calls of "
                "the same model back to back), their ratio and tokens/s; totals over each "
                "worker's updates divided by its updates, then medians over workers. "
                "outcomes = finished rollouts; CPU hours are the worker process's CPU time "
-               "(all threads). With a baseline, the trees' workers alternate."),
+               "(all threads). With a baseline, the trees' workers alternate. "
+               "*_tokens_per_update: tokens the PPO forwards (and the scoring passes) compute, "
+               "a cached prefix not counted; sft_epoch_s: one SFT epoch over the embedded "
+               "default's demonstration samples, timed on --sft-epochs of one, in each worker "
+               "after its updates; *_ratio: old over new (outcomes: new over old)."),
         quick=args.quick)
     print(path)
 

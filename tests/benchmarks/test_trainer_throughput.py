@@ -37,3 +37,11 @@ def test_outcomes_are_finished_rollouts_per_hour_of_process_cpu_and_of_update_wa
     assert figures["outcomes_per_cpu_hour"] == pytest.approx(3600 * 16 / 72.0)
     assert figures["outcomes_per_hour"] == pytest.approx(3600 * 16 / 40.0)
     assert figures["update_s"] == 20.0
+
+
+def test_tokens_computed_are_counted_per_update_and_the_sft_epoch_is_carried():
+    result = {**_result(), "sft_epoch_s": 12.5}
+    figures = summarise(result)
+    assert figures["ppo_tokens_per_update"] == 10000 and figures["scoring_tokens_per_update"] == 0
+    assert figures["sft_epoch_s"] == 12.5
+    assert "sft_epoch_s" not in summarise(_result())
