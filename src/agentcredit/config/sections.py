@@ -271,7 +271,7 @@ class OptimConfig:
     """Step samples per forward pass when scoring old, reference and ADRS teacher log-probs
     (branches per forward under ``layout=trees``)."""
     layout: Literal["trees", "rows"] = "trees"
-    """How step rows are computed in PPO and the scoring passes (docs/backbones.md §0.2):
+    """How step rows are computed in PPO and the scoring passes (docs/backbones.md §0.1):
     ``trees`` runs each trajectory's rows as prefix trees, every shared prompt token once,
     with mini-batches of whole rollouts; ``rows`` runs every row's whole prompt, with
     mini-batches of shuffled rows. The same log-probs either way (to float rounding); models

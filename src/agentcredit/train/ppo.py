@@ -1,4 +1,5 @@
-"""Scoring passes and the PPO update (docs/backbones.md §1).
+"""Scoring passes and the PPO update (docs/backbones.md §1), over step rows laid out as prefix
+trees (§0.1).
 
 ``score_steps`` gives the per-token log-probs of a batch of step samples under a
 model (the behaviour ``ℓ^b`` before the update, the frozen reference for the KL);
@@ -63,10 +64,13 @@ def ppo_update(model, optimizer, batch: PPOBatch, config: OptimConfig,
                generator: torch.Generator, temperature: float = 1.0) -> dict[str, float]:
     """One epoch of PPO over the step samples of ``batch`` (docs/backbones.md §1).
 
-    The rows are shuffled with ``generator`` and split into ``config.mini_batches``
-    optimiser steps; each mini-batch is processed in micro-batches whose
-    losses use the mini-batch's valid-token count as ``|V|``, so gradient
-    accumulation gives exactly the mini-batch's token-mean loss.
+    Under ``config.layout = "trees"`` (docs/backbones.md §0.1) the rollouts are shuffled with
+    ``generator`` and split into ``config.mini_batches`` optimiser steps, and each
+    mini-batch's rows run as prefix trees (``config.micro_batch_size`` branches per forward);
+    under ``rows`` (or on a model ``train.prefix_tree.uses_trees`` refuses) the rows are
+    shuffled and split, and run in micro-batches of ``config.micro_batch_size`` sorted by
+    length. Every forward's loss uses the mini-batch's valid-token count as ``|V|``, so
+    gradient accumulation gives exactly the mini-batch's token-mean loss.
 
     With ``config.aux_loss`` (``opsd`` / ``sdar`` / ``skill_sd``, docs/adrs.md §5.6) each
     micro-batch adds ``β ·`` the auxiliary loss toward ``batch.teacher_logprobs`` (``ℓ^T``) to

@@ -1,5 +1,5 @@
 """Prefix trees over step rows: the tokens a trajectory's rows share are computed once
-(docs/backbones.md §0.2).
+(docs/backbones.md §0.1).
 
 Each step row is ``prompt_t + response_t``, and step ``t``'s prompt repeats the history that
 step ``t − 1``'s prompt already held. A tree is a *trunk* (a prefix of one of its rows, token

@@ -1,4 +1,4 @@
-"""Per-token log-probs and entropies of step rows computed as prefix trees (docs/backbones.md §0.2).
+"""Per-token log-probs and entropies of step rows computed as prefix trees (docs/backbones.md §0.1).
 
 ``tree_logprobs(model, tree, ...)`` runs one ``train.prefix_tree.PrefixTree``: the trunk once
 (a ``[1, A]`` forward whose per-layer keys and values are kept), then the branches in batches
