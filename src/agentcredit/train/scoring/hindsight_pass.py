@@ -14,11 +14,10 @@ HCAPO text at hand says only that the final outcome is added to the context.
 The scores reach the estimator as ``credit.hindsight.HindsightScores`` (the record; this
 module is the pass that computes them).
 
-No prefix reuse: the text differs per rollout, so the shared prefix is one rollout's
-(system turn, user header, a short observation) and its micro-batches hold one
-rollout's steps. Measured on the embedded default (480 steps of 24 rollouts, SFT
-checkpoint, one CPU thread): 31 s with reuse, 24 s without, 16.5 s for an ordinary
-scoring pass of the same batch.
+Prefix trees (docs/backbones.md §0.1): the text differs per rollout, so the rows that share a
+prefix are one rollout's (system turn, hindsight text, the history so far); under
+``optim.layout=trees`` each rollout's privileged rows run as prefix trees, else as rows
+without a cached prefix.
 """
 
 from __future__ import annotations

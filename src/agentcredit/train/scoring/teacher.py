@@ -23,7 +23,13 @@ position ids continuing after the prefix. ``reuse_prefix=False`` runs the full
 privileged sequences; both give the same log-probs up to float rounding
 (tested to 1e-4).
 
-Two further savings apply to both paths: rows are sorted by length before
+**Prefix trees.** With ``groups`` (the trajectory of each row; ``teacher_logprobs`` passes
+them under ``optim.layout=trees``) the privileged rows of a trajectory run as prefix trees
+instead (docs/backbones.md §0.1): its skill prefix and every history line its steps share
+are computed once per trajectory, which saves more than the per-task cache whenever
+histories are long.
+
+Two further savings apply to both row paths: rows are sorted by length before
 micro-batching (less padding), and the LM head runs only on the columns that
 predict response tokens (``logits_to_keep``; rows are left-padded so those
 columns line up), not on the ~1000 prompt positions. Requires a Hugging Face
