@@ -33,10 +33,11 @@ tree's (new, old, old, new, ...), and the result adds ``outcomes_per_hour_ratio`
 prefix read from a cache not counted, so a prefix tree's trunk counts once. SFT: each worker
 also times ``--sft-epochs`` of an SFT epoch (default a quarter) over the embedded default's
 demonstration samples (built once, by the working tree), from the ``--model`` weights, as
-``sft_epoch_s``.
+``sft_epoch_s``. ``--hcapo`` adds one worker of the working tree with ``method=hcapo`` and
+``hcapo_extra_pass_share_pct``, its hindsight pass as a share of an update.
 
     python benchmarks/trainer_throughput.py --model SFT_DIR [--updates N] [--repeats R]
-        [--baseline REV] [--threads N] [--sft-epochs E] [--quick] [key=value ...]
+        [--baseline REV] [--threads N] [--sft-epochs E] [--hcapo] [--quick] [key=value ...]
 
 ``--model`` is an SFT start of the embedded default (a run's ``reference/``). ``--quick``: one
 update of 2 tasks per worker, written to ``trainer_throughput.quick.json``. ``key=value`` are
@@ -423,6 +424,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
     parser.add_argument("--sft-epochs", type=float, default=0.25,
                         help="SFT epochs each worker times (0: none)")
+    parser.add_argument("--hcapo", action="store_true",
+                        help="also one worker of the working tree with method=hcapo")
     parser.add_argument("--samples", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", metavar="key=value")
@@ -450,10 +453,19 @@ def main() -> None:
                     continue
                 src = here if tag == "new" else baseline / "src"
                 results[tag].append(summarise(run_worker(src, args, tag, index, root)))
+        if args.hcapo:
+            hcapo = argparse.Namespace(**{**vars(args), "sft_epochs": 0.0,
+                                          "overrides": [*args.overrides, "method=hcapo"]})
+            results["hcapo"] = [summarise(run_worker(here, hcapo, "hcapo", 0, root))]
     finally:
         if baseline is not None:
             subprocess.run(["git", "worktree", "remove", "--force", str(baseline)], check=False)
     metrics = _medians(results["new"])
+    if results.get("hcapo"):
+        (hcapo_figures,) = results["hcapo"]
+        metrics["hcapo_extra_pass_share_pct"] = (100 * hcapo_figures["loop_hindsight_s"]
+                                                 / hcapo_figures["update_s"])
+        metrics["hcapo_update_s"] = hcapo_figures["update_s"]
     if results["old"]:
         old = _medians(results["old"])
         metrics |= {f"{key}.baseline": value for key, value in old.items()}
@@ -481,7 +493,8 @@ def main() -> None:
                 "sft_epochs": args.sft_epochs, "sft_steps": sft_steps,
                 "overrides": args.overrides},
         metrics=metrics, targets={"ppo_tokens_ratio": ">= 3", "outcomes_per_hour_ratio": ">= 1.8",
-                                  "sft_epoch_s_ratio": ">= 2"},
+                                  "sft_epoch_s_ratio": ">= 2",
+                                  "hcapo_extra_pass_share_pct": "<= 8.3"},
         notes=("Embedded default (config/presets/embedded.yaml) from one SFT start, no evaluation. "
                "Per phase: seconds per update, the floor (the same shapes as bare calls of "
                "the same model back to back), their ratio and tokens/s; totals over each "
@@ -491,7 +504,9 @@ def main() -> None:
                "*_tokens_per_update: tokens the PPO forwards (and the scoring passes) compute, "
                "a cached prefix not counted; sft_epoch_s: one SFT epoch over the embedded "
                "default's demonstration samples, timed on --sft-epochs of one, in each worker "
-               "after its updates; *_ratio: old over new (outcomes: new over old)."),
+               "after its updates; *_ratio: old over new (outcomes: new over old). "
+               "hcapo_extra_pass_share_pct: with --hcapo, HCAPO's hindsight pass as a share of "
+               "the median update of one method=hcapo worker of the working tree."),
         quick=args.quick)
     print(path)
 
