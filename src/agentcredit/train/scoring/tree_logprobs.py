@@ -144,11 +144,15 @@ def _branches(model: nn.Module, trunk: _Trunk, rows: Tensor, attach: Tensor, len
     if not keep.numel():
         empty = torch.zeros((b, width), device=device)
         return empty, (empty if with_entropy else None)
-    trunk_mask = torch.arange(trunk.length)[None] < attach[:, None]  # [b, A]
+    # the batch reads the trunk up to its furthest attachment only (rows in time order attach
+    # further and further, so a batch of neighbours wastes few masked trunk columns)
+    seen = int(attach.max())
+    trunk_mask = torch.arange(seen)[None] < attach[:, None]  # [b, seen]
     mask = torch.cat([trunk_mask, real], dim=1).long()
     cache = None
-    if trunk:
-        cache = DynamicCache(ddp_cache_data=[(k.expand(b, -1, -1, -1), v.expand(b, -1, -1, -1))
+    if seen:
+        cache = DynamicCache(ddp_cache_data=[(k[:, :, :seen].expand(b, -1, -1, -1),
+                                              v[:, :, :seen].expand(b, -1, -1, -1))
                                              for k, v in trunk.leaves])
     logits = model(input_ids=ids.to(device), attention_mask=mask.to(device),
                    position_ids=(attach[:, None] + steps[None]).to(device),
