@@ -230,3 +230,26 @@ def test_rows_are_the_layout_when_the_model_cannot_take_trees(policy, monkeypatc
     assert tree.trunk_len == 0 and len(tree.rows) == steps.input_ids.shape[0]
 
 
+
+
+def test_a_rollout_without_gradient_is_not_run_as_a_tree_and_the_update_is_unchanged(policy):
+    model, tokenizer = policy
+    steps = _steps(tokenizer, "shared history")  # 3 rollouts of 6 steps
+    advantages = torch.tensor([1.0] * 6 + [0.0] * 6 + [-1.0] * 6)[:, None] * steps.loss_mask
+    old = token_logprobs(model, steps.input_ids, steps.attention_mask, 32,
+                         score_mask=steps.loss_mask)
+    config = OptimConfig(kl_coef=0.0, mini_batches=1, micro_batch_size=3)
+    moved = []
+    for settings in (config, dataclasses.replace(config, entropy_coef=1e-30)):
+        trained, forwards = copy.deepcopy(model), []
+        hook = trained.register_forward_hook(lambda _m, _a, _o, seen=forwards: seen.append(1))
+        stats = ppo_update(trained, torch.optim.SGD(trained.parameters(), lr=0.1),
+                           PPOBatch(steps, old, advantages), settings, torch.Generator())
+        hook.remove()
+        moved.append((trained.state_dict(), stats, len(forwards)))
+    (skipped, stats, forwards), (ran_all, _, forwards_all) = moved
+    # two trees of 6 rows: a trunk and two branch batches of 3 each; all three with the bonus
+    assert (forwards, forwards_all) == (6, 9)
+    assert stats["ppo/trained_rows"] == pytest.approx(12 / 18)
+    for name, weight in ran_all.items():
+        torch.testing.assert_close(skipped[name], weight, atol=1e-6, rtol=0, msg=name)
