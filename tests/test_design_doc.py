@@ -92,9 +92,9 @@ def sections(doc: str) -> tuple[set[str], list[str], set[str]]:
     """A doc's section numbers, its heading texts, and the backticked first cells of its
     tables (a row a docstring may cite, as docs/design.md's folder table)."""
     text = (DOCS / f"{doc}.md").read_text()
-    headings = [h.strip() for h in re.findall(r"^#+ (.+)$", text, flags=re.M)]
+    headings = [h.strip() for h in re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE)]
     numbers = {m.group(1) for h in headings if (m := re.match(r"§?(\d+(?:\.\d+)*)\.?\s", h))}
-    rows = set(re.findall(r"^\| `([^`]+)` \|", text, flags=re.M))
+    rows = set(re.findall(r"^\| `([^`]+)` \|", text, flags=re.MULTILINE))
     return numbers, headings, rows
 
 
