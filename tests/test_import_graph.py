@@ -158,6 +158,15 @@ def test_rollouts_import_neither_credit_nor_the_trainer():
                          ("agentcredit.credit", "agentcredit.train")) == []
 
 
+def test_credit_imports_neither_the_trainer_nor_the_environments():
+    assert _imports_into(_graph(), "agentcredit.credit",
+                         ("agentcredit.train", "agentcredit.envs")) == []
+
+
+def test_the_run_package_imports_no_module_of_the_trainer():
+    assert _imports_into(_graph(), "agentcredit.run", ("agentcredit.train",)) == []
+
+
 def test_the_report_reads_runs_through_the_run_package_never_the_trainer():
     assert _imports_into(_graph(), "agentcredit.report", ("agentcredit.train",)) == []
 

@@ -61,11 +61,17 @@ def test_sampling_logprobs_match_the_scored_logprobs_at_temperature_one(policy):
 def test_a_response_stops_at_the_first_stop_token(policy):
     gens = policy.generate(_prompts(policy.tokenizer), temperature=1.0, max_new_tokens=40,
                            generator=torch.Generator().manual_seed(1))
+    stopped = 0
     for g in gens:
         stops = [i for i, t in enumerate(g.token_ids) if t in policy.stop_ids]
-        assert stops == [] or stops == [len(g.token_ids) - 1]
+        if stops:  # the stop token ends the response
+            assert stops == [len(g.token_ids) - 1]
+            stopped += 1
+        else:  # no stop token: the response ran to the limit
+            assert len(g.token_ids) == 40
         assert len(g.logprobs) == len(g.token_ids)
         assert all(t < len(policy.tokenizer) for t in g.token_ids)
+    assert stopped, "no response stopped, so the rule went untested"
 
 
 def test_the_longest_shared_prefix_is_found_among_the_cached_prompts():

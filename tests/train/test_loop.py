@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 from agentcredit.config import load_config
 from agentcredit.rollout.policy import PolicyDiverged
 from agentcredit.run.directory import RunDirectory, RunDirectoryError
+from agentcredit.run.saved_rollouts import read_saved_rollouts
 from agentcredit.train.loop import train
 
 LOOP_RUN = (
@@ -119,16 +120,24 @@ def test_a_saved_tiny_checkpoint_trains_through_model_equals_dir(uninterrupted, 
 @pytest.mark.parametrize("estimator", ["rloo", "gigpo"])
 def test_every_backbone_plugs_into_the_loop(estimator, tmp_path, tiny_config):
     config = tiny_config(tmp_path, estimator, f"credit.estimator={estimator}", "run.updates=1",
-                         "run.eval_every=0", "run.eval_at_start=false")
+                         "run.eval_every=0", "run.eval_at_start=false", "run.save_rollouts=1")
     train(config, echo=lambda _: None)
     (update,) = [r for r in read_metrics(config.run_dir) if r["kind"] == "update"]
-    assert "credit/mean_abs_advantage" in update
+    # the logged credit is the estimator's on the saved rollouts, and it has a signal
+    saved = read_saved_rollouts(RunDirectory(config.run_dir).rollouts / "update_00001.json.gz")
+    assert saved["estimator"] == estimator
+    step_advantages = [s["advantage"] for r in saved["rollouts"] for s in r["steps"]]
+    assert update["advantage/mean_abs"] == pytest.approx(
+        sum(abs(a) for a in step_advantages) / len(step_advantages), rel=1e-5)
+    assert update["advantage/mean_abs"] > 0 and update["ppo/grad_norm"] > 0
 
 
 @pytest.mark.parametrize("estimator", ["vict", "no_proof_edges"])
 def test_vict_runs_in_the_loop_with_traces_and_a_ledger(estimator, tmp_path, tiny_config):
+    # four groups of four: with these seeds update 2 has VICT corrections (ledger rows)
     config = tiny_config(tmp_path, estimator, f"credit.estimator={estimator}",
-                         "run.updates=2", "run.eval_every=0", "run.eval_at_start=false")
+                         "run.updates=2", "run.eval_every=0", "run.eval_at_start=false",
+                         "rollout.group_size=4", "rollout.tasks_per_update=4")
     train(config, echo=lambda _: None)
     updates = [r for r in read_metrics(config.run_dir) if r["kind"] == "update"]
     assert len(updates) == 2
@@ -137,6 +146,7 @@ def test_vict_runs_in_the_loop_with_traces_and_a_ledger(estimator, tmp_path, tin
         assert passes == [100.0, 100.0]
     assert "time/trace" in updates[0]
     rows = [json.loads(line) for line in (config.run_dir / "ledger.jsonl").read_text().splitlines()]
+    assert rows, "no VICT correction in these rollouts: the ledger checks would hold on nothing"
     assert {r["update"] for r in rows} <= {1, 2}
     assert all(r["correction"] != 0.0 for r in rows)
 

@@ -50,7 +50,7 @@ METHODS: dict[str, dict[str, Any]] = {
     "adrs_webshop": {"credit.estimator": "adrs", **_NO_SKILLS, "optim.clip_high": 0.28,
                      "credit.options.eta": 0.02, "credit.options.scope": "per_step",
                      "credit.options.gate": "L2", "credit.options.gate_norm": False},
-    # DAPO (train/dapo.py): GRPO with clip-higher (0.2 / 0.28), the token-level loss every
+    # DAPO (train/batch_source.py): GRPO with clip-higher (0.2 / 0.28), the token-level loss every
     # method uses, the soft overlong penalty (buffer 20% of max_new_tokens) and dynamic sampling
     "dapo": {"credit.estimator": "grpo", **_NO_SKILLS, "optim.clip_low": 0.2,
              "optim.clip_high": 0.28, "rollout.overlong_buffer": 0.2,

@@ -211,15 +211,17 @@ class RolloutConfig:
     ``skill_grpo*`` baselines, docs/adrs.md §5.6); the prefix comes on top of
     ``max_prompt_tokens``."""
     overlong_buffer: float = 0.0
-    """DAPO's soft overlong penalty (``train/dapo.py``): the last ``overlong_buffer`` share of
-    ``max_new_tokens`` is a buffer in which a step's reward falls linearly to
-    ``−overlong_penalty`` at the limit; 0 = off (``method=dapo``: 0.2, DAPO's 4096/20480)."""
+    """DAPO's soft overlong penalty (``credit/overlong.py``, on both paths): the last
+    ``overlong_buffer`` share of ``max_new_tokens`` is a buffer in which a step's reward falls
+    linearly to ``−overlong_penalty`` at the limit; 0 = off (``method=dapo``: 0.2, DAPO's
+    4096/20480)."""
     overlong_penalty: float = 0.1
     """Largest overlong penalty, reached by a response the ``max_new_tokens`` limit cut off."""
     dynamic_sampling_rounds: int = 0
-    """DAPO dynamic sampling (``train/dapo.py``): drop task groups whose rollouts all have the
-    same return and collect new tasks in their place, for at most this many extra rounds per
-    update; 0 = off (``method=dapo``: 3)."""
+    """DAPO dynamic sampling (``train/batch_source.py``): drop task groups whose rollouts all
+    have the same return and collect new tasks in their place, for at most this many extra
+    rounds per update; 0 = off (``method=dapo``: 3). ``agentcredit train`` only: the verl path
+    refuses it."""
 
     _limits: ClassVar[dict[str, tuple]] = {"group_size": (1, None), "tasks_per_update": (1, None),
                "max_steps": (1, None), "temperature": (0.0, None), "max_new_tokens": (1, None),
@@ -295,8 +297,10 @@ class OptimConfig:
     response token alike, so a 30-step failed rollout outweighs a 6-step win five to one) or
     ``rollout_mean`` (every rollout's tokens together weigh as much as any other rollout's:
     each token's advantage is scaled by the batch's mean tokens per rollout over its own
-    rollout's). The embedded trainer's setting; a verl run aggregates with verl's own
-    ``actor.loss_agg_mode``."""
+    rollout's). [choice] Only the policy-gradient term is reweighted: the KL, entropy and
+    auxiliary terms pull every token toward a reference or a teacher whatever its rollout's
+    length, so they stay token means. The embedded trainer's setting; a verl run aggregates
+    with verl's own ``actor.loss_agg_mode`` (the launch refuses ``rollout_mean``)."""
     recompute_old_logprobs: bool = True
     """Score the batch again before the update for PPO's old log-probs ``ℓ^b``; ``false`` takes
     the log-probs recorded at sampling, which are the same numbers (the sampler and every

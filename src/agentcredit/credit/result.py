@@ -1,4 +1,4 @@
-"""The output of every credit estimator (docs/design.md, "Key records")."""
+"""The output of every credit estimator (docs/design.md, "Records")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The environment protocol every agentcredit environment speaks (docs/design.md, "Environments").
+"""The environment protocol every agentcredit environment speaks (docs/design.md, "envs/").
 
 Environments never see tensors and never raise on a bad action: an action that
 cannot be parsed or is not admissible leaves the state unchanged, is answered

@@ -1,4 +1,4 @@
-"""The records a rollout produces (docs/design.md, "Key records"): ``Step`` and ``Trajectory``.
+"""The records a rollout produces (docs/design.md, "Records"): ``Step`` and ``Trajectory``.
 
 Plain data: no tensors that need a model, no callbacks. The collector fills
 them, the trainer tensorises them (``credit.step.tensorize_steps``), the

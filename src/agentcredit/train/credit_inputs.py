@@ -5,7 +5,8 @@ declare the inputs they read: verifier ``traces`` (VICT and its controls), the
 privileged ``teacher``'s scores ``ℓ^T`` (ADRS, OPSD, SDAR), the ``reference``
 policy's log-probs and HCAPO's ``hindsight`` scores. ``CreditInputs`` builds exactly
 those and nothing else, so the loop never asks which method it runs. It also adds
-DAPO's overlong penalty to the step rewards when ``rollout.overlong_buffer`` is set.
+DAPO's overlong penalty (``credit/overlong.py``) to the step rewards when
+``rollout.overlong_buffer`` is set.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from torch import Tensor, nn
 from agentcredit.config import TrainConfig
 from agentcredit.credit import CreditBatch, TokenScores
 from agentcredit.credit.hindsight import HindsightScores
+from agentcredit.credit.overlong import OverlongPenalty, response_lengths
 from agentcredit.credit.step import StepTensors, credit_batch
 from agentcredit.envs.suites import EnvSuite
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
-from agentcredit.train.dapo import overlong_penalty, response_lengths
 from agentcredit.train.scoring.hindsight_pass import HindsightSplicer, hindsight_logprobs
 from agentcredit.train.scoring.teacher import teacher_logprobs
 from agentcredit.train.scoring.verifier_traces import VerifierTracer
@@ -67,6 +68,7 @@ class CreditInputs:
         self.hindsight = (HindsightSplicer(tokenizer, config.rollout.max_prompt_tokens)
                           if "hindsight" in needs else None)
         self.rollout = config.rollout
+        self.overlong = OverlongPenalty.of(config.rollout)
         self.provider = provider
         self.micro_batch_size = config.optim.score_micro_batch_size
         self.reuse_prefix = config.skills.reuse_prefix
@@ -105,12 +107,6 @@ class CreditInputs:
         if teacher is not None:
             batch = dataclasses.replace(batch, tokens=TokenScores.from_step_rows(
                 steps.loss_mask, teacher, old_logprobs, ref_logprobs, update=update))
-        metrics = {}
-        if self.rollout.overlong_buffer > 0:  # DAPO: shaped before any estimator reads it
-            penalty = overlong_penalty(response_lengths(trajectories), self.rollout.max_new_tokens,
-                                       self.rollout.overlong_buffer, self.rollout.overlong_penalty)
-            batch = dataclasses.replace(batch, step_rewards=batch.step_rewards
-                                        + penalty.to(batch.step_rewards))
-            metrics = {"reward/overlong_step_share": float((penalty < 0).float().mean()),
-                       "reward/overlong_penalty_mean": float(penalty.mean())}
+        # DAPO: shaped before any estimator reads it
+        batch, metrics = self.overlong.apply(batch, response_lengths(trajectories))
         return PreparedCredit(batch, teacher, seconds, metrics)

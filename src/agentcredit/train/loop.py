@@ -2,14 +2,19 @@
 
 ``train(config)`` runs one ``TrainConfig`` in its run directory (layout and crash
 safety: ``run/directory.py``): ``setup`` builds the ``TrainState`` (tasks, the policy,
-warm-started for a new run, the optimiser, collector, estimator and logs) and
-``run_updates`` runs ``update.update_step`` for each update, evaluating and checkpointing
-when they are due. The stages and the modules that own them:
+warm-started for a new run, the learner and the run context of the updates, the logs) and
+``run_updates`` runs ``update.update_step`` for each update, then writes what it left
+(``write_update``: the credit check, the ledger, the saved rollouts, the metrics line),
+evaluating and checkpointing when they are due. The stages and the modules that own them:
 
-    build.py          policy, collector and validation tasks (shared with eval and audit)
-    warm_start.py     the tiny-model bootstrap and the SFT warm start → ``reference/``
-    update.py         one update: collect → score → credit → PPO (its own docstring)
-    evaluate.py       validation success and rollout metrics
+    build.py                     policy, collector and validation tasks (shared with eval
+                                 and audit)
+    warm_start/start_policy.py   the tiny-model bootstrap and the SFT warm start → ``reference/``
+    batch_source.py              where each update's groups come from
+    update.py                    one update: collect → score → credit → PPO (its own docstring)
+    evaluation/evaluate.py       validation success and rollout metrics
+    evaluation/credit_check.py   with ``run.credit_check_every``, the update's credit against
+                                 the solver truth
 
 Every random stream is explicit (``run_dir.RandomStreams``) and saved with each
 checkpoint, and evaluation draws from generators of its own, so a run killed and
@@ -19,23 +24,27 @@ resumed writes the same metrics as an uninterrupted run.
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from agentcredit.config import TrainConfig, config_to_dict, estimator_config, save_config
 from agentcredit.credit import get_estimator
+from agentcredit.credit.overlong import OverlongPenalty
 from agentcredit.disk_full import writing
-from agentcredit.jsonl_log import JsonlLog, read_jsonl
+from agentcredit.envs.suites import EnvSuite
+from agentcredit.jsonl_log import JsonlLog, finite_or_null, read_jsonl
 from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.policy import PolicyDiverged
 from agentcredit.run.directory import RandomStreams, RunDirectory
 from agentcredit.run.live_metrics import LiveMetrics
+from agentcredit.run.saved_rollouts import save_rollouts
 from agentcredit.skills import SkillProvider
+from agentcredit.train.batch_source import GroupSource
 from agentcredit.train.build import (
     POOL,
     check_device,
@@ -46,11 +55,14 @@ from agentcredit.train.build import (
     validation_tasks,
 )
 from agentcredit.train.credit_inputs import CreditInputs
-from agentcredit.train.dapo import GroupSource, shaped_return
-from agentcredit.train.evaluation.credit_check import require_solver
+from agentcredit.train.evaluation.credit_check import (
+    require_solver,
+    step_credit,
+    update_credit_check,
+)
 from agentcredit.train.evaluation.evaluate import evaluate, evaluation_generator
 from agentcredit.train.evaluation.probes import probe_gap_metrics, probe_set
-from agentcredit.train.update import RunLogs, TrainState, update_step
+from agentcredit.train.update import Learner, RunContext, UpdateArtifacts, update_step
 from agentcredit.train.warm_start.skill_texts import check_skill_texts
 from agentcredit.train.warm_start.start_policy import prepare_start_policy
 
@@ -62,6 +74,61 @@ class TrainingInterrupted(KeyboardInterrupt):
         super().__init__(f"interrupted at update {update}; resume with: agentcredit train "
                          f"--resume {run_dir}")
         self.run_dir, self.update = run_dir, update
+
+
+@dataclass
+class RunLogs:
+    """What a run appends to: ``metrics.jsonl``, the live metrics and ``ledger.jsonl``."""
+
+    metrics: JsonlLog
+    live: LiveMetrics
+    ledger: JsonlLog
+
+    def log(self, record: dict) -> None:
+        """One line of ``metrics.jsonl`` (non-finite values as null), and the live metrics."""
+        self.metrics.append([finite_or_null(record)])
+        self.live.log(record)
+
+    def close(self) -> None:
+        """Close the three logs."""
+        self.metrics.close()
+        self.ledger.close()
+        self.live.close()
+
+
+@dataclass
+class TrainState:
+    """Everything a run holds, built once by ``setup``.
+
+    Attributes:
+        learner: what the updates change (the policy, its optimiser, the random streams).
+        context: what the updates read (the config, the batch source, the scorers, the
+            estimator).
+        run: the run directory. suite: its environments.
+        provider: the privileged skill texts.
+        valid: the evaluation splits' tasks; probes: the probe-gap set (may be empty).
+        logs: the run's logs.
+        success_start: the success of the evaluation before training, once known.
+        start_update: the last update a resumed run had finished (0 for a new run).
+        finished: the last update whose checkpoint step ran (for Ctrl-C's message).
+    """
+
+    learner: Learner
+    context: RunContext
+    run: RunDirectory
+    suite: EnvSuite
+    provider: SkillProvider
+    valid: dict
+    probes: list
+    logs: RunLogs
+    success_start: float | None
+    start_update: int
+    finished: int
+
+    @property
+    def config(self) -> TrainConfig:
+        """The run's config (the context's)."""
+        return self.context.config
 
 
 @dataclass
@@ -100,8 +167,9 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     except KeyboardInterrupt:
         raise TrainingInterrupted(run.path, state.finished if state else 0) from None
     except PolicyDiverged as err:
-        if state is not None and state.stepped:
-            where, rate = f"at update {state.stepped}", f"optim.lr (now {config.optim.lr:g})"
+        if state is not None and state.learner.stepped:
+            stepped = state.learner.stepped
+            where, rate = f"at update {stepped}", f"optim.lr (now {config.optim.lr:g})"
         else:
             where, rate = "before the first update", f"sft.lr (now {config.sft.lr:g})"
         raise PolicyDiverged(f"training diverged {where}: {err}; lower {rate} and start "
@@ -185,24 +253,20 @@ def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
         streams.restore(point.trainer_state["random"])
         start_update, success_start = point.update, point.trainer_state["success_start"]
         echo(f"resuming after update {start_update} from {point.policy_dir.parent}")
-    collector = make_collector(config, model, tokenizer, suite)
     rollout = config.rollout
-    groups = GroupSource(collector, pool, streams.task_rng, streams.sampling, rollout.group_size,
-                         rollout.temperature, rollout.tasks_per_update,
-                         rollout.dynamic_sampling_rounds,
-                         skills=provider if rollout.skills else None)
-    returns = functools.partial(shaped_return, max_tokens=rollout.max_new_tokens,
-                                buffer=rollout.overlong_buffer, penalty=rollout.overlong_penalty)
+    batches = GroupSource(make_collector(config, model, tokenizer, suite), pool,
+                          rollout.group_size, rollout.temperature, rollout.tasks_per_update,
+                          rollout.dynamic_sampling_rounds, OverlongPenalty.of(rollout),
+                          skills=provider if rollout.skills else None)
+    context = RunContext(config=config, tokenizer=tokenizer, reference=reference,
+                         batches=batches, estimator=get_estimator(config.credit.estimator),
+                         credit_options=estimator_config(config.credit),
+                         inputs=CreditInputs(config, suite, tokenizer, provider))
     return TrainState(
-        config=config, run=run, suite=suite, model=model, tokenizer=tokenizer,
-        optimizer=optimizer, reference=reference, streams=streams, collector=collector,
-        groups=groups, returns=returns, estimator=get_estimator(config.credit.estimator),
-        credit_options=estimator_config(config.credit),
-        inputs=CreditInputs(config, suite, tokenizer, provider), provider=provider,
-        valid=valid, probes=probe_set(config, suite, valid, tokenizer, echo),
-        logs=logs,
-        success_start=success_start, start_update=start_update, finished=start_update,
-        stepped=start_update)
+        learner=Learner(model, optimizer, streams, stepped=start_update), context=context,
+        run=run, suite=suite, provider=provider, valid=valid,
+        probes=probe_set(config, suite, valid, tokenizer, echo), logs=logs,
+        success_start=success_start, start_update=start_update, finished=start_update)
 
 
 def run_updates(state: TrainState, stop_after_update: int | None,
@@ -220,7 +284,8 @@ def run_updates(state: TrainState, stop_after_update: int | None,
                    delay_s=0)
     update = state.start_update
     for update in range(state.start_update + 1, config.run.updates + 1):
-        metrics = update_step(state, update)
+        metrics, made = update_step(state.learner, state.context, update)
+        metrics.update(write_update(state, update, made))
         state.logs.log(metrics)
         bar.update(success=f"{metrics['rollout/success']:.2f}",
                    reward=f"{metrics['rollout/reward']:.2f}")
@@ -228,14 +293,40 @@ def run_updates(state: TrainState, stop_after_update: int | None,
         if last or (config.run.eval_every and update % config.run.eval_every == 0):
             success_end = evaluate_after(state, update, last, echo)
         if last or update % config.run.checkpoint_every == 0:
-            run.save_checkpoint(update, state.model, state.tokenizer, state.optimizer,
-                                state.streams, state.success_start, config.run.keep_checkpoints)
+            learner = state.learner
+            run.save_checkpoint(update, learner.model, state.context.tokenizer, learner.optimizer,
+                                learner.streams, state.success_start, config.run.keep_checkpoints)
         state.finished = update
         if stop_after_update == update:
             break
     bar.close()
     state.logs.close()
     return TrainResult(run.path, state.success_start, success_end, update)
+
+
+def write_update(state: TrainState, update: int, made: UpdateArtifacts) -> dict[str, Any]:
+    """Write what update ``update`` left, in order: the credit check against the solver truth
+    when ``run.credit_check_every`` is due, the ledger rows, the saved rollouts when
+    ``run.save_rollouts`` is due (with the check's truth). Returns the check's
+    ``credit_check/*`` figures and the seconds each part took (``time/*``), for the update's
+    metrics line."""
+    config, metrics = state.config, {}
+    truth, every = None, config.run.credit_check_every
+    if every and update % every == 0:
+        began = time.perf_counter()
+        checked, truth = update_credit_check(config, state.suite.make_env, made.trajectories,
+                                             step_credit(made.credit, made.loss_mask),
+                                             config.run.seed + update)
+        metrics.update(checked, **{"time/credit_check": time.perf_counter() - began})
+    state.logs.ledger.append(made.credit.ledger_rows, update=update)
+    every = config.run.save_rollouts
+    if every and (update == config.run.updates or update % every == 0):
+        began = time.perf_counter()
+        save_rollouts(state.run.rollouts, update, config.credit.estimator, made.trajectories,
+                      made.batch, made.credit, state.context.tokenizer,
+                      keep=config.run.keep_rollouts, truth=truth)
+        metrics["time/save_rollouts"] = time.perf_counter() - began
+    return metrics
 
 
 def evaluate_after(state: TrainState, update: int, ends: bool,
@@ -247,7 +338,7 @@ def evaluate_after(state: TrainState, update: int, ends: bool,
     began = time.perf_counter()
     splits = (valid if ends or config.eval.held_out == "every" or POOL not in valid
               else {POOL: valid[POOL]})
-    metrics = evaluate(state.collector, splits, temperature=config.eval.temperature,
+    metrics = evaluate(state.context.batches.collector, splits, temperature=config.eval.temperature,
                        generator=evaluation_generator(config.run.seed, update),
                        skills=provider if config.eval.skills else None,
                        episodes_per_game=episodes_per_split(config, splits))
@@ -256,7 +347,7 @@ def evaluate_after(state: TrainState, update: int, ends: bool,
     if state.probes:
         began = time.perf_counter()
         metrics.update(probe_gap_metrics(
-            state.model, state.tokenizer, state.probes, provider,
+            state.learner.model, state.context.tokenizer, state.probes, provider,
             action_format=config.rollout.action_format,
             micro_batch_size=config.optim.score_micro_batch_size, env=config.env.name,
             temperature=config.rollout.policy_temperature))

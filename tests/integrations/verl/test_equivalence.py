@@ -127,7 +127,7 @@ def test_verl_rows_give_the_embedded_trainers_advantages(method, fake_tokenizer,
 
     permutation = torch.randperm(steps.loss_mask.shape[0], generator=generator).tolist()
     rows = _verl_rows(trajectories, steps, traces, teacher, old, ref, permutation)
-    advantages, _, _ = verl_rows.compute_row_credit(rows, estimator, options, update=1)
+    advantages, _, _, _ = verl_rows.compute_row_credit(rows, estimator, options, update=1)
 
     # verl row r holds flat step permutation[r]; undo it and compare token by token
     in_steps = torch.empty_like(advantages)

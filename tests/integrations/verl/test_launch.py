@@ -164,6 +164,8 @@ def test_a_launch_without_rollout_servers_is_refused_though_verl_accepts_it():
     (["alfworld", "ppo"], "METHOD"), (["minecraft", "vict"], "ENV"),
     (["alfworld", "vict", "--backbone", "qwen3"], "--backbone"),
     (["alfworld", "vict", "optim.mini_batches=3"], "optim.mini_batches"),
+    (["alfworld", "grpo", "method=dapo"], "rollout.dynamic_sampling_rounds"),
+    (["alfworld", "grpo", "optim.loss_agg=rollout_mean"], "optim.loss_agg"),
 ])
 def test_a_bad_launch_argument_is_one_error_line_naming_it(argv, named, capsys):
     assert launch.main(argv) == 2
@@ -183,3 +185,16 @@ def test_the_trainer_refuses_a_verl_config_that_disagrees_with_its_agentcredit_c
     OmegaConf.update(config, key, value)
     with pytest.raises(ValueError, match=re.escape(named)):
         AgentCreditTrainer.check_config(config)
+
+
+def test_the_trainer_refuses_dynamic_sampling_before_anything_starts():
+    config = copy.deepcopy(composed("alfworld-grpo")[1])
+    OmegaConf.update(config, "agentcredit.overrides",
+                     [*config.agentcredit.overrides, "rollout.dynamic_sampling_rounds=3"])
+    with pytest.raises(ValueError, match=re.escape("rollout.dynamic_sampling_rounds=0")):
+        AgentCreditTrainer.check_config(config)
+
+
+def test_the_overlong_penalty_alone_launches_on_verl():
+    launched = launch.plan(["alfworld", "grpo", "rollout.overlong_buffer=0.2"])
+    assert launched.config.rollout.overlong_buffer == 0.2

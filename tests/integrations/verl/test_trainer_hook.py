@@ -57,13 +57,19 @@ GROUP_SIZE = 4
 TASKS = 3
 UPDATE = 3
 PARTITION = "train"
-#: agentcredit overrides giving test_equivalence.METHODS' estimator and options.
+#: agentcredit overrides giving each method's estimator and options (``HOOK_METHODS``);
+#: ``grpo_overlong`` adds DAPO's overlong penalty: with ``rollout.max_new_tokens=6`` and a
+#: buffer of 0.5 every response longer than 3 tokens loses up to 0.1.
 SETTINGS = {
     "grpo": ("credit.estimator=grpo",),
+    "grpo_overlong": ("credit.estimator=grpo", "rollout.overlong_buffer=0.5",
+                      "rollout.overlong_penalty=0.1"),
     "gigpo": ("credit.estimator=gigpo",),
     "vict_gigpo": ("credit.estimator=vict", "credit.options.backbone=gigpo"),
     "adrs_gigpo": ("credit.estimator=adrs", "credit.options.backbone=gigpo"),
 }
+#: test_equivalence.METHODS, and GRPO for the overlong run
+HOOK_METHODS = {**METHODS, "grpo_overlong": METHODS["grpo"]}
 SKILLS = {"guide.md": "Walk along the corridor.", "type0.md": "Go right first.",
           "type1.md": "Look for the apple, then take it."}
 
@@ -159,6 +165,7 @@ class HookRun:
         inputs: the inputs the estimator declared (``teacher``, ``traces``).
         rollouts: how many rollouts reached the trainer.
         run_dir: ``trainer.default_local_dir``.
+        shaped: what the embedded credit preparation logged (``reward/overlong_*``).
     """
 
     queue: FakeTransferQueue
@@ -171,6 +178,7 @@ class HookRun:
     inputs: frozenset[str]
     rollouts: int
     run_dir: Path
+    shaped: dict
 
 
 def _put_rollouts(rollouts, traces) -> list[str]:
@@ -226,14 +234,14 @@ def _rollouts(setup, tokenizer) -> list[tuple]:
 
 def _embedded(setup, model, tokenizer, skill_root, trajectories, estimator, options):
     """The embedded trainer's credit step (``train/update.py``): ``(advantages [S, L], result,
-    steps, traces)``."""
+    steps, traces, the preparation's metrics)``."""
     steps = tensorize_steps(trajectories, tokenizer.pad_token_id)
     old = score_steps(model, steps, setup.config.optim.score_micro_batch_size)
     prepared = CreditInputs(setup.config, setup._suite, tokenizer, SkillProvider(skill_root)
                             ).prepare(model, trajectories, steps, old, None, UPDATE)
     result = get_estimator(estimator)(prepared.batch, options)
     advantages = result.per_token(steps.loss_mask)  # the loop's write-back
-    return advantages, result, steps, prepared.batch.traces
+    return advantages, result, steps, prepared.batch.traces, prepared.metrics
 
 
 @pytest.fixture(scope="module")
@@ -245,7 +253,7 @@ def tiny_policy(fake_model_dir):
 def hook_run(request, tiny_policy, tiny_fake_run, tmp_path_factory) -> HookRun:
     method = request.param
     model, tokenizer = tiny_policy
-    estimator, options = METHODS[method]
+    estimator, options = HOOK_METHODS[method]
     skill_root = tmp_path_factory.mktemp("skills")
     (skill_root / "fake").mkdir()
     for name, text in SKILLS.items():
@@ -261,7 +269,7 @@ def hook_run(request, tiny_policy, tiny_fake_run, tmp_path_factory) -> HookRun:
     torch.set_num_threads(1)  # tiny forwards: on a busy machine thread hand-offs dominate
     try:
         rollouts = _rollouts(setup, tokenizer)
-        expected, result, steps, traces = _embedded(
+        expected, result, steps, traces, shaped = _embedded(
             setup, model, tokenizer, skill_root, [t for t, _ in rollouts], estimator, options)
         with pytest.MonkeyPatch.context() as patch:
             for name in ("kv_batch_get", "kv_batch_put", "async_kv_batch_put", "kv_clear"):
@@ -279,7 +287,7 @@ def hook_run(request, tiny_policy, tiny_fake_run, tmp_path_factory) -> HookRun:
     return HookRun(queue=queue, batch=batch, keys=keys, expected=expected[steps.loss_mask],
                    result=result, metrics=metrics, workers=workers,
                    inputs=get_estimator(estimator).inputs(options), rollouts=len(rollouts),
-                   run_dir=run_dir)
+                   run_dir=run_dir, shaped=shaped)
 
 
 def test_the_hook_writes_the_embedded_trainers_advantages_to_every_row(hook_run):
@@ -327,3 +335,11 @@ def test_the_hook_appends_the_embedded_ledger_rows_tagged_with_the_update(hook_r
         assert row == {**want, "update": UPDATE} | {
             key: pytest.approx(value, abs=1e-6) for key, value in want.items()
             if isinstance(value, float)}
+
+
+def test_the_hook_adds_the_overlong_penalty_as_the_embedded_trainer_does(hook_run):
+    # the advantages (the first test) and the penalty's figures match the embedded trainer's
+    shaped = {k: v for k, v in hook_run.metrics.items() if k.startswith("reward/overlong")}
+    assert shaped == pytest.approx(hook_run.shaped)
+    if hook_run.shaped:  # grpo_overlong: some response ran into the buffer
+        assert hook_run.shaped["reward/overlong_step_share"] > 0

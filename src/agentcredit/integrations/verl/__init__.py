@@ -5,6 +5,7 @@ Modules that never import verl (tested without it):
     rows.py      verl's per-step rows ⇄ the project's ``CreditBatch``; advantages per token
     episode.py   one rollout of a project environment through an async generate function
     launch.py    a verl launch from an agentcredit config (``examples/verl/launch.sh``)
+    supported.py what of an agentcredit config the verl path runs; the rest is refused
 
 Modules that import verl (``pip install agentcredit[verl]``):
 

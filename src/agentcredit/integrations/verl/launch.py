@@ -31,6 +31,7 @@ from pathlib import Path
 
 from agentcredit.config import ConfigError, TrainConfig, load_config
 from agentcredit.integrations.verl import ESTIMATOR_PREFIX, PLUGIN_NAME
+from agentcredit.integrations.verl.supported import check_supported
 
 #: step limit per episode (docs/settings.md §6).
 MAX_STEPS = {"alfworld": 50, "webshop": 15}
@@ -140,12 +141,7 @@ def verl_overrides(config: TrainConfig, config_name: str, agentcredit: tuple[str
         raise ConfigError(f"optim.mini_batches = {optim.mini_batches} must divide "
                           f"rollout.tasks_per_update = {rollout.tasks_per_update} on the verl path "
                           "(verl counts a mini-batch in task groups)")
-    if optim.loss_agg != "token_mean":
-        raise ConfigError(f"optim.loss_agg = {optim.loss_agg!r} has no verl loss_agg_mode; set "
-                          "optim.loss_agg=token_mean (verl's token-mean)")
-    if optim.aux_loss != "none":
-        raise ConfigError(f"optim.aux_loss = {optim.aux_loss!r} is not on the verl path; set "
-                          "optim.aux_loss=none or use agentcredit train")
+    check_supported(config)
     listed = ",".join(f'"{override}"' for override in agentcredit)
     actor, score = "actor_rollout_ref.actor", optim.score_micro_batch_size
     return [

@@ -12,7 +12,8 @@ too), while bytes pass through unchanged. The rows hold those bytes on every pat
 agent loop's and one built in process alike; ``credit_batch_from_rows`` unpickles them.
 
 This module turns such rows into the ``CreditBatch`` the embedded trainer builds
-(``credit.step.credit_batch``), runs the estimator from the same registry
+(``credit.step.credit_batch``), adds DAPO's overlong penalty as it does
+(``credit/overlong.py``), runs the estimator from the same registry
 (``credit.get_estimator``), and writes the advantages back per token in verl's row
 order. It never imports verl: the rows are plain sequences and tensors, exactly what a
 ``DataProto`` holds, so it is tested without verl (tests/integrations/verl/test_equivalence.py).
@@ -33,6 +34,7 @@ import torch
 from torch import Tensor
 
 from agentcredit.credit import CreditBatch, CreditResult, TokenScores, get_estimator
+from agentcredit.credit.overlong import OverlongPenalty
 from agentcredit.rollout.records import Trajectory
 from agentcredit.verifier.trace import RolloutTrace
 
@@ -237,14 +239,23 @@ def advantages_to_rows(result: CreditResult, credit: RowCredit, response_mask: T
 
 
 def compute_row_credit(rows: StepRows, estimator: str, options: Any = None,
-                       update: int | None = None) -> tuple[Tensor, CreditResult, RowCredit]:
+                       update: int | None = None, overlong: OverlongPenalty | None = None
+                       ) -> tuple[Tensor, CreditResult, RowCredit, dict[str, float]]:
     """Run ``estimator`` (the project's registry) on ``rows``: ``(advantages [R, L], result,
-    row credit)``. ``options`` is the estimator's config dataclass (``None``: defaults)."""
+    row credit, metrics)``. ``options`` is the estimator's config dataclass (``None``:
+    defaults); ``overlong`` adds DAPO's overlong penalty to the step rewards first, each row's
+    ``|y|`` its ``response_mask`` tokens, as ``agentcredit train`` does
+    (``credit/overlong.py``); its ``reward/overlong_*`` figures are the metrics."""
     registered = get_estimator(estimator)
     options = registered.config_cls() if options is None else options
     credit = credit_batch_from_rows(rows, registered.inputs(options), update)
+    metrics = {}
+    if overlong is not None:
+        lengths = rows.response_mask[credit.order].sum(dim=1)  # [S], flat step order
+        shaped, metrics = overlong.apply(credit.batch, lengths)
+        credit = dataclasses.replace(credit, batch=shaped)
     result = registered(credit.batch, options)
-    return advantages_to_rows(result, credit, rows.response_mask), result, credit
+    return advantages_to_rows(result, credit, rows.response_mask), result, credit, metrics
 
 
 def _rows_or_none(values: Tensor | None, order: Tensor) -> Tensor | None:

@@ -15,8 +15,9 @@ checkpoints) and overrides these steps, so verl is not forked:
 - ``_compute_advantage``: reads the per-step rows (``rows.STEP_FIELDS``, which verl's v1
   agent loop stores in each row's ``extra_fields``) from the TransferQueue, runs the
   project's estimator (``rows.compute_row_credit``, the same registry as ``agentcredit
-  train``), writes the per-token advantages back (0 on verl's padding rows), logs the
-  estimator's diagnostics as ``credit/*`` and appends VICT's ledger rows to
+  train``, after DAPO's overlong penalty when ``rollout.overlong_buffer`` is set), writes
+  the per-token advantages back (0 on verl's padding rows), logs the estimator's
+  diagnostics as ``credit/*`` (and ``reward/overlong_*``) and appends VICT's ledger rows to
   ``<trainer.default_local_dir>/ledger.jsonl``.
 - ``_balance_batch`` and ``_update_actor``: a mini-batch counts step rows, as in ``agentcredit
   train``. Every row is one step, so verl's own sizing (``ppo_mini_batch_size × rollout.n``
@@ -56,8 +57,10 @@ from verl.workers.utils.padding import response_from_nested, response_to_nested
 
 from agentcredit.config import TrainConfig, estimator_config, load_config
 from agentcredit.credit import get_estimator
+from agentcredit.credit.overlong import OverlongPenalty
 from agentcredit.integrations.verl import ESTIMATOR_PREFIX, PLUGIN_NAME, rows
 from agentcredit.integrations.verl.agent_loop import agentcredit_settings, run_setup
+from agentcredit.integrations.verl.supported import check_supported
 from agentcredit.jsonl_log import JsonlLog
 from agentcredit.skills import SkillProvider, SkillSplicer
 
@@ -95,6 +98,7 @@ class AgentCreditTrainer(PPOTrainerSync):
         estimator, the mini-batches and a one-epoch, unshuffled update (module docs).
         Raises ``ValueError`` naming the key to set."""
         run = load_config(*_config_source(config))
+        check_supported(run)
         name = run.credit.estimator
         chosen = str(config.algorithm.adv_estimator)
         if chosen != ESTIMATOR_PREFIX + name:
@@ -175,7 +179,7 @@ class AgentCreditTrainer(PPOTrainerSync):
     # ADVANTAGE STEP
 
     def _compute_advantage(self, batch, metrics):
-        _, name, options = self._credit()
+        setup, name, options = self._credit()
         inputs = get_estimator(name).inputs(options)
         tensors = ["response_mask", "old_log_probs"]
         tensors += ["ref_log_prob"] if self.use_reference_policy else []
@@ -192,8 +196,10 @@ class AgentCreditTrainer(PPOTrainerSync):
             fields=_step_fields(data), response_mask=padded("response_mask"),
             old_log_probs=padded("old_log_probs"), ref_log_prob=padded("ref_log_prob"),
             teacher_log_probs=padded(rows.TEACHER))
-        advantages, result, credit = rows.compute_row_credit(step_rows, name, options,
-                                                             update=self.global_steps)
+        advantages, result, credit, shaped = rows.compute_row_credit(
+            step_rows, name, options, update=self.global_steps,
+            overlong=OverlongPenalty.of(setup.config.rollout))
+        metrics.update(shaped)
         metrics.update({f"credit/{key}": value for key, value in result.diagnostics.items()})
         metrics["agentcredit/rollouts"] = credit.batch.num_rollouts
         metrics["agentcredit/dropped_rollouts"] = self._dropped(credit)

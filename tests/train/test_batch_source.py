@@ -1,5 +1,6 @@
-"""DAPO (train/dapo.py, ``method=dapo``): the soft overlong penalty, dynamic sampling that drops
-equal-return groups and never leaves an update empty, and the preset's settings."""
+"""The batch source (train/batch_source.py): the groups drawn from the pool, and DAPO's
+dynamic sampling (``method=dapo``) that judges returns after the overlong penalty, drops
+equal-return groups and never leaves an update empty; the preset's settings."""
 
 from __future__ import annotations
 
@@ -10,15 +11,20 @@ import pytest
 import torch
 
 from agentcredit.config import load_config
+from agentcredit.credit.overlong import OverlongPenalty
 from agentcredit.envs.base import Task
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.dapo import (
+from agentcredit.run.directory import RandomStreams
+from agentcredit.train.batch_source import (
     GroupSource,
     collect_with_signal,
-    overlong_penalty,
     round_first_group_id,
     shaped_return,
 )
+
+#: L_max = 20, buffer 0.2, c = 0.1
+DAPO = OverlongPenalty(max_tokens=20, buffer=0.2, penalty=0.1)
+STREAMS = RandomStreams(random.Random(0), torch.Generator().manual_seed(0))
 
 
 def _trajectory(group_id: int, reward: float, length: int = 1) -> Trajectory:
@@ -29,7 +35,7 @@ def _trajectory(group_id: int, reward: float, length: int = 1) -> Trajectory:
 
 def dapo_return(trajectory: Trajectory) -> float:
     """``R_i`` with the overlong penalty of L_max = 20, buffer 0.2, c = 0.1."""
-    return shaped_return(trajectory, max_tokens=20, buffer=0.2, penalty=0.1)
+    return shaped_return(trajectory, DAPO)
 
 
 class FakeSource:
@@ -38,12 +44,15 @@ class FakeSource:
     says which of a round's groups have different returns (cycling), and every call is
     recorded."""
 
+    overlong = DAPO
+
     def __init__(self, signal: dict[int, list[bool]], groups: int = 1, rounds: int = 0):
         self.signal, self.groups, self.rounds = signal, groups, rounds
         self.calls: list[tuple[int, int]] = []
         self.ids = itertools.count()
 
-    def collect(self, update: int, round_index: int, count: int) -> list[Trajectory]:
+    def collect(self, update: int, round_index: int, count: int, streams: RandomStreams
+                ) -> list[Trajectory]:
         self.calls.append((round_index, count))
         pattern = itertools.cycle(self.signal.get(round_index, [False]))
         out = []
@@ -56,21 +65,14 @@ class FakeSource:
 class Replay:
     """A source of one group and two extra rounds that collects ``trajectories`` every round."""
 
-    groups, rounds = 1, 2
+    groups, rounds, overlong = 1, 2, DAPO
 
     def __init__(self, trajectories: list[Trajectory]):
         self.trajectories = trajectories
 
-    def collect(self, update: int, round_index: int, count: int) -> list[Trajectory]:
+    def collect(self, update: int, round_index: int, count: int, streams: RandomStreams
+                ) -> list[Trajectory]:
         return self.trajectories
-
-
-def test_the_overlong_penalty_ramps_from_zero_to_minus_c_over_the_buffer():
-    lengths = torch.tensor([3, 16, 17, 18, 19, 20])
-    # L_max = 20, buffer 0.2 → L_c = 4: 0 up to 16 tokens, then −c·(|y| − 16)/4
-    expected = [0.0, 0.0, -0.25 * 0.1, -0.5 * 0.1, -0.75 * 0.1, -0.1]
-    assert overlong_penalty(lengths, 20, 0.2, 0.1).tolist() == pytest.approx(expected)
-    assert overlong_penalty(lengths, 20, 0.0, 0.1).tolist() == [0.0] * 6
 
 
 def test_returns_are_judged_after_the_overlong_penalty():
@@ -78,14 +80,14 @@ def test_returns_are_judged_after_the_overlong_penalty():
     assert dapo_return(_trajectory(0, 10.0, length=20)) == pytest.approx(9.9)
     assert dapo_return(_trajectory(0, 10.0, length=16)) == 10.0
     pair = [_trajectory(0, 10.0, length=20), _trajectory(0, 10.0)]
-    assert len(collect_with_signal(Replay(pair), 1, dapo_return).trajectories) == 2
+    assert len(collect_with_signal(Replay(pair), 1, STREAMS).trajectories) == 2
     invalid_and_overlong = [_trajectory(0, 9.9), _trajectory(0, 10.0, length=20)]
-    assert collect_with_signal(Replay(invalid_and_overlong), 1, dapo_return).empty
+    assert collect_with_signal(Replay(invalid_and_overlong), 1, STREAMS).empty
 
 
 def test_dynamic_sampling_drops_equal_return_groups_and_collects_the_missing_ones():
     collect = FakeSource({0: [True, False, False], 1: [False, True], 2: [True]}, 3, 4)
-    sampled = collect_with_signal(collect, 1, dapo_return)
+    sampled = collect_with_signal(collect, 1, STREAMS)
     assert collect.calls == [(0, 3), (1, 2), (2, 1)]  # it stops once three groups have signal
     kept = {t.group_id for t in sampled.trajectories}
     assert kept == {0, 4, 5} and len(sampled.trajectories) == 6
@@ -97,7 +99,7 @@ def test_dynamic_sampling_drops_equal_return_groups_and_collects_the_missing_one
 @pytest.mark.parametrize("rounds", [1, 3])
 def test_dynamic_sampling_never_leaves_an_update_empty(rounds):
     collect = FakeSource({}, 2, rounds)  # every group of every round has equal returns
-    sampled = collect_with_signal(collect, 1, dapo_return)
+    sampled = collect_with_signal(collect, 1, STREAMS)
     assert len(collect.calls) == rounds + 1
     assert sampled.trajectories and sampled.empty
     assert len({t.group_id for t in sampled.trajectories}) == 2  # the last round's groups
@@ -108,13 +110,13 @@ def test_dynamic_sampling_never_leaves_an_update_empty(rounds):
 
 def test_dynamic_sampling_keeps_what_it_found_when_the_rounds_run_out():
     collect = FakeSource({0: [True, False, False]}, 3, 2)
-    sampled = collect_with_signal(collect, 1, dapo_return)
+    sampled = collect_with_signal(collect, 1, STREAMS)
     assert {t.group_id for t in sampled.trajectories} == {0} and not sampled.empty
 
 
 def test_without_rounds_one_collection_is_kept_whole():
     collect = FakeSource({}, 2, 0)
-    sampled = collect_with_signal(collect, 1, dapo_return)
+    sampled = collect_with_signal(collect, 1, STREAMS)
     assert collect.calls == [(0, 2)] and len(sampled.trajectories) == 4 and not sampled.empty
 
 
@@ -148,10 +150,11 @@ def test_a_group_source_draws_from_the_pool_and_numbers_each_rounds_groups():
 
     pool = [Task(f"t{i}", "fake", "train", "take the apple", "type0") for i in range(3)]
     recorder, generator = Recorder(), torch.Generator()
-    source = GroupSource(recorder, pool, random.Random(0), generator, group_size=2,
-                         temperature=0.7, groups=2, rounds=3)
-    source.collect(2, 0, 2)
-    source.collect(2, 1, 5)  # more groups than the pool holds: drawn with replacement
+    source = GroupSource(recorder, pool, group_size=2, temperature=0.7, groups=2, rounds=3,
+                         overlong=DAPO)
+    streams = RandomStreams(random.Random(0), generator)
+    source.collect(2, 0, 2, streams)
+    source.collect(2, 1, 5, streams)  # more groups than the pool holds: drawn with replacement
     (first, size, settings), (second, _, again) = recorder.calls
     assert len({t.task_id for t in first}) == 2 and len(second) == 5 and size == 2
     assert settings["first_group_id"] == round_first_group_id(2, 0, 2, 3) == 2

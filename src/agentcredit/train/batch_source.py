@@ -1,26 +1,17 @@
-"""DAPO's rollout-side options (Yu et al. 2025, "DAPO: An Open-Source LLM Reinforcement
-Learning System at Scale"): the soft overlong penalty and dynamic sampling.
+"""Where every update's batch comes from: ``GroupSource`` draws the tasks and plays the groups,
+and ``collect_with_signal`` runs DAPO's dynamic sampling over it when it is on.
 
-``method=dapo`` is GRPO with DAPO's four changes; two are loss settings and two live here:
+``method=dapo`` (Yu et al. 2025, "DAPO: An Open-Source LLM Reinforcement Learning System at
+Scale") is GRPO with DAPO's four changes, each in the module that owns it:
 
 - clip-higher: ``optim.clip_low = 0.2``, ``optim.clip_high = 0.28`` (``train/loss.py``);
 - token-level loss: every method here already averages the PPO loss over the valid
   tokens of the whole mini-batch (docs/backbones.md §1), DAPO's aggregation;
-- soft overlong punishment (``overlong_penalty``), added to each step's reward before
-  credit (``rollout.overlong_buffer``, ``rollout.overlong_penalty``);
-- dynamic sampling (``collect_with_signal`` from a ``GroupSource``): groups whose rollouts
-  all have the same return are dropped and new tasks are collected in their place
-  (``rollout.dynamic_sampling_rounds``).
-
-Overlong penalty, per step with a response of ``|y|`` tokens, ``L_max`` =
-``rollout.max_new_tokens``, ``L_c = max(1, round(buffer · L_max))``, ``c`` = ``overlong_penalty``:
-
-    r_len(|y|) = c · clip(((L_max − L_c) − |y|) / L_c, −1, 0)
-
-0 up to ``L_max − L_c`` tokens, then linear down to ``−c`` at the limit (a response
-the limit cut off). [choice] DAPO's penalty ranges over [−1, 0] next to ±1 rewards;
-here it is per step, and ``method=dapo`` sets ``c`` to one invalid-action penalty (0.1),
-as both mark a malformed step.
+- soft overlong punishment, added to each step's reward before credit
+  (``credit/overlong.py``: ``rollout.overlong_buffer``, ``rollout.overlong_penalty``);
+- dynamic sampling (here): groups whose rollouts all have the same return are dropped and
+  new tasks are collected in their place (``rollout.dynamic_sampling_rounds``). The verl
+  path refuses it (``integrations/verl/supported.py``).
 
 Dynamic sampling: [choice] "equal rewards" means equal returns ``R_i`` as the estimator sees
 them (outcome, invalid-action and overlong penalties; ``shaped_return``), within
@@ -34,50 +25,31 @@ KL term acts), and ``dynamic/empty`` says so.
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
-from torch import Tensor
-
+from agentcredit.credit.overlong import OverlongPenalty, response_lengths
 from agentcredit.envs.base import Task
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
+from agentcredit.run.directory import RandomStreams
 from agentcredit.skills import SkillProvider
 
 #: returns closer than this count as equal (the estimator sums float32 step rewards)
 SIGNAL_TOLERANCE = 1e-4
 
 
-def overlong_penalty(lengths: Tensor, max_tokens: int, buffer: float, penalty: float) -> Tensor:
-    """``r_len [S]`` for response lengths ``lengths [S]`` (see the module docstring); all 0 when
-    ``buffer`` is 0."""
-    if buffer <= 0:
-        return torch.zeros(lengths.shape, dtype=torch.float32)
-    cache = max(1, round(buffer * max_tokens))  # L_c
-    excess = ((max_tokens - cache) - lengths.to(torch.float32)) / cache
-    return penalty * excess.clamp(-1.0, 0.0)
-
-
-def response_lengths(trajectories: Sequence[Trajectory]) -> Tensor:
-    """``|y| [S]``: sampled response tokens of every step, in the batch's flat step order."""
-    return torch.tensor([len(s.response_ids) for t in trajectories for s in t.steps],
-                        dtype=torch.long)
-
-
-def shaped_return(trajectory: Trajectory, max_tokens: int, buffer: float, penalty: float
-                  ) -> float:
+def shaped_return(trajectory: Trajectory, overlong: OverlongPenalty) -> float:
     """``R_i`` as the estimator sees it: the trajectory's return plus its steps' overlong
     penalties."""
-    lengths = response_lengths([trajectory])
-    return trajectory.total_reward + float(overlong_penalty(lengths, max_tokens, buffer,
-                                                            penalty).sum())
+    return trajectory.total_reward + float(overlong.step_penalties(
+        response_lengths([trajectory])).sum())
 
 
-def has_signal(group: Sequence[Trajectory], returns: Callable[[Trajectory], float]) -> bool:
-    """Whether the rollouts of one group have different ``returns`` (a non-zero GRPO advantage)."""
-    values = [returns(t) for t in group]
+def has_signal(group: Sequence[Trajectory], overlong: OverlongPenalty) -> bool:
+    """Whether the rollouts of one group have different ``shaped_return`` (a non-zero GRPO
+    advantage)."""
+    values = [shaped_return(t, overlong) for t in group]
     return max(values) - min(values) > SIGNAL_TOLERANCE
 
 
@@ -112,65 +84,70 @@ class SampledBatch:
                 "dynamic/empty": float(self.empty)}
 
 
-@dataclass
+@dataclass(frozen=True)
 class GroupSource:
     """Where an update's groups come from: ``groups`` tasks a round drawn from ``pool`` with
-    ``task_rng`` (without replacement while the pool allows), ``group_size`` rollouts of each
-    played by ``collector`` at ``temperature`` with the token stream ``generator``.
+    the run's task stream (without replacement while the pool allows), ``group_size``
+    rollouts of each played by ``collector`` at ``temperature`` with its token stream. It
+    holds no random stream: the learner's (``RandomStreams``) are passed to each call.
 
     Attributes:
-        collector: plays the rollouts (``rollout.collector.RolloutCollector``).
+        collector: plays the rollouts (``rollout.collector.RolloutCollector``); evaluation
+            plays with it too.
         pool: the tasks RL draws from.
-        task_rng: the run's task stream.
-        generator: the run's token-sampling stream.
         group_size: rollouts per task, ``rollout.group_size``.
         temperature: the sampling temperature, ``rollout.temperature``.
         groups: groups per update, ``rollout.tasks_per_update``.
         rounds: extra dynamic-sampling rounds, ``rollout.dynamic_sampling_rounds``.
+        overlong: the overlong penalty dynamic sampling judges returns with.
         skills: the skill texts rollout prompts carry, or ``None``.
     """
 
     collector: RolloutCollector
     pool: Sequence[Task]
-    task_rng: random.Random
-    generator: torch.Generator
     group_size: int
     temperature: float
     groups: int
     rounds: int
+    overlong: OverlongPenalty
     skills: SkillProvider | None = None
 
-    def collect(self, update: int, round_index: int, count: int) -> list[Trajectory]:
-        """``count`` new groups of update ``update``, collection round ``round_index``."""
-        tasks = (self.task_rng.sample(self.pool, count) if count <= len(self.pool)
-                 else self.task_rng.choices(self.pool, k=count))
+    def collect(self, update: int, round_index: int, count: int, streams: RandomStreams
+                ) -> list[Trajectory]:
+        """``count`` new groups of update ``update``, collection round ``round_index``: tasks
+        drawn with ``streams.task_rng``, tokens sampled with ``streams.sampling``."""
+        task_rng = streams.task_rng
+        tasks = (task_rng.sample(self.pool, count) if count <= len(self.pool)
+                 else task_rng.choices(self.pool, k=count))
         return self.collector.collect(
-            tasks, self.group_size, temperature=self.temperature, generator=self.generator,
+            tasks, self.group_size, temperature=self.temperature, generator=streams.sampling,
             first_group_id=round_first_group_id(update, round_index, self.groups, self.rounds),
             skills=self.skills)
 
 
-def collect_with_signal(source: GroupSource, update: int,
-                        returns: Callable[[Trajectory], float]) -> SampledBatch:
-    """DAPO dynamic sampling of update ``update``'s ``source.groups`` groups.
+def collect_with_signal(source: GroupSource, update: int, streams: RandomStreams
+                        ) -> SampledBatch:
+    """DAPO dynamic sampling of update ``update``'s ``source.groups`` groups, drawn with
+    ``streams``.
 
     ``source.rounds = 0`` collects the groups once and keeps them all (sampling off).
-    Otherwise groups whose ``returns`` (``shaped_return``) are all equal are dropped and the
+    Otherwise groups whose returns (``shaped_return`` with ``source.overlong``) are all
+    equal are dropped and the
     missing groups collected again, for at most ``source.rounds`` extra rounds; at most
     ``source.groups`` groups are kept. Never empty (see the module docstring).
     """
     groups, rounds = source.groups, source.rounds
-    batch = source.collect(update, 0, groups)
+    batch = source.collect(update, 0, groups, streams)
     if rounds == 0:
         return SampledBatch(batch, rounds=1, dropped=0, empty=False)
     kept: list[Trajectory] = []
     count, dropped, done = 0, 0, 0
     for round_index in range(rounds + 1):
         if round_index:
-            batch = source.collect(update, round_index, groups - count)
+            batch = source.collect(update, round_index, groups - count, streams)
         done = round_index + 1
         for group in by_group(batch):
-            if has_signal(group, returns):
+            if has_signal(group, source.overlong):
                 kept += group
                 count += 1
             else:
