@@ -15,6 +15,7 @@ or ``""``, for the caller to put in its one line.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,23 @@ SETTINGS = ("config.json", "tokenizer_config.json")
 SETTINGS_LIMIT = 16 << 20
 """Largest ``config.json`` / ``tokenizer_config.json`` read (a chat template can be long)."""
 REMOTE_CODE_KEY = "auto_map"
+# A hub repo id is `name` or `owner/name` of letters, digits, `-`, `_`, `.`.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def looks_local(name_or_dir: str) -> bool:
+    """True for strings that can only mean a filesystem path, never a hub repo id.
+
+    ``runs/tiny`` has the ``owner/name`` form of a hub id, but when a local folder
+    ``runs`` exists it is read as a path (so a typo fails at once, without hub retries).
+    """
+    return (
+        name_or_dir.startswith(("/", "./", "../", "~", "."))
+        or "\\" in name_or_dir
+        or name_or_dir.endswith("/")
+        or not _HUB_ID.match(name_or_dir)
+        or ("/" in name_or_dir and Path(name_or_dir.split("/", 1)[0]).is_dir())
+    )
 
 
 def read_settings(path: Path) -> dict[str, Any]:

@@ -16,7 +16,6 @@ prompt will be, so a template that fails is refused before any work.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import torch
@@ -25,29 +24,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
 from agentcredit.config import ConfigError
-from agentcredit.run.model_folder import weights_problem
-
-# A hub repo id is `name` or `owner/name` of letters, digits, `-`, `_`, `.`.
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+from agentcredit.run.model_folder import looks_local, weights_problem
 
 
 class ModelLoadError(ConfigError):
     """A model folder or hub id that cannot be loaded; the message says what to fix."""
-
-
-def _looks_local(name_or_dir: str) -> bool:
-    """True for strings that can only mean a filesystem path, never a hub repo id.
-
-    ``runs/tiny`` has the ``owner/name`` form of a hub id, but when a local folder
-    ``runs`` exists it is read as a path (so a typo fails at once, without hub retries).
-    """
-    return (
-        name_or_dir.startswith(("/", "./", "../", "~", "."))
-        or "\\" in name_or_dir
-        or name_or_dir.endswith("/")
-        or not _HUB_ID.match(name_or_dir)
-        or ("/" in name_or_dir and Path(name_or_dir.split("/", 1)[0]).is_dir())
-    )
 
 
 def load_policy(
@@ -102,7 +83,7 @@ def load_policy(
             "that holds config.json and the weights, or a Hugging Face hub id such as "
             "'Qwen/Qwen2.5-1.5B-Instruct'."
         )
-    elif _looks_local(name_or_dir):
+    elif looks_local(name_or_dir):
         raise FileNotFoundError(
             f"model directory {name_or_dir!r} does not exist (resolved to {str(path)!r}). "
             "Pass an existing checkpoint directory containing config.json (for the embedded "
