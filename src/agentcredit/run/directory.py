@@ -246,8 +246,9 @@ class RunDirectory:
         if self.has_resume_point():
             return (f"interrupted at update {update}; resume with: agentcredit train --resume "
                     f"{self.path}")
-        return ("interrupted before the run saved anything to resume from (no SFT start in "
-                "reference/, no checkpoint); run the same command again with --overwrite")
+        return ("interrupted before the run saved anything to resume from (nothing to resume "
+                "from: no SFT start in reference/, no checkpoint); run the same command again "
+                "with --overwrite")
 
     def _holds_a_run(self) -> bool:
         """Whether a run wrote anything that counts: a log line, a checkpoint, ``reference/``."""
