@@ -335,13 +335,15 @@ def test_a_full_disk_at_any_checkpoint_file_is_one_line_naming_it(tmp_path, fake
                                                                   monkeypatch, lands_on_full):
     if not Path("/dev/full").is_char_device():
         pytest.skip("needs /dev/full")
-    from safetensors.torch import save_file
-
     model, tokenizer = load_policy(str(fake_model_dir))
     optimizer = torch.optim.AdamW(model.parameters())
-    if lands_on_full == "weights":  # safetensors' own writer, in Rust, on a full disk
-        monkeypatch.setattr(model, "save_pretrained", lambda folder, **_: save_file(
-            {"w": torch.zeros(4)}, "/dev/full"))
+
+    def rust_full(folder, **_):  # how safetensors' Rust writer reports a full disk
+        raise RuntimeError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, '
+                           'message: "No space left on device" })')
+
+    if lands_on_full == "weights":
+        monkeypatch.setattr(model, "save_pretrained", rust_full)
     elif lands_on_full == "tokenizer":
         monkeypatch.setattr(tokenizer, "save_pretrained",
                             lambda folder, **_: Path("/dev/full").write_text("{}"))

@@ -190,8 +190,7 @@ def read_records(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         records.append(clean_json(record) if has_escaped_surrogate(text) else record)
     problems = []
     if broken:
-        problems.append(f"{_shown(path)}: {_lines(broken)} skipped (not a JSON record, or "
-                        f"nested over {MAX_DEPTH} deep or holding an over-long number)")
+        problems.append(f"{_shown(path)}: {_lines(broken)} skipped (not a JSON record)")
     if undecodable:
         problems.append(f"{_shown(path)}: bytes that are not UTF-8 on {_lines(undecodable)} "
                         "(shown as \ufffd)")
