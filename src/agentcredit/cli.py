@@ -422,6 +422,10 @@ def _resume_config(args, overrides: list[str]):
     if args.overwrite:
         raise ConfigError("--overwrite cannot be used with --resume: resuming keeps the run, "
                           "--overwrite deletes it; choose one")
+    from agentcredit.run.safe_files import refusal
+
+    if refusal(run_dir / "config.yaml"):  # a link or a FIFO: never read, never rewritten
+        raise ConfigError(f"--resume {run_dir}: {refusal(run_dir / 'config.yaml')}")
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"--resume {run_dir}: no config.yaml there, so it is not a run "
                           "directory")

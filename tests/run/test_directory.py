@@ -313,3 +313,48 @@ def test_every_torch_load_in_the_package_is_weights_only():
                 flag = next((k.value for k in node.keywords if k.arg == "weights_only"), None)
                 loads.append((path.name, isinstance(flag, ast.Constant) and flag.value is True))
     assert loads and all(safe for _, safe in loads), loads
+
+
+def test_ctrl_c_before_anything_resumable_says_to_start_again_not_to_resume(tmp_path,
+                                                                           fake_model_dir):
+    from agentcredit.train.loop import TrainingInterrupted
+
+    run = RunDirectory(tmp_path / "run")
+    run.path.mkdir()
+    run.metrics.write_text('{"kind": "sft"}\n')  # stopped during the SFT warm start
+    during_sft = str(TrainingInterrupted(run.path, 0))
+    assert "nothing to resume from" in during_sft and "--overwrite" in during_sft
+    assert "--resume" not in during_sft
+    shutil.copytree(fake_model_dir, run.reference)  # the SFT start was saved
+    assert str(TrainingInterrupted(run.path, 0)) == (
+        f"interrupted at update 0; resume with: agentcredit train --resume {run.path}")
+
+
+@pytest.mark.parametrize("lands_on_full", ["weights", "tokenizer", "record"])
+def test_a_full_disk_at_any_checkpoint_file_is_one_line_naming_it(tmp_path, fake_model_dir,
+                                                                  monkeypatch, lands_on_full):
+    if not Path("/dev/full").is_char_device():
+        pytest.skip("needs /dev/full")
+    model, tokenizer = load_policy(str(fake_model_dir))
+    optimizer = torch.optim.AdamW(model.parameters())
+
+    def rust_full(folder, **_):  # how safetensors' Rust writer reports a full disk
+        raise RuntimeError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, '
+                           'message: "No space left on device" })')
+
+    if lands_on_full == "weights":
+        monkeypatch.setattr(model, "save_pretrained", rust_full)
+    elif lands_on_full == "tokenizer":
+        monkeypatch.setattr(tokenizer, "save_pretrained",
+                            lambda folder, **_: Path("/dev/full").write_text("{}"))
+    else:
+        real = Path.write_text
+        monkeypatch.setattr(Path, "write_text", lambda self, text, *a, **k: real(
+            Path("/dev/full") if self.name == CHECKPOINT_RECORD else self, text, *a, **k))
+    run = RunDirectory(tmp_path / "run")
+    with pytest.raises(DiskFullError) as full:
+        run.save_checkpoint(1, model, tokenizer, optimizer, RandomStreams.seeded(0), None, 2)
+    message = str(full.value)
+    assert "\n" not in message and "the disk is full" in message
+    assert message.startswith(f"cannot write {tmp_path / 'run' / 'checkpoints'}")
+    assert run.latest_checkpoint() is None

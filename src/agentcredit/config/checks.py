@@ -4,9 +4,17 @@ Each section checks its own fields at construction; these check what one section
 cannot see alone: the estimator and the auxiliary loss are registered and the options build,
 the environment is registered and ``eval.splits`` are its splits, the rollouts record what
 the estimator's inputs are built from, and the skill settings fit the teacher.
+Then the values that would otherwise reach deep code unchecked (``_check_values``):
+text that no file name may hold, endpoint URLs parsed now, a local-looking model path
+that does not exist, and sizes bounded by what the machine can hold: the memory the
+run would need is estimated before anything is allocated, and said when it is refused.
 """
 
 from __future__ import annotations
+
+import os
+import urllib.parse
+from pathlib import Path
 
 from agentcredit.config.schema import ConfigError, did_you_mean, to_dict
 from agentcredit.config.sections import TrainConfig, estimator_config
@@ -23,6 +31,7 @@ def check_config(config: TrainConfig) -> None:
     _check_env(config)
     _check_inputs(config)
     _check_skill_settings(config)
+    _check_values(config)
 
 
 def _check_credit(config: TrainConfig) -> None:
@@ -89,3 +98,142 @@ def _check_skill_settings(config: TrainConfig) -> None:
                           f"{config.optim.aux_loss!r} runs a privileged teacher that needs "
                           "skill-free rollouts; set rollout.skills=false (or use "
                           "method=skill_grpo without a teacher)")
+
+
+GIB = 1 << 30
+SFT_EPOCHS_MAX = 100
+"""More passes over the same expert steps than this only overfit (and run for hours)."""
+GAMES_MAX = 10_000
+"""Most generated games per task type and split (each takes seconds to build and plan)."""
+PRODUCTS_MAX = 1_000_000
+"""Most generated WebShop products (the catalog is held in memory and indexed)."""
+
+
+def _check_values(config: TrainConfig) -> None:
+    """Text, URLs, the model path and sizes (module notes)."""
+    for key, value in (("run.name", config.run.name), ("run.output_dir", config.run.output_dir),
+                       ("model.name", config.model.name)):
+        if "\x00" in value:
+            raise ConfigError(f"{key} = {value!r} holds a NUL character, which no file name can "
+                              f"hold; set {key} to plain text")
+    _check_endpoints(config)
+    _check_model_path(config.model.name)
+    _check_counts(config)
+    _check_memory(config)
+
+
+def _check_endpoints(config: TrainConfig) -> None:
+    """Every endpoint URL parses as ``http(s)://host[:port]/...``; an LLM user has one."""
+    urls = []
+    tau = getattr(config.env.options, "user_endpoint", None)
+    if tau is not None:
+        options = config.env.options
+        if options.user == "llm" and not options.user_endpoint.base_url:
+            raise ConfigError("env.tau.user = 'llm' plays the customer with a chat model, but "
+                              "env.tau.user_endpoint.base_url is empty; set it (for example "
+                              "env.tau.user_endpoint.base_url=http://localhost:8000/v1) or use "
+                              "env.tau.user=scripted")
+        urls += [("env.tau.user_endpoint.base_url", options.user_endpoint.base_url),
+                 ("env.tau.judge_endpoint.base_url", options.judge_endpoint.base_url)]
+    retriever = getattr(config.env.options, "retriever_url", None)
+    if retriever is not None:
+        urls.append(("env.searchqa.retriever_url", retriever))
+    for key, url in urls:
+        if url:
+            problem = url_problem(url)
+            if problem:
+                raise ConfigError(f"{key} = {url!r} is not a usable URL ({problem}); give one "
+                                  "like http://localhost:8000/v1")
+
+
+def url_problem(url: str) -> str:
+    """Why ``url`` cannot be requested (``"no host"``, ``"port 99999 is out of range"``), or
+    ``""``: what the HTTP clients would otherwise find only at their first request."""
+    if any(ord(c) < 33 or ord(c) == 127 for c in url):
+        return "it holds a space or a control character"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (parsing the port is the check: 'host:99999' raises)
+    except ValueError as err:
+        return str(err)
+    if parts.scheme not in ("http", "https"):
+        return f"the scheme is {parts.scheme or 'missing'!r}, not http or https"
+    if not parts.hostname:
+        return "no host"
+    return ""
+
+
+def _check_model_path(name: str) -> None:
+    """A ``model.name`` that can only be a path and does not exist is refused now, before the
+    hub is asked (which retries for close to a minute)."""
+    from agentcredit.run.model_folder import looks_local
+
+    if name != "embedded" and looks_local(name) and not Path(name).expanduser().exists():
+        raise ConfigError(f"model.name = {name!r} is a path that does not exist (resolved to "
+                          f"{Path(name).expanduser().absolute()}); give an existing model folder "
+                          "or a hub id such as Qwen/Qwen2.5-1.5B-Instruct")
+
+
+def _check_counts(config: TrainConfig) -> None:
+    """Counts whose cost is time, not memory, bounded by the machine or by use."""
+    cores = os.cpu_count() or 1
+    threads = max(16, 4 * cores)  # oversubscribing a little is harmless; thousands are not
+    if config.run.threads > threads:
+        raise ConfigError(f"run.threads = {config.run.threads} is over {threads}, four times "
+                          f"this machine's {cores} CPU cores; set run.threads={cores} or lower "
+                          "(0 = torch's default)")
+    if config.sft.epochs > SFT_EPOCHS_MAX:
+        raise ConfigError(f"sft.epochs = {config.sft.epochs:g} is over {SFT_EPOCHS_MAX}; more "
+                          "passes over the same expert steps only overfit: lower it")
+    for key in ("train_games_per_type", "valid_games_per_type", "pool_games_per_type"):
+        if getattr(config.env, key) > GAMES_MAX:
+            raise ConfigError(f"env.{key} = {getattr(config.env, key)} is over {GAMES_MAX:,} "
+                              "games per task type; lower it")
+    products = getattr(config.env.options, "num_products", None)
+    if products is not None and products > PRODUCTS_MAX:
+        raise ConfigError(f"env.webshop.num_products = {products} is over {PRODUCTS_MAX:,}; "
+                          "lower it")
+    rollouts = config.rollout.group_size * config.rollout.tasks_per_update
+    rows = rollouts * config.rollout.max_steps
+    if config.optim.mini_batches > rows:
+        raise ConfigError(f"optim.mini_batches = {config.optim.mini_batches} is more than the "
+                          f"{rows} training rows an update can have (rollout.group_size x "
+                          "rollout.tasks_per_update x rollout.max_steps); lower it")
+
+
+def memory_estimate(config: TrainConfig) -> dict[str, float]:
+    """Bytes the run would hold at once, by part: ``model`` (the embedded model's weights,
+    gradients, AdamW moments and reference copy, fp32), ``logits`` (one scoring or SFT
+    micro-batch's logits and their gradient), ``rollouts`` (an update's token ids, masks and
+    log-probs). A lower bound: what a real checkpoint needs is known only once it is read."""
+    rollout, tiny = config.rollout, config.model.tiny
+    length = rollout.max_prompt_tokens + rollout.max_new_tokens
+    rows = rollout.group_size * rollout.tasks_per_update * rollout.max_steps
+    estimate = {"model": 0.0, "logits": 0.0,
+                "rollouts": float(rows) * length * 8 * 4}
+    if config.model.name == "embedded":
+        hidden, vocab = tiny.hidden_size, tiny.max_vocab_size
+        per_layer = 4 * hidden * hidden + 3 * hidden * tiny.intermediate_size
+        parameters = vocab * hidden + tiny.num_hidden_layers * per_layer
+        estimate["model"] = parameters * 4.0 * 5
+        micro = max(config.optim.score_micro_batch_size, config.optim.micro_batch_size,
+                    config.sft.micro_batch_size)
+        estimate["logits"] = float(micro) * length * vocab * 4 * 3
+    return estimate
+
+
+def _check_memory(config: TrainConfig) -> None:
+    """Refuse a config whose ``memory_estimate`` exceeds this machine's memory, saying it."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return  # no way to know the machine's memory here: nothing to compare with
+    estimate = memory_estimate(config)
+    total = sum(estimate.values())
+    if total > physical:
+        parts = ", ".join(f"{name} {size / GIB:,.1f}" for name, size in estimate.items())
+        raise ConfigError(f"this config needs about {total / GIB:,.1f} GiB of memory ({parts} "
+                          f"GiB) and this machine has {physical / GIB:,.1f} GiB; lower the "
+                          "sizes (model.tiny.hidden_size, model.tiny.max_vocab_size, "
+                          "rollout.group_size, rollout.tasks_per_update, rollout.max_steps, "
+                          "rollout.max_prompt_tokens, the micro-batch sizes)")

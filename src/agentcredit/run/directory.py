@@ -24,9 +24,13 @@ What a kill can leave, and what ``RunDirectory.resume`` does with it:
 
 - a torn last line in ``metrics.jsonl`` or ``ledger.jsonl``: cut;
 - a half-written checkpoint: it is written under a temporary name and renamed
-  when complete, so it is never seen; a complete one that cannot be read
-  (weights whose safetensors file is cut short or damaged, a state that does not
-  load) is skipped for the one before;
+  when complete, so it is never seen; a complete one that is not whole is skipped
+  for the one before: weights that are not the model (``run/model_folder.py``: cut
+  short, no tensors, a missing parameter, a wrong shape, NaN), a state that does
+  not load or breaks ``STATE_SCHEMA`` (an update other than the folder's number, a
+  negative line count, an RNG state its generator refuses, a file over 1 MiB or
+  nested too deep), an optimizer that does not fit the policy's parameters, or an
+  update that is not the last one the metrics lines it counts logged;
 - a checkpoint newer than the logs (the logs lost lines the checkpoint counted):
   each checkpoint records how many lines each log had when it was written, so
   such a checkpoint is skipped for the one before;
@@ -36,8 +40,10 @@ What a kill can leave, and what ``RunDirectory.resume`` does with it:
 Each fallback is said in one line. A run that died after its SFT warm start and
 before its first checkpoint restarts RL from ``reference/``. A log that is a
 symlink to a file outside the run folder is never repaired or cut: resume stops
-and says so. A folder whose logs are empty (a start that failed before its first
-line) can be started again.
+and says so, as it does for a ``config.yaml`` that is a symlink (a run rewrites it)
+and for a log that is a FIFO or other special file. ``.lock`` and the checkpoint's
+files are opened without following links (``run/safe_files.py``). A folder whose
+logs are empty (a start that failed before its first line) can be started again.
 
 A process holds ``run_dir/.lock`` (an ``flock``) for the life of its run, so a
 second run on the same folder stops at once, naming the holder. The kernel drops
@@ -58,9 +64,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from safetensors import SafetensorError, safe_open
 
 from agentcredit.disk_full import writing
+from agentcredit.envs.bounded_json import JsonRefused, loads
 from agentcredit.jsonl_log import (
     DamagedLog,
     count_lines,
@@ -69,6 +75,8 @@ from agentcredit.jsonl_log import (
     truncate_lines,
 )
 from agentcredit.run.live_metrics import TENSORBOARD_FOLDER
+from agentcredit.run.model_folder import parameter_shapes, weights_problem
+from agentcredit.run.safe_files import open_regular, read_regular, refusal
 from agentcredit.run.saved_rollouts import FOLDER
 
 if TYPE_CHECKING:
@@ -173,7 +181,7 @@ class RunDirectory:
             RunDirectoryError: another live process holds it (its pid is named).
         """
         self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_regular(self.path / ".lock", os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -227,13 +235,30 @@ class RunDirectory:
         """``rollouts/``, the saved updates (``run/saved_rollouts.py``)."""
         return self.path / FOLDER
 
+    def has_resume_point(self) -> bool:
+        """Whether ``resume`` has something to start from: a checkpoint or ``reference/``
+        (a run stopped during its SFT warm start has neither)."""
+        return (_is_model_dir(self.reference)
+                or any(_is_model_dir(p / "policy") for p in self.checkpoints.glob("update_*")))
+
+    def interrupted_hint(self, update: int) -> str:
+        """What to tell a user who stopped the run after ``update`` with Ctrl-C."""
+        if self.has_resume_point():
+            return (f"interrupted at update {update}; resume with: agentcredit train --resume "
+                    f"{self.path}")
+        return ("interrupted before the run saved anything to resume from (nothing to resume "
+                "from: no SFT start in reference/, no checkpoint); run the same command again "
+                "with --overwrite")
+
     def _holds_a_run(self) -> bool:
         """Whether a run wrote anything that counts: a log line, a checkpoint, ``reference/``."""
         return (any(_size(self.path / log) for log in LOGS) or self.checkpoints.exists()
                 or self.reference.exists())
 
     def _check_logs_inside(self) -> None:
-        """Refuse logs that are symlinks to files outside the folder (repairs would cut them)."""
+        """Refuse logs that are symlinks to files outside the folder (repairs would cut them),
+        a ``config.yaml`` that is a symlink (a run rewrites it), and any of them that is a
+        special file (a FIFO would block or fail deep inside Python)."""
         root = self.path.resolve()
         for log in LOGS:
             path = self.path / log
@@ -242,6 +267,11 @@ class RunDirectory:
                     f"{path} is a symlink to {path.resolve()}, outside the run directory; a run "
                     "repairs and cuts its logs, so it will not touch that file: copy it into "
                     "the run directory in place of the link")
+            if path.exists() and not path.is_file():
+                raise RunDirectoryError(refusal(path.resolve()))
+        why = refusal(self.path / "config.yaml")
+        if why:
+            raise RunDirectoryError(f"{why} (a run rewrites its config.yaml)")
 
     def create(self) -> None:
         """Make the folder for a new run; refuse one that already holds a run."""
@@ -272,6 +302,8 @@ class RunDirectory:
                 if short:
                     problem = (f"{' and '.join(short)} ended before it (the logs lost lines "
                                "it counts)")
+                else:
+                    problem = self._metrics_disagree(state)
             if problem:
                 echo(f"checkpoint {checkpoint.name} is unusable: {problem}; trying the one "
                      "before")
@@ -293,6 +325,23 @@ class RunDirectory:
         raise RunDirectoryError(
             f"nothing to resume in {self.path}: it has no usable checkpoint and no finished "
             "SFT start (reference/); start it again with --overwrite")
+
+    def _metrics_disagree(self, state: dict[str, Any]) -> str:
+        """Why ``state`` does not fit ``metrics.jsonl`` (the last ``kind: update`` line it
+        counts must be its own update), or ``""``."""
+        last = None
+        try:
+            for number, record in enumerate(read_jsonl(self.metrics), 1):
+                if number > state["log_lines"]["metrics.jsonl"]:
+                    break
+                if isinstance(record, dict) and record.get("kind") == "update":
+                    last = record.get("update")
+        except DamagedLog:
+            return ""  # said by _check_metrics_parse, with the line to repair
+        if last != state["update"]:
+            return (f"its {CHECKPOINT_RECORD} says update {state['update']}, but the metrics "
+                    f"lines it counts end at update {last}")
+        return ""
 
     def _check_metrics_parse(self) -> None:
         """Refuse a ``metrics.jsonl`` with a line that is not JSON before any work is done."""
@@ -359,33 +408,124 @@ def read_trainer_state(checkpoint: Path, tensors: bool = True,
     """A checkpoint's trainer state: ``update``, ``success_start``, ``log_lines`` and, with
     ``tensors``, ``optimizer`` and ``random`` (what ``RandomStreams.restore`` takes). Nothing
     in the files can run code (module notes); the earlier format is said through ``echo``.
+    The state is checked against ``STATE_SCHEMA`` before it is returned.
 
     Raises:
-        StateUnreadable: a file is missing, damaged, of another version, or holds anything
-            but tensors and plain data.
+        StateUnreadable: a file is missing, damaged, a link or special file, of another
+            version, holds anything but tensors and plain data, or breaks the schema.
     """
     record_path, state_path = checkpoint / CHECKPOINT_RECORD, checkpoint / CHECKPOINT_STATE
+    for path in (record_path, state_path):
+        if refusal(path):
+            raise StateUnreadable(refusal(path))
     if not record_path.exists():
         echo(f"checkpoint {checkpoint.name} has the earlier trainer-state format; reading it "
              "with torch's weights-only loader")
         state = _load_tensors(state_path, _EARLIER_FORMAT_GLOBALS, mmap=not tensors)
         if not isinstance(state, dict) or not {"update", "log_lines"} <= state.keys():
             raise StateUnreadable(f"{CHECKPOINT_STATE} was written by another version")
+        _check_record(state, checkpoint)
+        if tensors:
+            _check_tensors(state)
         return state
     try:
-        record = json.loads(record_path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+        record = loads(read_regular(record_path, RECORD_LIMIT))
+    except (OSError, JsonRefused) as err:
         raise StateUnreadable(f"cannot read {CHECKPOINT_RECORD} ({_first_line(err)})") from None
     if not isinstance(record, dict) or record.get("format") != STATE_FORMAT:
         raise StateUnreadable(f"{CHECKPOINT_RECORD} was written by another version")
+    _check_record(record, checkpoint)
     if not tensors:
         return record
     saved = _load_tensors(state_path, [], mmap=False)
     try:
-        return {**record, "optimizer": saved["optimizer"],
-                "random": {**record["random"], **saved["random"]}}
+        state = {**record, "optimizer": saved["optimizer"],
+                 "random": {**record["random"], **saved["random"]}}
     except (KeyError, TypeError):
         raise StateUnreadable(f"{CHECKPOINT_STATE} was written by another version") from None
+    _check_tensors(state)
+    return state
+
+
+RECORD_LIMIT = 1 << 20
+"""Largest ``trainer_state.json`` read (one is about 30 kB: the RNG states)."""
+STATE_SCHEMA = {
+    "update": "an integer >= 1, the number in the checkpoint folder's name",
+    "success_start": "null or a number from 0 to 1",
+    "log_lines": "the line count of each of metrics.jsonl and ledger.jsonl, integers >= 0",
+    "random": "the python, numpy and torch generator states, each one its generator accepts",
+    "optimizer": "an AdamW state: one parameter group, finite tensors",
+}
+"""What each field of a checkpoint's trainer state must be (docs/loaded_files.md)."""
+
+
+def _check_record(record: dict[str, Any], checkpoint: Path) -> None:
+    """Refuse a plain-data state outside ``STATE_SCHEMA`` (the tensors are checked apart)."""
+    def refuse(key: str) -> StateUnreadable:
+        return StateUnreadable(f"{CHECKPOINT_RECORD}: {key} = {_short(record.get(key))} is not "
+                               f"{STATE_SCHEMA[key]}")
+
+    update = record.get("update")
+    named = checkpoint.name.removeprefix("update_")
+    if (not _is_int(update) or update < 1 or not named.isdigit() or update != int(named)):
+        raise refuse("update")
+    success = record.get("success_start")
+    if success is not None and not (_is_number(success) and 0 <= success <= 1):
+        raise refuse("success_start")
+    lines = record.get("log_lines")
+    if (not isinstance(lines, dict) or set(lines) != set(LOGS)
+            or not all(_is_int(n) and n >= 0 for n in lines.values())):
+        raise refuse("log_lines")
+    streams = record.get("random")
+    if not isinstance(streams, dict):
+        raise refuse("random")
+    try:
+        random.Random().setstate(_python_state(streams["task_rng"]))
+        random.Random().setstate(_python_state(streams["python_random"]))
+        np.random.RandomState().set_state(streams["numpy_random"])
+    except (KeyError, TypeError, ValueError, OverflowError, IndexError):
+        raise refuse("random") from None
+
+
+def _check_tensors(state: dict[str, Any]) -> None:
+    """Refuse RNG tensors torch would not take and an optimizer state that is not AdamW's."""
+    import torch
+
+    def refuse(key: str) -> StateUnreadable:
+        return StateUnreadable(f"{CHECKPOINT_STATE}: {key} is not {STATE_SCHEMA[key]}")
+
+    try:
+        for stream in _TENSOR_STREAMS:
+            torch.Generator().set_state(state["random"][stream])
+    except (KeyError, TypeError, RuntimeError, ValueError):
+        raise refuse("random") from None
+    optimizer = state.get("optimizer")
+    groups = optimizer.get("param_groups") if isinstance(optimizer, dict) else None
+    moments = optimizer.get("state") if isinstance(optimizer, dict) else None
+    if (not isinstance(groups, list) or len(groups) != 1 or not isinstance(groups[0], dict)
+            or not isinstance(groups[0].get("params"), list) or not isinstance(moments, dict)):
+        raise refuse("optimizer")
+    for values in moments.values():
+        tensors = values.values() if isinstance(values, dict) else [None]
+        if not all(isinstance(t, torch.Tensor) and torch.isfinite(t).all() for t in tensors):
+            raise refuse("optimizer")
+
+
+def _optimizer_problem(state: dict[str, Any], policy: Path) -> str:
+    """Why the optimizer state does not fit the policy's parameters (their number, and the
+    shape of each moment), or ``""``."""
+    shapes = list(parameter_shapes(policy).values())
+    params = state["optimizer"]["param_groups"][0]["params"]
+    if len(params) != len(shapes):
+        return (f"its {CHECKPOINT_STATE} holds an optimizer for {len(params)} parameters, the "
+                f"policy has {len(shapes)}")
+    for index, (param, shape) in enumerate(zip(params, shapes, strict=True)):
+        moments = state["optimizer"]["state"].get(param, {})
+        for name, value in moments.items():
+            if value.dim() and tuple(value.shape) != shape:
+                return (f"its {CHECKPOINT_STATE} gives parameter {index} an {name} of shape "
+                        f"{list(value.shape)}, the policy's is {list(shape)}")
+    return ""
 
 
 def _load_tensors(path: Path, allowed: list, mmap: bool) -> Any:
@@ -402,37 +542,38 @@ def _load_tensors(path: Path, allowed: list, mmap: bool) -> Any:
             raise StateUnreadable(f"{path.name} holds objects other than tensors and plain data, "
                                   "refused unread (loading them could run code)") from None
         raise StateUnreadable(f"cannot read {path.name} ({_first_line(err)})") from None
-    except (OSError, RuntimeError, EOFError, ValueError) as err:
+    except (OSError, RuntimeError, EOFError, ValueError, RecursionError) as err:
         raise StateUnreadable(f"cannot read {path.name} ({_first_line(err)})") from None
 
 
 def _read_checkpoint(checkpoint: Path, echo: Callable[[str], None]) -> tuple[dict | None, str]:
-    """``(state, "")`` for a checkpoint whose weights and state load, else ``(None, why not)``."""
+    """``(state, "")`` for a checkpoint whose weights and state load and fit each other, else
+    ``(None, why not)``."""
     if not _is_model_dir(checkpoint / "policy"):
         return None, "its policy/ has no weights"
-    problem = _weights_problem(checkpoint / "policy")
+    problem = weights_problem(checkpoint / "policy")
     if problem:
-        return None, problem
+        return None, problem.replace("its ", "its policy/", 1)
     try:
-        return read_trainer_state(checkpoint, echo=echo), ""
+        state = read_trainer_state(checkpoint, echo=echo)
     except StateUnreadable as err:
         return None, str(err)
+    problem = _optimizer_problem(state, checkpoint / "policy")
+    return (None, problem) if problem else (state, "")
 
 
-def _weights_problem(policy: Path) -> str:
-    """Why the safetensors files of ``policy`` would not load (cut short, a damaged header,
-    ``config.json`` not JSON), or ``""``."""
-    try:
-        json.loads((policy / "config.json").read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        return f"its policy/config.json does not load ({_first_line(err)})"
-    for weights in sorted(policy.glob("*.safetensors")):
-        try:
-            with safe_open(weights, "pt"):
-                pass
-        except (OSError, SafetensorError) as err:
-            return f"its policy/{weights.name} does not load ({_first_line(err)})"
-    return ""
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and np.isfinite(value))
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _first_line(err: BaseException) -> str:

@@ -46,11 +46,14 @@ import gzip
 import json
 import math
 import os
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agentcredit.disk_full import writing
+from agentcredit.envs.bounded_json import loads
+from agentcredit.run.safe_files import open_regular
 
 FORMAT = 1
 #: the run directory's folder of saved updates
@@ -155,17 +158,28 @@ def save_rollouts(folder: Path, update: int, estimator: str, trajectories: Seque
     return final
 
 
+READ_LIMIT = 256 << 20
+"""Most bytes one saved update may expand to when read (one is a few hundred kB)."""
+
+
 def read_saved_rollouts(path: Path) -> dict[str, Any]:
-    """The record of one saved update.
+    """The record of one saved update: a regular file (no link, no FIFO), at most
+    ``READ_LIMIT`` bytes once decompressed, JSON within ``bounded_json``'s depth and number
+    bounds.
 
     Raises:
         ValueError: the file is not a complete saved update of this format (the message
             names the file and what is wrong).
     """
     try:
-        with gzip.open(path, "rb") as handle:
-            record = json.loads(handle.read().decode("utf-8", errors="replace"))
-    except (OSError, EOFError, json.JSONDecodeError) as err:
+        fd = open_regular(path)
+        with os.fdopen(fd, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as handle:
+            data = handle.read(READ_LIMIT + 1)  # a bound: gzip can expand a thousandfold
+        if len(data) > READ_LIMIT:
+            raise ValueError(f"it expands to more than {READ_LIMIT >> 20} MiB, more than a "
+                             "saved update holds")
+        record = loads(data.decode("utf-8", errors="replace"))
+    except (OSError, EOFError, ValueError, zlib.error) as err:
         raise ValueError(f"{path} is damaged ({err}); the trainer writes a new one at its next "
                          "saved update") from None
     if not isinstance(record, dict) or record.get("format") != FORMAT:

@@ -71,8 +71,7 @@ class TrainingInterrupted(KeyboardInterrupt):
     """Ctrl-C during a run; ``update`` is the last update that finished."""
 
     def __init__(self, run_dir: Path, update: int):
-        super().__init__(f"interrupted at update {update}; resume with: agentcredit train "
-                         f"--resume {run_dir}")
+        super().__init__(RunDirectory(run_dir).interrupted_hint(update))
         self.run_dir, self.update = run_dir, update
 
 

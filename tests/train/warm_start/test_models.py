@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
+import torch
+from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
 
-from agentcredit.train.warm_start.models import ModelLoadError, _looks_local, load_policy
+from agentcredit.run.model_folder import looks_local
+from agentcredit.train.warm_start.models import ModelLoadError, load_policy
 
 
 def test_load_policy_on_a_missing_dir_names_the_path(tmp_path):
@@ -52,13 +56,13 @@ def test_load_policy_sets_pad_to_eos_when_the_tokenizer_has_none(tmp_path, tiny_
     ],
 )
 def test_only_owner_slash_name_strings_are_taken_as_hub_ids(name, local):
-    assert _looks_local(name) is local
+    assert looks_local(name) is local
 
 
 def test_an_owner_slash_name_whose_owner_is_a_local_folder_is_a_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs").mkdir()
-    assert _looks_local("runs/tiny") is True
+    assert looks_local("runs/tiny") is True
     with pytest.raises(FileNotFoundError, match="'runs/tiny' does not exist"):
         load_policy("runs/tiny")  # at once: no hub retries
 
@@ -95,3 +99,82 @@ def test_a_tokenizer_without_a_chat_template_is_refused(tmp_path, tiny_model_dir
         extra.unlink()
     with pytest.raises(ModelLoadError, match="has no chat template"):
         load_policy(str(checkpoint))
+
+
+# A model folder runs no code of its own and its weights are the model (run/model_folder.py).
+
+
+def _edit_json(path, **changes) -> None:
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("settings", ["config.json", "tokenizer_config.json"])
+def test_an_auto_map_is_refused_in_one_line_naming_the_key_and_nothing_is_imported(
+        tmp_path, tiny_model_dir, settings):
+    checkpoint = _damaged_copy(tmp_path, tiny_model_dir, "remote")
+    marker = tmp_path / "ran"
+    (checkpoint / "modeling_evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    _edit_json(checkpoint / settings, model_type="evil",
+               auto_map={"AutoModelForCausalLM": "modeling_evil.EvilModel",
+                         "AutoTokenizer": ["modeling_evil.EvilTokenizer", None]})
+    with pytest.raises(ModelLoadError) as err:
+        load_policy(str(checkpoint))
+    assert f"its {settings} has an 'auto_map' key" in str(err.value)
+    assert "\n" not in str(err.value) and not marker.exists()
+
+
+def _rewrite_weights(checkpoint, change) -> None:
+    path = checkpoint / "model.safetensors"
+    save_file(change(load_file(path)), path, metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize(("change", "clause"), [
+    (lambda t: {}, "its model.safetensors holds no tensors"),
+    (lambda t: {k: v for k, v in t.items() if k != "model.norm.weight"},
+     "the weights lack 1 of the"),
+    (lambda t: {**t, "model.norm.weight": torch.ones(7)},
+     "the weights give model.norm.weight the shape [7]"),
+    (lambda t: {**t, "model.norm.weight": torch.full_like(t["model.norm.weight"], float("inf"))},
+     "its model.safetensors holds NaN or infinite values in model.norm.weight"),
+])
+def test_weights_that_load_but_are_not_the_model_are_refused(tmp_path, tiny_model_dir, change,
+                                                             clause):
+    checkpoint = _damaged_copy(tmp_path, tiny_model_dir, "not_the_model")
+    _rewrite_weights(checkpoint, change)
+    with pytest.raises(ModelLoadError, match="cannot load the model") as err:
+        load_policy(str(checkpoint))
+    assert clause in str(err.value) and "\n" not in str(err.value)
+
+
+def test_pickled_weights_are_never_loaded(tmp_path, tiny_model_dir):
+    checkpoint = _damaged_copy(tmp_path, tiny_model_dir, "pickled")
+    torch.save(load_file(checkpoint / "model.safetensors"), checkpoint / "pytorch_model.bin")
+    (checkpoint / "model.safetensors").unlink()
+    with pytest.raises(ModelLoadError, match="holds no .safetensors weights .*pytorch_model.bin "
+                                             "is pickled and is never loaded"):
+        load_policy(str(checkpoint))
+
+
+def test_weights_linked_from_outside_the_folder_are_refused(tmp_path, tiny_model_dir):
+    checkpoint = _damaged_copy(tmp_path, tiny_model_dir, "linked")
+    outside = tmp_path / "elsewhere.safetensors"
+    shutil.move(checkpoint / "model.safetensors", outside)
+    (checkpoint / "model.safetensors").symlink_to(outside)
+    with pytest.raises(ModelLoadError, match="its model.safetensors is refused: .* is a symlink"):
+        load_policy(str(checkpoint))
+
+
+def test_a_chat_template_that_fails_in_the_sandbox_is_refused(tmp_path, tiny_model_dir):
+    checkpoint = _damaged_copy(tmp_path, tiny_model_dir, "escape")
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    tokenizer.chat_template = "{{ ''.__class__.__mro__[1].__subclasses__() }}"
+    tokenizer.save_pretrained(checkpoint)
+    with pytest.raises(ModelLoadError, match="fails in Jinja's sandbox .*SecurityError"):
+        load_policy(str(checkpoint))
+
+
+def test_an_untouched_folder_still_loads(tmp_path, tiny_model_dir):
+    model, _ = load_policy(str(_damaged_copy(tmp_path, tiny_model_dir, "fine")))
+    assert all(torch.isfinite(p).all() for p in model.parameters())

@@ -7,6 +7,11 @@ record as JSON) or ``"Error: <text>"`` when the tool raised, with
 arguments that do not fit the tool's signature. ``call_tool`` does the same
 and also says which kind of failure it was, so the environment can mark
 the unknown tools and the bad arguments invalid (docs/tau.md, "Actions").
+
+The database takes only what its fingerprint can encode: the reward hashes the
+database as UTF-8, so an argument holding a string (or a key) that UTF-8 cannot
+encode, a lone surrogate such as ``"\\ud800"`` that JSON escapes can carry, is
+refused before the tool runs, as a bad-arguments answer naming the argument.
 """
 
 from __future__ import annotations
@@ -63,6 +68,11 @@ def call_tool(toolkit: RetailTools | AirlineTools, name: Any,
     if not isinstance(name, str) or name not in toolkit.TOOLS:
         return ToolOutcome(f"Error: Tool '{name}' not found.", True, UNKNOWN_TOOL)
     tool = getattr(toolkit, name)
+    bad = unencodable_argument(arguments)
+    if bad:
+        return ToolOutcome(f"Error: argument {bad} holds text that is not valid Unicode (a lone "
+                           "surrogate, which UTF-8 cannot encode); send plain text", True,
+                           BAD_ARGUMENTS)
     try:
         inspect.signature(tool).bind(**arguments)
         kind = TOOL_ERROR
@@ -72,6 +82,27 @@ def call_tool(toolkit: RetailTools | AirlineTools, name: Any,
         return ToolOutcome(result_content(tool(**arguments)), False, OK)
     except Exception as err:  # noqa: BLE001 - tau2 turns every tool failure into its message
         return ToolOutcome(f"Error: {err}", True, kind)
+
+
+def unencodable_argument(arguments: dict[str, Any]) -> str:
+    """The first place in ``arguments`` (``'address1'``, ``'passengers'[0]``) whose string or
+    key UTF-8 cannot encode, or ``""``; the walk is iterative (parsed JSON is at most 64 deep,
+    but a caller may pass anything)."""
+    stack: list[tuple[str, Any]] = [(repr(k), v) for k, v in arguments.items()]
+    stack += [(repr(k), k) for k in arguments]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return where
+        elif isinstance(value, dict):
+            stack += [(f"{where}[{k!r}]", v) for k, v in value.items()]
+            stack += [(where, k) for k in value]
+        elif isinstance(value, list | tuple):
+            stack += [(f"{where}[{i}]", v) for i, v in enumerate(value)]
+    return ""
 
 
 @cache

@@ -4,11 +4,18 @@ One path for every checkpoint: the embedded tiny model written by
 ``bootstrap_tiny_model``, a directory written by our own checkpoints, and a hub
 id such as ``Qwen/Qwen2.5-1.5B-Instruct`` all go through
 ``AutoModelForCausalLM.from_pretrained`` / ``AutoTokenizer.from_pretrained``.
+
+Nothing a model ships runs: every load passes ``trust_remote_code=False`` and
+``use_safetensors=True``, and a local folder is checked first
+(``run/model_folder.py``: no ``auto_map``, weights only from its safetensors files,
+every parameter present with its shape and finite). A hub model is checked after
+loading: a parameter the files lacked (left at its random start) or a non-finite
+one is refused. The chat template is rendered once in Jinja's sandbox, as every
+prompt will be, so a template that fails is refused before any work.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import torch
@@ -17,28 +24,11 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
 from agentcredit.config import ConfigError
-
-# A hub repo id is `name` or `owner/name` of letters, digits, `-`, `_`, `.`.
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+from agentcredit.run.model_folder import looks_local, weights_problem
 
 
 class ModelLoadError(ConfigError):
     """A model folder or hub id that cannot be loaded; the message says what to fix."""
-
-
-def _looks_local(name_or_dir: str) -> bool:
-    """True for strings that can only mean a filesystem path, never a hub repo id.
-
-    ``runs/tiny`` has the ``owner/name`` form of a hub id, but when a local folder
-    ``runs`` exists it is read as a path (so a typo fails at once, without hub retries).
-    """
-    return (
-        name_or_dir.startswith(("/", "./", "../", "~", "."))
-        or "\\" in name_or_dir
-        or name_or_dir.endswith("/")
-        or not _HUB_ID.match(name_or_dir)
-        or ("/" in name_or_dir and Path(name_or_dir.split("/", 1)[0]).is_dir())
-    )
 
 
 def load_policy(
@@ -83,6 +73,9 @@ def load_policy(
                 "or a "
                 "Hugging Face hub id such as 'Qwen/Qwen2.5-1.5B-Instruct'."
             )
+        problem = weights_problem(path)
+        if problem:
+            raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {problem}")
         source, local_only = str(path), True
     elif path.exists():
         raise FileNotFoundError(
@@ -90,7 +83,7 @@ def load_policy(
             "that holds config.json and the weights, or a Hugging Face hub id such as "
             "'Qwen/Qwen2.5-1.5B-Instruct'."
         )
-    elif _looks_local(name_or_dir):
+    elif looks_local(name_or_dir):
         raise FileNotFoundError(
             f"model directory {name_or_dir!r} does not exist (resolved to {str(path)!r}). "
             "Pass an existing checkpoint directory containing config.json (for the embedded "
@@ -102,16 +95,17 @@ def load_policy(
         source, local_only = name_or_dir, False
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype,
-                                                     local_files_only=local_only)
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only,
+                                                  trust_remote_code=False)
+        model, info = AutoModelForCausalLM.from_pretrained(
+            source, dtype=dtype, local_files_only=local_only, trust_remote_code=False,
+            use_safetensors=True, output_loading_info=True)
     except (OSError, ValueError, RuntimeError, KeyError, SafetensorError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {first}") from None
-    if tokenizer.chat_template is None:
-        raise ModelLoadError(f"the tokenizer of {name_or_dir!r} has no chat template, which the "
-                             "prompts are built with; use an instruction-tuned checkpoint or "
-                             "set chat_template in its tokenizer_config.json")
+        raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {_first_line(err)}") from None
+    problem = _loaded_problem(model, info)
+    if problem:
+        raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {problem}")
+    _check_chat_template(tokenizer, name_or_dir)
     if not tokenizer("go to the kitchen", add_special_tokens=False)["input_ids"]:
         raise ModelLoadError(f"the tokenizer of {name_or_dir!r} turns text into no tokens: its "
                              f"vocabulary ({len(tokenizer)} tokens) lacks the files that hold it "
@@ -129,3 +123,39 @@ def load_policy(
     if getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+def _loaded_problem(model: PreTrainedModel, info: dict) -> str:
+    """Why a loaded model is not the one its files describe (``info``: from_pretrained's
+    loading info), or ``""``."""
+    if info.get("missing_keys"):
+        missing = sorted(info["missing_keys"])
+        return (f"the weights lack {len(missing)} parameters of the model (first: {missing[0]}); "
+                "loading would leave them random")
+    if info.get("mismatched_keys"):
+        return f"the weights have the wrong shape for {min(info['mismatched_keys'])}"
+    for name, parameter in model.named_parameters():
+        if not torch.isfinite(parameter).all():
+            return f"the weights hold NaN or infinite values in {name}"
+    return ""
+
+
+def _check_chat_template(tokenizer: PreTrainedTokenizerBase, name_or_dir: str) -> None:
+    """Render a two-message chat in the template's sandbox; any failure is one line."""
+    if tokenizer.chat_template is None:
+        raise ModelLoadError(f"the tokenizer of {name_or_dir!r} has no chat template, which the "
+                             "prompts are built with; use an instruction-tuned checkpoint or "
+                             "set chat_template in its tokenizer_config.json")
+    chat = [{"role": "system", "content": "You are an agent."},
+            {"role": "user", "content": "go to the kitchen"}]
+    try:
+        tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    except Exception as err:  # noqa: BLE001 (a template raises whatever Jinja or a filter raises)
+        raise ModelLoadError(f"the chat template of {name_or_dir!r} fails in Jinja's sandbox "
+                             f"({type(err).__name__}: {_first_line(err)}); fix chat_template in "
+                             "its tokenizer_config.json (or chat_template.jinja)") from None
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__

@@ -1,0 +1,167 @@
+"""A model folder checked before it is loaded: its settings run no code, its weights are the model.
+
+Used by ``load_policy`` for every local folder and by ``RunDirectory.resume`` for
+each checkpoint's ``policy/`` (so a damaged newest checkpoint falls back to the one
+before). ``settings_problem`` reads ``config.json`` and ``tokenizer_config.json``
+as bounded JSON through ``read_regular`` and refuses an ``auto_map`` key, which
+asks transformers to import Python shipped in the folder. ``weights_problem``
+takes weights only from the folder's own ``*.safetensors`` files (no link, no
+pickled ``.bin``): the architecture that ``config.json`` names is built on torch's
+``meta`` device (no memory for values), and every parameter it has must be in the
+files with its shape and hold only finite values. Each check answers with a
+clause saying what is wrong (``"its policy/model.safetensors holds no tensors"``)
+or ``""``, for the caller to put in its one line.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from safetensors import SafetensorError, safe_open
+
+from agentcredit.envs.bounded_json import JsonRefused, loads
+from agentcredit.run.safe_files import read_regular, refusal
+
+SETTINGS = ("config.json", "tokenizer_config.json")
+SETTINGS_LIMIT = 16 << 20
+"""Largest ``config.json`` / ``tokenizer_config.json`` read (a chat template can be long)."""
+REMOTE_CODE_KEY = "auto_map"
+# A hub repo id is `name` or `owner/name` of letters, digits, `-`, `_`, `.`.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def looks_local(name_or_dir: str) -> bool:
+    """True for strings that can only mean a filesystem path, never a hub repo id.
+
+    ``runs/tiny`` has the ``owner/name`` form of a hub id, but when a local folder
+    ``runs`` exists it is read as a path (so a typo fails at once, without hub retries).
+    """
+    return (
+        name_or_dir.startswith(("/", "./", "../", "~", "."))
+        or "\\" in name_or_dir
+        or name_or_dir.endswith("/")
+        or not _HUB_ID.match(name_or_dir)
+        or ("/" in name_or_dir and Path(name_or_dir.split("/", 1)[0]).is_dir())
+    )
+
+
+def read_settings(path: Path) -> dict[str, Any]:
+    """A model folder's JSON settings file as a mapping.
+
+    Raises:
+        ValueError: a clause naming the file: a link or special file, too large, not bounded
+            JSON, not a mapping, or holding ``auto_map`` (code of the folder's own).
+    """
+    try:
+        data = loads(read_regular(path, SETTINGS_LIMIT))
+    except (OSError, JsonRefused) as err:
+        raise ValueError(f"its {path.name} does not load ({err})") from None
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise ValueError(f"its {path.name} holds {kind}, not a mapping of settings")  # noqa: TRY004
+    if REMOTE_CODE_KEY in data:
+        raise ValueError(f"its {path.name} has an {REMOTE_CODE_KEY!r} key, which asks to run "
+                         "Python code shipped in the folder; agentcredit never runs a model's "
+                         f"own code (trust_remote_code is off): remove {REMOTE_CODE_KEY!r} or "
+                         "use a model whose architecture transformers ships")
+    return data
+
+
+def settings_problem(folder: Path) -> str:
+    """Why the settings files of ``folder`` may not be read (see ``read_settings``), or ``""``.
+    ``config.json`` is required; ``tokenizer_config.json`` is checked when present."""
+    for name in SETTINGS:
+        path = folder / name
+        if name != "config.json" and not (path.exists() or path.is_symlink()):
+            continue
+        try:
+            read_settings(path)
+        except ValueError as err:
+            return str(err)
+    return ""
+
+
+def weights_problem(folder: Path) -> str:
+    """Why the weights of the model folder ``folder`` are not the model its ``config.json``
+    describes, or ``""``; see the module docstring for what is checked."""
+    problem = settings_problem(folder)
+    if problem:
+        return problem
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        pickled = sorted(p.name for p in folder.glob("*.bin"))
+        return ("it holds no .safetensors weights" + (
+            f" ({', '.join(pickled)} is pickled and is never loaded: save the model with "
+            "safe_serialization)" if pickled else ""))
+    saved: dict[str, tuple[int, ...]] = {}
+    for weights in files:
+        why = refusal(weights)
+        if why:
+            return f"its {weights.name} is refused: {why}"
+        try:
+            with safe_open(weights, "pt") as handle:
+                for key in handle.keys():  # noqa: SIM118 (safe_open has no iteration)
+                    saved[key] = tuple(handle.get_slice(key).get_shape())
+        except (OSError, SafetensorError) as err:
+            return f"its {weights.name} does not load ({_first_line(err)})"
+    if not saved:
+        return f"its {', '.join(p.name for p in files)} holds no tensors"
+    try:
+        expected = parameter_shapes(folder)
+    except ValueError as err:
+        return str(err)
+    missing = [name for name in expected if name not in saved]
+    if missing:
+        return (f"the weights lack {len(missing)} of the {len(expected)} parameters of the "
+                f"model (first: {missing[0]}); loading would leave them random")
+    wrong = [name for name, shape in expected.items() if saved[name] != shape]
+    if wrong:
+        name = wrong[0]
+        return (f"the weights give {name} the shape {list(saved[name])}, the model's config.json "
+                f"needs {list(expected[name])} ({len(wrong)} parameters of the wrong shape)")
+    return _nonfinite(files, set(expected))
+
+
+def parameter_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
+    """Every parameter name and shape of the model ``config.json`` describes (tied ones once,
+    in ``model.parameters()`` order).
+
+    Raises:
+        ValueError: a clause saying why the architecture cannot be built.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(folder, local_files_only=True,
+                                            trust_remote_code=False)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
+        raise ValueError("its config.json describes no model transformers can build "
+                         f"({_first_line(err)})") from None
+    return {name: tuple(p.shape) for name, p in model.named_parameters()}
+
+
+def _nonfinite(files: list[Path], names: set[str]) -> str:
+    """A clause naming the first parameter holding NaN or an infinity, or ``""``; tensors are
+    read one at a time so the check needs memory for one."""
+    import torch
+
+    for weights in files:
+        with safe_open(weights, "pt") as handle:
+            for key in handle.keys():  # noqa: SIM118
+                if key in names:
+                    tensor = handle.get_tensor(key)
+                    if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+                        return (f"its {weights.name} holds NaN or infinite values in {key} "
+                                "(a diverged or damaged save)")
+    return ""
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+

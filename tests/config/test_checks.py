@@ -1,0 +1,78 @@
+"""Config values that would reach deep code unchecked are refused at load, in one line naming
+the key, the value and the fix (config/checks.py, ``_check_values``)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from agentcredit.config import ConfigError, load_config
+from agentcredit.config.checks import memory_estimate, url_problem
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["run.name=a\x00b"], r"run.name = 'a\\x00b' holds a NUL character"),
+    (["run.output_dir=/tmp/x\x00y"], "run.output_dir = .* holds a NUL character"),
+    (["env=tau-retail", "env.tau.user=llm"],
+     "env.tau.user = 'llm' .* env.tau.user_endpoint.base_url is empty"),
+    (["env=tau-retail", "env.tau.judge_endpoint.base_url=http://host:99999/v1"],
+     "env.tau.judge_endpoint.base_url = .* is not a usable URL"),
+    (["env=tau-retail", "env.tau.judge_endpoint.base_url=localhost:8000"],
+     "not a usable URL .*not http or https"),
+    (["model.name=./no/such/model"], "model.name = './no/such/model' is a path that does not"),
+    (["run.threads=100000"], "run.threads = 100000 is over"),
+    (["sft.epochs=1000000"], "sft.epochs = 1e\\+06 is over 100"),
+    (["env.train_games_per_type=10000000"], "env.train_games_per_type = 10000000 is over"),
+    (["optim.mini_batches=100000000"], "optim.mini_batches = 100000000 is more than the"),
+    (["rollout.group_size=100000000"], "needs about [0-9,.]+ GiB of memory .*rollouts"),
+    (["model.tiny.hidden_size=65536", "model.tiny.max_vocab_size=1000000"],
+     "needs about [0-9,.]+ GiB of memory .*this machine has"),
+])
+def test_an_absurd_or_malformed_value_is_refused_at_load_in_one_line(overrides, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        load_config(None, overrides)
+    assert "\n" not in str(err.value)
+
+
+def test_a_missing_local_looking_model_is_refused_before_any_hub_request(monkeypatch):
+    import huggingface_hub
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the hub was asked")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", no_network)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(None, ["model.name=../missing_model"])
+
+
+def test_the_memory_estimate_is_the_hand_worked_sum():
+    config = load_config(None, ["model.tiny.hidden_size=64", "model.tiny.num_hidden_layers=2",
+                                "model.tiny.intermediate_size=128",
+                                "model.tiny.max_vocab_size=1000", "rollout.group_size=2",
+                                "rollout.tasks_per_update=3", "rollout.max_steps=4",
+                                "rollout.max_prompt_tokens=100", "rollout.max_new_tokens=20",
+                                "optim.score_micro_batch_size=5", "optim.micro_batch_size=5",
+                                "sft.micro_batch_size=5"])
+    # parameters: 1000*64 + 2*(4*64*64 + 3*64*128) = 64,000 + 2*(16,384 + 24,576) = 145,920
+    # model: 145,920 * 4 bytes * 5 copies; logits: 5 * 120 * 1000 * 4 * 3; rollouts: 24*120*32
+    assert memory_estimate(config) == {"model": 145_920 * 20.0, "logits": 7_200_000.0,
+                                       "rollouts": 92_160.0}
+
+
+def test_the_default_config_fits_this_machine():
+    assert sum(memory_estimate(load_config(None, [])).values()) < (
+        os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("http://localhost:8000/v1", ""),
+    ("https://api.example.com/v1", ""),
+    ("ftp://host/v1", "the scheme is 'ftp', not http or https"),
+    ("http:///v1", "no host"),
+    ("http://host:port/v1", "Port could not be cast to integer value as 'port'"),
+    ("http://ho st/v1", "it holds a space or a control character"),
+    ("http://[::1/v1", "Invalid IPv6 URL"),
+])
+def test_a_url_is_parsed_at_load(url, problem):
+    assert url_problem(url) == problem
