@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import urllib.parse
-from pathlib import Path
 
 from agentcredit.config.schema import ConfigError, did_you_mean, to_dict
 from agentcredit.config.sections import TrainConfig, estimator_config
@@ -117,7 +116,6 @@ def _check_values(config: TrainConfig) -> None:
             raise ConfigError(f"{key} = {value!r} holds a NUL character, which no file name can "
                               f"hold; set {key} to plain text")
     _check_endpoints(config)
-    _check_model_path(config.model.name)
     _check_counts(config)
     _check_memory(config)
 
@@ -161,17 +159,6 @@ def url_problem(url: str) -> str:
     if not parts.hostname:
         return "no host"
     return ""
-
-
-def _check_model_path(name: str) -> None:
-    """A ``model.name`` that can only be a path and does not exist is refused now, before the
-    hub is asked (which retries for close to a minute)."""
-    from agentcredit.run.model_folder import looks_local
-
-    if name != "embedded" and looks_local(name) and not Path(name).expanduser().exists():
-        raise ConfigError(f"model.name = {name!r} is a path that does not exist (resolved to "
-                          f"{Path(name).expanduser().absolute()}); give an existing model folder "
-                          "or a hub id such as Qwen/Qwen2.5-1.5B-Instruct")
 
 
 def _check_counts(config: TrainConfig) -> None:
