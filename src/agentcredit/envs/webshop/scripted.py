@@ -29,7 +29,8 @@ class WebShopPlanner:
         plan = expert_actions(self.goal, shop)
         self.query = plan[0][len("search["):-1]
         self.page = 1 + plan.count("click[next >]")
-        clicks = [a[len("click["):-1] for a in plan if a.startswith("click[") and a != "click[next >]"]
+        clicks = [a[len("click["):-1] for a in plan
+                  if a.startswith("click[") and a != "click[next >]"]
         self.asin, self.options = clicks[0], clicks[1:-1]
         product = next(p for p in shop.catalog.products if p.asin.lower() == self.asin)
         self.groups = [product.option_group(v) for v in self.options]
