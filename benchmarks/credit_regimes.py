@@ -77,26 +77,31 @@ def main() -> None:
                CellOptions(groups=args.groups, mc_groups=args.mc_groups,
                            continuations=args.continuations, boots=args.boots))
     began = time.perf_counter()
+    envs = args.envs.split(",")
+    planned = sum(len(GRIDS[e]) for e in envs)
     cells, metrics = [], {}
-    for env in args.envs.split(","):
+    for env in envs:
         for eps in GRIDS[env]:
             cell = regime_cell(env, eps, options, args.overrides)
             cells.append(cell)
             metrics.update(cell_metrics(cell))
+            metrics["wall_s"] = time.perf_counter() - began
             print(f"{env} ε={eps:g}: success {cell['success_rate']:.3f}, {cell['steps']} steps, "
                   f"{sum(cell['seconds'].values()):.0f} s", flush=True)
-    wall = time.perf_counter() - began
-    metrics["wall_s"] = wall
-    path = write_result(
-        args.name,
-        {"envs": args.envs, "groups": options.groups, "mc_groups": options.mc_groups,
-         "continuations": options.continuations, "boots": options.boots,
-         "tie_breaks": options.tie_breaks, "methods": list(METHODS),
-         "grids": {e: GRIDS[e] for e in args.envs.split(",")}, "overrides": args.overrides},
-        metrics, {"wall_s": "<= 3600 on 2 cores", "paired half-width": "<= 0.02"},
-        "Scripted ε policies (envs/scripted.py); truths: solver regret and Monte Carlo A^π of "
-        "the same policy. The paper's Table 12 (ALFWorld) is under paper_table12.",
-        args.quick, cells=cells, paper_table12=PAPER_TABLE12_ALFWORLD)
+            # written after every cell, so a run cut short keeps what it measured
+            path = write_result(
+                args.name,
+                {"envs": args.envs, "groups": options.groups, "mc_groups": options.mc_groups,
+                 "continuations": options.continuations, "boots": options.boots,
+                 "tie_breaks": options.tie_breaks, "methods": list(METHODS),
+                 "grids": {e: GRIDS[e] for e in envs}, "overrides": args.overrides},
+                metrics, {"wall_s": "<= 3600 on 2 cores", "paired half-width": "<= 0.02"},
+                "Scripted ε policies (envs/scripted.py); truths: solver regret and Monte Carlo "
+                "A^π of the same policy. The paper's Table 12 (ALFWorld) is under "
+                "paper_table12.",
+                args.quick, cells=cells, cells_done=len(cells), cells_planned=planned,
+                paper_table12=PAPER_TABLE12_ALFWORLD)
+    wall = metrics["wall_s"]
     print(f"wrote {path} ({wall:.0f} s)")
 
 
