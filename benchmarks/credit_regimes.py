@@ -56,6 +56,9 @@ def cell_metrics(cell: dict) -> dict:
                    f"{row['method']}-{row['versus']}")
             out[key], out[key + ".low"], out[key + ".high"] = (row["diff"], row["low"],
                                                                row["high"])
+    widths = [(p["high"] - p["low"]) / 2 for p in cell["pairs"]
+              if p["metric"] == "pooled" and p["low"] is not None]
+    out[f"{prefix}/max_pooled_pair_halfwidth"] = max(widths) if widths else None
     for name, value in cell["table12"]["vict"].items():
         out[f"{prefix}/table12/{name}"] = value
     return out
