@@ -99,7 +99,7 @@ def main() -> None:
                  "tie_breaks": options.tie_breaks, "methods": list(METHODS),
                  "grids": {e: GRIDS[e] for e in envs}, "overrides": args.overrides},
                 metrics, {"wall_s": "<= 3600 on 2 cores", "paired half-width": "<= 0.02"},
-                "Scripted ε policies (envs/scripted.py); truths: solver regret and Monte Carlo "
+                "Scripted ε policies (rollout/scripted.py); truths: solver regret and Monte Carlo "
                 "A^π of the same policy. The paper's Table 12 (ALFWorld) is under "
                 "paper_table12.",
                 args.quick, cells=cells, cells_done=len(cells), cells_planned=planned,

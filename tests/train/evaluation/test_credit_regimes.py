@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from agentcredit.envs.base import Task
-from agentcredit.envs.scripted import EpsilonPolicy, play
 from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.rollout.scripted import EpsilonPolicy, play
 from agentcredit.train.evaluation.credit_regimes import ScriptedMonteCarlo, table12_row
 
 from ...conftest import FakeEnv

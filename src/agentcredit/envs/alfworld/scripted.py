@@ -1,4 +1,4 @@
-"""The ALFWorld planner of the scripted policies (``envs.scripted``): the partially-observable
+"""The ALFWorld planner of the scripted policies (``rollout.scripted``): the partially-observable
 demonstrator (``expert``), which already re-plans from what the episode showed; ``rng`` breaks
 its ties. Wrong actions: every other admissible command but ``help`` / ``look`` /
 ``inventory`` (as ``expert.noisy_demonstration`` draws them)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from agentcredit.envs.alfworld.expert import _IDLE, _next_action, _observe, _start
+from agentcredit.envs.alfworld.expert import IDLE_COMMANDS, next_action, observe_step, start_episode
 from agentcredit.envs.base import Observation, StepInfo, Task
 
 
@@ -19,19 +19,19 @@ class AlfWorldPlanner:
 
     def expert(self, observation: Observation) -> str | None:
         admissible = set(observation.admissible_actions)
-        label = _next_action(self.k, self.task.task_type, self.types, admissible)
+        label = next_action(self.k, self.task.task_type, self.types, admissible)
         return label if label in admissible else None
 
     def wrong(self, observation: Observation, expert: str | None) -> list[str]:
         return sorted(a for a in observation.admissible_actions
-                      if a != expert and a not in _IDLE)
+                      if a != expert and a not in IDLE_COMMANDS)
 
     def observe(self, action: str, observation: Observation, info: StepInfo) -> None:
         if info.valid:
-            _observe(self.k, action, observation.text, set(observation.admissible_actions))
+            observe_step(self.k, action, observation.text, set(observation.admissible_actions))
 
 
 def start(env, task: Task, rng: random.Random) -> tuple[AlfWorldPlanner, Observation]:
-    """``envs.scripted.PlannerStart`` of ALFWorld."""
-    obs, knowledge, types = _start(env, task, rng)
+    """``rollout.scripted.PlannerStart`` of ALFWorld."""
+    obs, knowledge, types = start_episode(env, task, rng)
     return AlfWorldPlanner(task, knowledge, types), obs

@@ -1,4 +1,4 @@
-"""The Search-QA planner of the scripted policies (``envs.scripted``): the solver's plan from
+"""The Search-QA planner of the scripted policies (``rollout.scripted``): the solver's plan from
 what the episode showed (``solver.distance_to_answer``): search the first hop whose passage no
 search has listed yet, by its title; once every hop is shown, answer the golden answer. Wrong
 actions: the environment's other suggested searches and answers."""
@@ -33,5 +33,5 @@ class SearchQAPlanner:
 
 
 def start(env, task: Task, rng: random.Random) -> tuple[SearchQAPlanner, Observation]:
-    """``envs.scripted.PlannerStart`` of Search-QA."""
+    """``rollout.scripted.PlannerStart`` of Search-QA."""
     return SearchQAPlanner(task), env.reset(task)

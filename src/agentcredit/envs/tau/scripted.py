@@ -1,4 +1,4 @@
-"""The tau planner of the scripted policies (``envs.scripted``): the solver's plan from the
+"""The tau planner of the scripted policies (``rollout.scripted``): the solver's plan from the
 calls the episode made (``solver.distance_to_resolve``): the golden calls not yet executed, in
 the task's order, then the closing messages. Wrong actions are well-formed calls with wrong or
 missing arguments: every tool of the domain's menu with its placeholder arguments, and the
@@ -13,7 +13,7 @@ from agentcredit.envs.tau.actions import ToolCall, format_tool_call, parse_actio
 from agentcredit.envs.tau.engine import tau_task
 from agentcredit.envs.tau.expert import closing_messages
 from agentcredit.envs.tau.reward import golden_actions
-from agentcredit.envs.tau.solver import _call_key
+from agentcredit.envs.tau.solver import call_key
 
 
 class TauPlanner:
@@ -23,7 +23,7 @@ class TauPlanner:
         self.env = env
         _, self.tau = tau_task(task)
         golden = golden_actions(self.tau)
-        self.pending = {i: (_call_key(a["name"], a["arguments"]), a) for i, a in enumerate(golden)}
+        self.pending = {i: (call_key(a["name"], a["arguments"]), a) for i, a in enumerate(golden)}
 
     def expert(self, observation: Observation) -> str | None:
         if self.pending:
@@ -43,13 +43,13 @@ class TauPlanner:
     def observe(self, action: str, observation: Observation, info: StepInfo) -> None:
         call = parse_action(action)
         if isinstance(call, ToolCall):
-            key = _call_key(call.name, call.arguments)
+            key = call_key(call.name, call.arguments)
             done = next((i for i, (k, _) in self.pending.items() if k == key), None)
             if done is not None:
                 del self.pending[done]
 
 
 def start(env, task: Task, rng: random.Random) -> tuple[TauPlanner, Observation]:
-    """``envs.scripted.PlannerStart`` of tau (both domains)."""
+    """``rollout.scripted.PlannerStart`` of tau (both domains)."""
     obs = env.reset(task)
     return TauPlanner(env, task), obs

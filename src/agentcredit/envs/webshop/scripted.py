@@ -1,4 +1,4 @@
-"""The WebShop planner of the scripted policies (``envs.scripted``), re-planning from the page
+"""The WebShop planner of the scripted policies (``rollout.scripted``), re-planning from the page
 the episode is on (read from the snapshot) toward the expert's target (``expert``: the query,
 the result page and the product worth 1, its options): on the search page search the query; on
 results of another query go back to search, else page toward the target's page and open it;
@@ -65,7 +65,7 @@ class WebShopPlanner:
 
 
 def start(env, task: Task, rng: random.Random) -> tuple[WebShopPlanner, Observation]:
-    """``envs.scripted.PlannerStart`` of WebShop."""
+    """``rollout.scripted.PlannerStart`` of WebShop."""
     obs = env.reset(task)
     return WebShopPlanner(env, task), obs
 

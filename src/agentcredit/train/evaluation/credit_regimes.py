@@ -1,6 +1,6 @@
 """The credit check on scripted policies of chosen skill (docs/credit_check.md §5).
 
-``regime_cell`` plays ``groups`` task groups with ``envs.scripted.EpsilonPolicy`` at one ``ε``,
+``regime_cell`` plays ``groups`` task groups with ``rollout.scripted.EpsilonPolicy`` at one ``ε``,
 computes every credit method that needs no language model on that batch, estimates both
 truths (the solver's regret, ``credit_truths.SolverTruth``; the policy's own advantage by
 Monte Carlo, ``ScriptedMonteCarlo``, whose continuations follow the same policy from the
@@ -27,8 +27,8 @@ from agentcredit.credit.accuracy import accuracy_table
 from agentcredit.credit.step import credit_batch
 from agentcredit.credit.vict.method import ABSTAIN_REASONS
 from agentcredit.envs.base import Environment
-from agentcredit.envs.scripted import EpsilonPolicy, PlannerStart, Rewards, play
 from agentcredit.rollout.records import Trajectory
+from agentcredit.rollout.scripted import EpsilonPolicy, PlannerStart, Rewards, play
 from agentcredit.train.evaluation.credit_check import (
     backbone_of,
     method_pairs,
@@ -38,7 +38,6 @@ from agentcredit.train.evaluation.credit_check import (
 from agentcredit.train.evaluation.credit_truths import (
     SolverTruth,
     TruthEstimate,
-    _offsets,
     register_solver,
     sent_actions,
     solver_for,
@@ -118,7 +117,7 @@ class ScriptedMonteCarlo:
     def estimate(self, trajectories: Sequence[Trajectory],
                  rollouts: Sequence[int] | None = None) -> TruthEstimate:
         began = time.perf_counter()
-        offsets = _offsets(trajectories)
+        offsets = np.cumsum([0] + [len(t.steps) for t in trajectories])[:-1]
         values = np.full(sum(len(t.steps) for t in trajectories), np.nan)
         cache: dict[tuple, float] = {}
         for i in range(len(trajectories)) if rollouts is None else rollouts:

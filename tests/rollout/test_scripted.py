@@ -1,4 +1,4 @@
-"""Scripted policies of chosen skill (``envs.scripted``): on fixed seeds each environment's
+"""Scripted policies of chosen skill (``rollout.scripted``): on fixed seeds each environment's
 success rate falls as ε rises, and ε = 0 (the re-planning expert) wins every task."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import random
 import pytest
 
 from agentcredit.config import load_config
-from agentcredit.envs.scripted import EpsilonPolicy, play
+from agentcredit.rollout.scripted import EpsilonPolicy, play
 from agentcredit.train.evaluation.credit_regimes import planner_start
 
 EPSILONS = (0.0, 0.2, 0.4, 0.6, 0.8)
