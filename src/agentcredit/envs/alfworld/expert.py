@@ -192,8 +192,9 @@ def _put_down(k: _Knowledge, admissible: set[str]) -> str | None:
     return next((a for a in sorted(admissible) if a.startswith(f"move {k.holding} to ")), None)
 
 
-def _next_action(k: _Knowledge, task_type: str, types: dict[str, str],
+def next_action(k: _Knowledge, task_type: str, types: dict[str, str],
                  admissible: set[str]) -> str | None:
+    """The demonstrator's command in the state ``k`` knows (``None``: it is stuck)."""
     target_type = types.get(k.targets[0]) if k.targets else None
     if task_type == "look_at_obj_in_light":
         if k.holding is None:
@@ -218,7 +219,7 @@ def _next_action(k: _Knowledge, task_type: str, types: dict[str, str],
     return None if goal is None else _go_or(k, goal, admissible, f"move {k.holding} to {goal}")
 
 
-def _observe(k: _Knowledge, action: str, text: str, admissible: set[str]) -> None:
+def observe_step(k: _Knowledge, action: str, text: str, admissible: set[str]) -> None:
     """Update what the agent knows after ``action`` produced ``text``."""
     verb, _, rest = action.partition(" ")
     if verb == "take":
@@ -254,7 +255,7 @@ def _observe(k: _Knowledge, action: str, text: str, admissible: set[str]) -> Non
             k.seen[name] = shown
 
 
-def _start(env, task: Task, rng: random.Random | None):
+def start_episode(env, task: Task, rng: random.Random | None):
     """Reset ``env`` on ``task``: the first observation, the knowledge before any look, and the
     object types."""
     obs = env.reset(task)
@@ -266,7 +267,7 @@ def _start(env, task: Task, rng: random.Random | None):
 
 
 #: commands a noisy step never takes: they change nothing (or only print help).
-_IDLE = ("help", "look", "inventory")
+IDLE_COMMANDS = ("help", "look", "inventory")
 
 
 def demonstrate(env, task: Task, max_steps: int = 60,
@@ -298,24 +299,24 @@ def noisy_demonstration(env, task: Task, rng: random.Random | None, noise: float
     if noise > 0 and rng is None:
         raise ValueError(f"noisy_demonstration: noise={noise} needs an rng to draw from")
 
-    obs, k, types = _start(env, task, rng)
+    obs, k, types = start_episode(env, task, rng)
     actions: list[str] = []
     labels: list[str] = []
     for _ in range(max_steps):
         admissible = set(obs.admissible_actions)
-        label = _next_action(k, task.task_type, types, admissible)
+        label = next_action(k, task.task_type, types, admissible)
         if label is None or label not in admissible:
             return None
         action = label
         if noise > 0 and rng.random() < noise:
-            others = sorted(a for a in admissible if a != label and a not in _IDLE)
+            others = sorted(a for a in admissible if a != label and a not in IDLE_COMMANDS)
             action = rng.choice(others) if others else label
         obs, _, _, info = env.step(action)
         actions.append(action)
         labels.append(label)
         if info.won:
             return actions, labels
-        _observe(k, action, obs.text, set(obs.admissible_actions))
+        observe_step(k, action, obs.text, set(obs.admissible_actions))
     return None
 
 
@@ -333,7 +334,7 @@ def distance_to_finish(env, task: Task, prefix: Sequence[str], cap: int,
         ReplayMismatch: ``observations`` (the text after each prefix action, as recorded) differ
             from what the replay shows.
     """
-    obs, k, types = _start(env, task, rng)
+    obs, k, types = start_episode(env, task, rng)
     for t, action in enumerate(prefix):
         obs, _, _, info = env.step(action)
         if observations is not None and obs.text != observations[t]:
@@ -341,14 +342,14 @@ def distance_to_finish(env, task: Task, prefix: Sequence[str], cap: int,
         if info.won:
             return 0
         if info.valid:
-            _observe(k, action, obs.text, set(obs.admissible_actions))
+            observe_step(k, action, obs.text, set(obs.admissible_actions))
     for n in range(cap):
         admissible = set(obs.admissible_actions)
-        label = _next_action(k, task.task_type, types, admissible)
+        label = next_action(k, task.task_type, types, admissible)
         if label is None or label not in admissible:
             return cap
         obs, _, _, info = env.step(label)
         if info.won:
             return min(n + 1, cap)
-        _observe(k, label, obs.text, set(obs.admissible_actions))
+        observe_step(k, label, obs.text, set(obs.admissible_actions))
     return cap

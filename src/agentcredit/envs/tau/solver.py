@@ -34,7 +34,7 @@ from agentcredit.envs.tau.expert import closing_messages
 from agentcredit.envs.tau.reward import golden_actions
 
 
-def _call_key(name: str, arguments: dict) -> str:
+def call_key(name: str, arguments: dict) -> str:
     return canonical_json({"name": name, "arguments": arguments})
 
 
@@ -50,13 +50,13 @@ def distance_to_resolve(env, task: Task, prefix: Sequence[str], cap: int,
     """
     _, tau = tau_task(task)
     golden = golden_actions(tau)
-    pending = {i: _call_key(a["name"], a["arguments"]) for i, a in enumerate(golden)}
+    pending = {i: call_key(a["name"], a["arguments"]) for i, a in enumerate(golden)}
     for action, _, done, info in replayed(env, task, prefix, observations):
         if done:
             return 0 if info.won else cap
         call = parse_action(action)
         if isinstance(call, ToolCall):
-            key = _call_key(call.name, call.arguments)
+            key = call_key(call.name, call.arguments)
             executed = next((i for i, k in pending.items() if k == key), None)
             if executed is not None:
                 del pending[executed]
