@@ -19,6 +19,7 @@ from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train import prefix_tree
 from agentcredit.train.ppo import PPOBatch, ppo_update
 from agentcredit.train.prefix_tree import step_trees
+from agentcredit.train.scoring import teacher as teacher_module
 from agentcredit.train.scoring.logprobs import token_logprobs, token_logprobs_and_entropy
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.scoring.tree_logprobs import tree_logprobs
@@ -253,3 +254,23 @@ def test_a_rollout_without_gradient_is_not_run_as_a_tree_and_the_update_is_uncha
     assert stats["ppo/trained_rows"] == pytest.approx(12 / 18)
     for name, weight in ran_all.items():
         torch.testing.assert_close(skipped[name], weight, atol=1e-6, rtol=0, msg=name)
+
+
+@pytest.mark.parametrize(("rollouts", "length", "cache_used"), [(1, 8, False), (3, 1, True)])
+def test_the_teacher_runs_whichever_of_trees_and_the_task_cache_computes_fewer_tokens(
+        policy, monkeypatch, rollouts, length, cache_used):
+    """One rollout with a long shared history: trees; one step in each of three rollouts of
+    one task (nothing shared within a rollout, the skill shared by the task): the cache."""
+    model, tokenizer = policy
+    steps = tensorize_steps([_trajectory(tokenizer, COMPACT, length, seed)
+                             for seed in range(rollouts)], tokenizer.pad_token_id)
+    used = []
+    score_rows = teacher_module._score_rows
+    monkeypatch.setattr(teacher_module, "_score_rows",
+                        lambda *args, **kwargs: used.append(1) or score_rows(*args, **kwargs))
+    skills = [SkillProvider().skill_text(TASK)] * steps.input_ids.shape[0]
+    got = privileged_logprobs(model, SkillSplicer(tokenizer), steps.input_ids,
+                              steps.attention_mask, steps.loss_mask, skills, micro_batch_size=3,
+                              groups=steps.step_rollout)
+    assert bool(used) == cache_used
+    assert bool((got[steps.loss_mask] != 0).all())

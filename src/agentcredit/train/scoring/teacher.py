@@ -26,8 +26,9 @@ privileged sequences; both give the same log-probs up to float rounding
 **Prefix trees.** With ``groups`` (the trajectory of each row; ``teacher_logprobs`` passes
 them under ``optim.layout=trees``) the privileged rows of a trajectory run as prefix trees
 instead (docs/backbones.md §0.1): its skill prefix and every history line its steps share
-are computed once per trajectory, which saves more than the per-task cache whenever
-histories are long.
+are computed once per trajectory. With ``reuse_prefix`` too, the path that computes fewer
+tokens runs: trees where histories are long, the per-task cache where they are short and a
+task has many rollouts.
 
 Two further savings apply to both row paths: rows are sorted by length before
 micro-batching (less padding), and the LM head runs only on the columns that
@@ -111,9 +112,9 @@ def privileged_logprobs(
             student's ``ℓ^b`` is.
         groups: ``[S]`` the trajectory of each row: the privileged rows of a trajectory run as
             prefix trees (``train.prefix_tree``; the skill and every shared history line once
-            per trajectory), in place of ``reuse_prefix``'s per-task cache, on any model
-            ``train.prefix_tree.uses_trees`` accepts. ``None``: rows (with or without
-            ``reuse_prefix``).
+            per trajectory) on any model ``train.prefix_tree.uses_trees`` accepts, unless with
+            ``reuse_prefix`` the per-task cache computes fewer tokens (short histories, many
+            rollouts per task). ``None``: rows (with or without ``reuse_prefix``).
 
     Returns:
         float32 ``[S, L]`` on ``input_ids``' device: ``ℓ^T`` on ``loss_mask``, 0 elsewhere.
@@ -135,18 +136,21 @@ def privileged_logprobs(
     model.eval()
     try:
         with torch.no_grad():
-            if groups is not None and uses_trees(model, "trees"):
-                _score_trees(model, rows, groups, micro_batch_size, out, temperature)
-            elif reuse_prefix:
-                groups: dict[tuple[int, ...], list[_Row]] = {}
+            # the per-task cache computes each task's shared prefix once and every row's tail
+            cached = (sum(len(shared) for shared in {row.shared for row in rows})
+                      + sum(len(row.tail) + 1 for row in rows)) if reuse_prefix else None
+            ran = groups is not None and uses_trees(model, "trees") and _score_trees(
+                model, rows, groups, micro_batch_size, out, temperature, cached)
+            if not ran and reuse_prefix:
+                by_prefix: dict[tuple[int, ...], list[_Row]] = {}
                 for row in rows:
-                    groups.setdefault(row.shared, []).append(row)
-                for shared, members in groups.items():
+                    by_prefix.setdefault(row.shared, []).append(row)
+                for shared, members in by_prefix.items():
                     past = prefix_cache(model, shared[:-1])
                     _score_rows(model, members, past, len(shared) - 1,
                                 [[shared[-1], *row.tail] for row in members],
                                 micro_batch_size, out, temperature)
-            else:
+            elif not ran:
                 _score_rows(model, rows, None, 0, [[*row.shared, *row.tail] for row in rows],
                             micro_batch_size, out, temperature)
     finally:
@@ -200,8 +204,10 @@ def _teacher_rows(splicer: SkillSplicer, input_ids: Tensor, attention_mask: Tens
 
 
 def _score_trees(model: nn.Module, rows: list[_Row], groups: Tensor, micro_batch_size: int,
-                 out: Tensor, temperature: float) -> None:
-    """Score the privileged sequences ``shared + tail`` as prefix trees into ``out``."""
+                 out: Tensor, temperature: float, cached: int | None) -> bool:
+    """Score the privileged sequences ``shared + tail`` as prefix trees into ``out``, unless
+    the trees would compute more tokens than ``cached`` (the per-task cache's count; ``None``:
+    no cache); whether they ran."""
     sequences = [[*row.shared, *row.tail] for row in rows]
     lengths = torch.tensor([len(seq) for seq in sequences])
     width = int(lengths.max())
@@ -220,13 +226,17 @@ def _score_trees(model: nn.Module, rows: list[_Row], groups: Tensor, micro_batch
                 allowed[i, len(sequences[i]) - row.scored:len(sequences[i]),
                         :row.allowed.shape[1]] = row.allowed
     first = lengths - torch.tensor([row.scored for row in rows])
-    for tree in prefix_trees(ids, lengths, first, groups.cpu()[[row.index for row in rows]]):
+    trees = prefix_trees(ids, lengths, first, groups.cpu()[[row.index for row in rows]])
+    if cached is not None and sum(tree.tokens(lengths) for tree in trees) > cached:
+        return False
+    for tree in trees:
         logprobs, _ = tree_logprobs(model, tree, ids, attention, scored,
                                     branch_batch=micro_batch_size, allowed=allowed,
                                     temperature=temperature)
         for i, k in enumerate(tree.rows.tolist()):
             row, end = rows[k], len(sequences[k])
             out[row.index, row.start:row.start + row.scored] = logprobs[i, end - row.scored:end]
+    return True
 
 
 def _check_full_attention(model: nn.Module) -> None:
