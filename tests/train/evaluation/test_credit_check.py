@@ -125,12 +125,12 @@ def test_training_logs_the_credit_check_every_k_updates(tmp_path, tiny_fake_run)
 
 
 @pytest.mark.parametrize("settings, message", [
-    (["env=webshop"], "run.credit_check_every = 1: environment 'webshop' has no solver truth"),
+    (["env=fake"], "run.credit_check_every = 1: environment 'fake' has no solver truth"),
     (["env=searchqa", "env.searchqa.data_dir=nq", "env.searchqa.corpus_file=wiki.jsonl"],
      "run.credit_check_every = 1: env.searchqa.data_dir = 'nq' holds FlashRAG questions"),
 ])
 def test_a_credit_check_without_a_solver_is_refused_before_the_run(settings, message, tmp_path,
-                                                                    capsys):
+                                                                    capsys, fake_suite):
     out = tmp_path / "runs"
     assert main(["train", *settings, "run.credit_check_every=1", f"run.output_dir={out}"]) == 2
     err = capsys.readouterr().err

@@ -38,7 +38,6 @@ from agentcredit.train.evaluation.credit_check import (
 from agentcredit.train.evaluation.credit_truths import (
     SolverTruth,
     TruthEstimate,
-    register_solver,
     sent_actions,
     solver_for,
 )
@@ -63,9 +62,7 @@ def planner_start(env_name: str) -> PlannerStart:
     if env_name == "alfworld":
         from agentcredit.envs.alfworld.scripted import start
     elif env_name == "webshop":
-        from agentcredit.envs.webshop.scripted import distance_to_buy, start
-
-        register_solver("webshop", distance_to_buy)
+        from agentcredit.envs.webshop.scripted import start
     elif env_name == "searchqa":
         from agentcredit.envs.searchqa.scripted import start
     elif env_name in ("tau-retail", "tau-airline"):

@@ -65,7 +65,7 @@ def register_solver(env_name: str, distance: DistanceFn, refusal: RefusalFn | No
 
 
 #: the environments whose solver ships with their package, imported on first use.
-BUILT_IN_SOLVERS = ("alfworld", "searchqa", "tau-airline", "tau-retail")
+BUILT_IN_SOLVERS = ("alfworld", "searchqa", "tau-airline", "tau-retail", "webshop")
 
 
 def _register_built_in(env_name: str) -> None:
@@ -77,6 +77,10 @@ def _register_built_in(env_name: str) -> None:
         from agentcredit.envs.searchqa.solver import distance_to_answer, solver_refusal
 
         register_solver(env_name, distance_to_answer, solver_refusal)
+    elif env_name == "webshop":
+        from agentcredit.envs.webshop.scripted import distance_to_buy
+
+        register_solver(env_name, distance_to_buy)
     else:
         from agentcredit.envs.tau.solver import distance_to_resolve
 
