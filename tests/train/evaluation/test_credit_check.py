@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentcredit.cli import main
+from agentcredit.train.evaluation import credit_truths
 from agentcredit.train.evaluation.credit_check import method_pairs, method_settings
 from agentcredit.train.evaluation.credit_truths import register_solver
 
@@ -130,7 +131,10 @@ def test_training_logs_the_credit_check_every_k_updates(tmp_path, tiny_fake_run)
      "run.credit_check_every = 1: env.searchqa.data_dir = 'nq' holds FlashRAG questions"),
 ])
 def test_a_credit_check_without_a_solver_is_refused_before_the_run(settings, message, tmp_path,
-                                                                    capsys, fake_suite):
+                                                                    capsys, fake_suite,
+                                                                    monkeypatch):
+    # other tests give the fake environment a solver; this one needs it without
+    monkeypatch.delitem(credit_truths._SOLVERS, "fake", raising=False)
     out = tmp_path / "runs"
     assert main(["train", *settings, "run.credit_check_every=1", f"run.output_dir={out}"]) == 2
     err = capsys.readouterr().err
