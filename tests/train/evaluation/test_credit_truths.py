@@ -142,3 +142,10 @@ def test_monte_carlo_refuses_a_replay_that_differs(fake_tokenizer):
     collector = RolloutCollector(WalkRight(fake_tokenizer), FakeEnv, CollectorConfig(max_steps=4))
     with pytest.raises(ReplayMismatch):
         MonteCarloTruth(collector, temperature=1.0, continuations=2).estimate([traj])
+
+
+def test_webshop_has_its_planner_distance_as_a_built_in_solver():
+    from agentcredit.envs.webshop.scripted import distance_to_buy
+    from agentcredit.train.evaluation.credit_truths import solver_for
+
+    assert solver_for("webshop") is distance_to_buy
