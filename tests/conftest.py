@@ -124,9 +124,10 @@ def tiny_fake_run(fake_suite) -> tuple[str, ...]:
     give its groups a signal, and every scoring pass runs; no RL pool (RL on every train
     task). Rollouts at temperature 1 (the embedded default samples at the evaluation's 0.4):
     the tests tell training from evaluation sampling by temperature, and the fake verl actor
-    scores at 1."""
+    scores at 1. No start cache: every test trains its own warm start
+    (``tests/train/warm_start/test_start_cache.py`` tests the cache)."""
     return (
-        "run.progress=false", "run.threads=1", "rollout.temperature=1.0",
+        "run.progress=false", "run.threads=1", "sft.cache=false", "rollout.temperature=1.0",
         "rollout.decoding=free", "rollout.history_window=1", "rollout.history_style=pairs",
         "optim.kl_coef=0.01",
         "model.tiny.hidden_size=32", "model.tiny.num_hidden_layers=1",

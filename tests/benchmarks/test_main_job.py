@@ -9,7 +9,15 @@ import subprocess
 
 import pytest
 
-from main_job import REPO, checkout, command, peak_rss_mb, phase_seconds, success_from_metrics
+from main_job import (
+    REPO,
+    checkout,
+    command,
+    peak_rss_mb,
+    phase_seconds,
+    reused_start,
+    success_from_metrics,
+)
 
 
 def _write(path, records):
@@ -79,3 +87,11 @@ def test_a_clone_is_recorded_by_the_commit_it_checked_out(tmp_path):
                           capture_output=True, text=True, check=True).stdout.strip()
     assert used == f"git clone of {REPO} at {head}"
     assert (tmp_path / "clone" / "pyproject.toml").is_file()
+
+
+def test_a_run_reused_its_start_only_when_its_sft_line_says_so(tmp_path):
+    trained = _write(tmp_path / "trained.jsonl", [{"kind": "sft", "update": 0,
+                                                   "sft/seconds": 300.0}])
+    reused = _write(tmp_path / "reused.jsonl", [{"kind": "sft", "update": 0, "sft/seconds": 0.4,
+                                                 "sft/reused": 1.0}])
+    assert not reused_start(trained) and reused_start(reused)

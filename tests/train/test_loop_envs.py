@@ -12,7 +12,8 @@ from agentcredit.train.loop import train
 
 TINY = (
     "run.progress=false", "run.threads=1", "run.updates=1", "run.eval_at_start=false",
-    "run.eval_every=1", "sft.epochs=1", "rollout.decoding=free", "rollout.history_window=1",
+    "run.eval_every=1", "sft.epochs=1", "sft.cache=false", "rollout.decoding=free",
+    "rollout.history_window=1",
     "rollout.history_style=pairs", "rollout.group_size=2", "rollout.tasks_per_update=2",
     "rollout.max_steps=3", "rollout.max_new_tokens=12",
     "model.tiny.hidden_size=32", "model.tiny.num_hidden_layers=1",

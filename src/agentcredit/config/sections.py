@@ -140,6 +140,15 @@ class SFTConfig:
     the command led, so SFT sees the states a cloned policy's own mistakes lead to
     (``envs.alfworld.expert.noisy_demonstration``). ALFWorld only, as
     ``demonstrations_per_task``."""
+    cache: bool = True
+    """Reuse the embedded model's start (the bootstrapped tokenizer and model after SFT) from
+    ``cache_dir`` when everything that determines it is the same: the train games, the
+    demonstrations, the model and tokenizer settings, the prompt, these SFT settings, the seed
+    and the package's code (``train.warm_start.start_cache``); a line on stderr says what was
+    reused. ``false`` trains it again (and stores nothing). A named checkpoint's SFT always
+    runs."""
+    cache_dir: str = ".cache/agentcredit/starts"
+    """Where cached starts are kept, one folder per key (shared between runs)."""
 
     _limits: ClassVar[dict[str, tuple]] = {"epochs": (0.0, None), "lr": (0.0, None),
                "batch_size": (1, None), "micro_batch_size": (1, None), "weight_decay": (0.0, None),

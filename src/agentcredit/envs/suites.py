@@ -30,7 +30,11 @@ class EnvSuite(Protocol):
         order."""
 
     def make_env(self) -> Environment:
-        """A new environment instance, independent of every other one."""
+        """A new environment instance, independent of every other one.
+
+        A suite that caches what it builds on disk also has ``cache_note() -> str | None``:
+        one line naming what its ``tasks`` calls read back and from where (None when
+        nothing was)."""
 
 
 @dataclass(frozen=True)
@@ -84,13 +88,28 @@ class AlfWorldSuite:
     def __init__(self, options, games: GamesPerType):
         self.options = options
         self.games = games
+        self.games_read = 0
+        """Games that ``tasks`` found already generated in the cache."""
 
     def tasks(self, split: str) -> list[Task]:
-        from agentcredit.envs.alfworld.generator import generate_split
+        from agentcredit.envs.alfworld.generator import TASK_TYPES, generate_split, missing_games
 
         per_type = self.games.train if split == "train" else self.games.valid
-        return generate_split(split, per_type, self.options.generator,
-                              Path(self.options.cache_dir))
+        cache = Path(self.options.cache_dir)
+        self.games_read += per_type * len(TASK_TYPES) - len(
+            missing_games(split, per_type, self.options.generator, cache))
+        return generate_split(split, per_type, self.options.generator, cache)
+
+    def cache_note(self) -> str | None:
+        """Where the games read back from the cache lie (None when none was)."""
+        from agentcredit.envs.alfworld.generator import cache_folder
+
+        if not self.games_read:
+            return None
+        folder = cache_folder(self.options.generator, Path(self.options.cache_dir))
+        return (f"games: read {self.games_read} generated games from {folder} (a game is a "
+                "pure function of the generator's settings; delete the folder to generate "
+                "them again)")
 
     def make_env(self) -> Environment:
         from agentcredit.envs.alfworld.engine import AlfWorldEnv

@@ -24,6 +24,7 @@ resumed writes the same metrics as an uninterrupted run.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -229,6 +230,8 @@ def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
          + (f" (RL on a pool of {len(pool)})" if config.env.pool_games_per_type else "")
          + ", " + ", ".join(f"{len(v)} {k}" for k, v in valid.items())
          + f" ({time.perf_counter() - began:.1f} s)")
+    if (note := getattr(suite, "cache_note", lambda: None)()) is not None:
+        print(note, file=sys.stderr, flush=True)
     provider = SkillProvider(config.skills.root or None)
     if config.uses_skills:  # a missing skill file stops the run before anything is trained
         check_skill_texts(provider, [*train_tasks, *(t for tasks in valid.values() for t in tasks)])

@@ -17,7 +17,8 @@ pytest.importorskip("alfworld")
 #: the games every run of this checkout shares (the preset's ``env.alfworld.cache_dir``, from
 #: the root)
 GAMES = Path(__file__).parents[3] / ".cache" / "agentcredit" / "alfworld"
-TINY = ("run.progress=false", "run.threads=1", "run.updates=2", "env.train_games_per_type=1",
+TINY = ("run.progress=false", "run.threads=1", "sft.cache=false", "run.updates=2",
+        "env.train_games_per_type=1",
         "eval.splits=[valid_seen]", "sft.epochs=1", "rollout.tasks_per_update=2",
         "rollout.group_size=2", "rollout.max_steps=5", "model.tiny.hidden_size=32",
         "model.tiny.num_hidden_layers=1", "model.tiny.num_attention_heads=2",

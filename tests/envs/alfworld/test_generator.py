@@ -7,8 +7,9 @@ from agentcredit.envs.alfworld import generator, scenes
 from agentcredit.envs.alfworld.engine import AlfWorldEnv
 from agentcredit.envs.alfworld.game_file import read_game_file
 from agentcredit.envs.alfworld.generator import generate_game, generate_split
-from agentcredit.envs.alfworld.options import GeneratorConfig
+from agentcredit.envs.alfworld.options import AlfWorldConfig, GeneratorConfig
 from agentcredit.envs.alfworld.tasks import TASK_TYPES
+from agentcredit.envs.suites import GamesPerType, build_env_suite
 
 from .conftest import SMALL
 
@@ -131,3 +132,16 @@ def test_two_runs_generating_one_game_at_once_both_succeed(tmp_path, monkeypatch
     alone = generate_game("train", "pick_and_place", 0, SMALL, tmp_path / "alone")
     assert read_game_file(task.payload["game_file"]) == read_game_file(alone.payload["game_file"])
     assert not list(Path(task.payload["game_file"]).parent.glob("*.tmp"))
+
+
+def test_a_suite_says_how_many_games_it_read_back_and_from_where(game_cache, train_games):
+    assert generator.missing_games("train", 2, SMALL, game_cache) == []
+    assert len(generator.missing_games("train", 3, SMALL, game_cache)) == len(TASK_TYPES)
+    options = AlfWorldConfig(generator=SMALL, cache_dir=str(game_cache))
+    suite = build_env_suite("alfworld", options, GamesPerType(train=2, valid=1))
+    assert suite.cache_note() is None  # nothing read yet
+    assert suite.tasks("train") == train_games
+    folder = generator.cache_folder(SMALL, game_cache)
+    assert suite.cache_note().startswith(f"games: read {len(train_games)} generated games "
+                                         f"from {folder} ")
+    assert (folder / "train").is_dir()

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agentcredit.config import load_config
-from agentcredit.train.warm_start.start_policy import demonstration_settings
+from agentcredit.envs.alfworld.options import AlfWorldConfig, GeneratorConfig
+from agentcredit.envs.suites import GamesPerType, build_env_suite
+from agentcredit.train.warm_start.start_policy import demonstration_settings, play_demonstrations
 
 
 class _Plain:
@@ -32,3 +36,16 @@ def test_clean_single_demonstrations_need_no_note_anywhere():
     config = load_config(None, ["env=webshop", "sft.demonstration_noise=0",
                                 "sft.demonstrations_per_task=1"])
     assert demonstration_settings(config, _Plain()) == (1, 0.0, None)
+
+
+@pytest.mark.slow
+def test_demonstrations_played_by_worker_processes_equal_those_played_here(tmp_path):
+    # on generated ALFWorld games: spawned workers rebuild the suite from its pickle, which a
+    # test-only suite cannot offer (a site package named ``tests`` shadows this folder there)
+    options = AlfWorldConfig(generator=GeneratorConfig(seed=7, max_receptacles=12),
+                             cache_dir=str(tmp_path))
+    suite = build_env_suite("alfworld", options, GamesPerType(train=1, valid=1))
+    tasks = suite.tasks("train")
+    here = play_demonstrations(suite, tasks, 2, 0.3, seed=3, workers=1)
+    assert [d.task for d in here] == [task for task in tasks for _ in range(2)]
+    assert play_demonstrations(suite, tasks, 2, 0.3, seed=3, workers=2) == here

@@ -274,6 +274,18 @@ def task_from_meta(meta: dict, game_dir: Path) -> Task:
                          "receptacles": meta["receptacles"]})
 
 
+def cache_folder(config: GeneratorConfig, cache_dir: Path) -> Path:
+    """The folder of ``cache_dir`` that holds the games of ``config``."""
+    return Path(cache_dir) / _config_key(config)
+
+
+def missing_games(split: str, games_per_type: int, config: GeneratorConfig, cache_dir: Path,
+                  task_types: tuple[str, ...] = tuple(TASK_TYPES)) -> list[tuple[str, int]]:
+    """``(task type, index)`` of the games of ``split`` not yet in ``cache_dir``."""
+    return [(t, i) for t in task_types for i in range(games_per_type)
+            if not (_game_dir(split, t, i, config, cache_dir) / "meta.json").is_file()]
+
+
 def generate_split(split: str, games_per_type: int, config: GeneratorConfig, cache_dir: Path,
                    task_types: tuple[str, ...] = tuple(TASK_TYPES),
                    workers: int | None = None) -> list[Task]:
@@ -287,8 +299,7 @@ def generate_split(split: str, games_per_type: int, config: GeneratorConfig, cac
     """
     wanted = [(t, i) for t in task_types for i in range(games_per_type)]
     workers = min(os.cpu_count() or 1, 8) if workers is None else workers
-    missing = [(t, i) for t, i in wanted
-               if not (_game_dir(split, t, i, config, cache_dir) / "meta.json").is_file()]
+    missing = missing_games(split, games_per_type, config, cache_dir, task_types)
     if workers > 1 and len(missing) > 1:
         context = multiprocessing.get_context("spawn")  # the parent may hold torch's threads
         with ProcessPoolExecutor(min(workers, len(missing)), mp_context=context) as pool:

@@ -2,13 +2,18 @@
 
 The embedded tokenizer is fitted on the expert demonstrations and the
 environment's skill texts; ``sft.skill_share`` adds skill-prefixed copies of
-demonstrations to SFT (``SFTConfig.skill_share``).
+demonstrations to SFT (``SFTConfig.skill_share``). The embedded start is read back from
+``sft.cache_dir`` when everything it depends on is unchanged (``start_cache``).
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
@@ -27,6 +32,7 @@ from agentcredit.train.warm_start.sft import (
     with_skill_demonstrations,
 )
 from agentcredit.train.warm_start.skill_texts import skill_tokenizer_corpus
+from agentcredit.train.warm_start.start_cache import CachedStart, StartCache, start_inputs
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
 
@@ -36,19 +42,22 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
     """``(model, tokenizer)`` of the RL start, saved as ``run/reference``; ``log`` gets the SFT
     metrics line."""
     embedded = config.model.name == "embedded"
+    cache = inputs = None
+    if embedded and config.sft.enabled and config.sft.cache:
+        cache = StartCache(config.sft.cache_dir)
+        inputs = start_inputs(config, train_tasks,
+                              skill_tokenizer_corpus(provider, config.env.name))
+        if (entry := cache.find(inputs)) is not None:
+            return _reused_start(config, run, entry, log, echo)
     if not embedded:  # a bad checkpoint fails before the demonstrations are played
         model, tokenizer = load_model(config, config.model.name)
     demos = None
     if embedded or config.sft.enabled:
         began = time.perf_counter()
-        env = suite.make_env()
-        copies, noise, note = demonstration_settings(config, env)
+        copies, noise, note = demonstration_settings(config, suite.make_env())
         if note:
             echo(note)
-        # one task per call, so the bar moves with every episode
-        demos = [demo for task in track(train_tasks, "expert demonstrations", unit="episodes")
-                 for demo in expert_demonstrations(env, [task], copies=copies, noise=noise,
-                                                   seed=config.run.seed)]
+        demos = play_demonstrations(suite, train_tasks, copies, noise, config.run.seed)
         echo(f"expert demonstrations: {len(demos)} episodes, "
              f"{sum(len(d.actions) for d in demos)} steps ({time.perf_counter() - began:.1f} s)")
     if embedded:
@@ -61,6 +70,7 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
             config, bootstrap_tiny_model(texts, run.path / "init_model", config.model.tiny))
     echo(f"policy: {config.model.name} ({sum(p.numel() for p in model.parameters()):,} "
          f"parameters, vocabulary {len(tokenizer)})")
+    sft_record = None
     if config.sft.enabled:
         samples = demonstration_steps(demos, tokenizer, collector_config(config).prompt,
                                       recovery=config.sft.recovery, seed=config.run.seed,
@@ -74,12 +84,69 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
                             torch.Generator().manual_seed(config.run.seed + 1),
                             progress=lambda step, steps, loss: bar.update(total=steps,
                                                                           loss=f"{loss:.3f}"))
-        log({"kind": "sft", "update": 0, **stats})
+        sft_record = {"kind": "sft", "update": 0, **stats}
+        log(sft_record)
         echo(f"SFT: {int(stats['sft/steps'])} steps on {int(stats['sft/samples'])} expert steps, "
              f"loss {stats['sft/first_loss']:.3f} → {stats['sft/final_loss']:.3f} "
              f"({stats['sft/seconds']:.1f} s)")
     run.save_reference(model, tokenizer)
+    if cache is not None:
+        cache.store(inputs, run.reference, sft_record)
     return model, tokenizer
+
+
+def _reused_start(config: TrainConfig, run: RunDirectory, entry: CachedStart,
+                  log: Callable[[dict], None], echo: Callable[[str], None]):
+    """The cached start ``entry`` as the run's ``reference/``; its SFT line is logged again
+    with ``sft/reused`` 1 and ``sft/seconds`` the time the reading took."""
+    began = time.perf_counter()
+    model, tokenizer = load_model(config, entry.reference)
+    run.save_reference(model, tokenizer)
+    log({**entry.sft_record(), "sft/seconds": time.perf_counter() - began, "sft/reused": 1.0})
+    print(f"warm start: reused the tokenizer, model and SFT trained with these settings, games "
+          f"and code from {entry.folder} (sft.cache=false trains them again)",
+          file=sys.stderr, flush=True)
+    echo(f"policy: {config.model.name} ({sum(p.numel() for p in model.parameters()):,} "
+         f"parameters, vocabulary {len(tokenizer)}), read from the cache")
+    return model, tokenizer
+
+
+#: below this many tasks the demonstrations play in this process (a worker takes seconds to
+#: start)
+PARALLEL_TASKS = 32
+_worker_env = None
+
+
+def _open_env(suite: EnvSuite) -> None:
+    global _worker_env
+    _worker_env = suite.make_env()
+
+
+def _play_task(task: Task, copies: int, noise: float, seed: int) -> list:
+    return expert_demonstrations(_worker_env, [task], copies=copies, noise=noise, seed=seed)
+
+
+def play_demonstrations(suite: EnvSuite, tasks: Sequence[Task], copies: int, noise: float,
+                        seed: int, workers: int | None = None) -> list:
+    """``expert_demonstrations`` of every task, in task order, with an ``expert
+    demonstrations`` bar that moves with every task.
+
+    A task's demonstrations depend only on the task, ``copies``, ``noise`` and ``seed``, so
+    ``workers`` processes (None: one per CPU core, at most 8, for ``PARALLEL_TASKS`` tasks
+    or more) play them at once with the same result, each on its own environment.
+    """
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8) if len(tasks) >= PARALLEL_TASKS else 1
+    if workers <= 1:
+        _open_env(suite)
+        return [demo for task in track(tasks, "expert demonstrations", unit="episodes")
+                for demo in _play_task(task, copies, noise, seed)]
+    context = multiprocessing.get_context("spawn")  # this process may hold torch's threads
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_open_env,
+                             initargs=(suite,)) as pool:
+        jobs = [pool.submit(_play_task, task, copies, noise, seed) for task in tasks]
+        return [demo for job in track(jobs, "expert demonstrations", unit="episodes")
+                for demo in job.result()]
 
 
 def demonstration_settings(config: TrainConfig, env) -> tuple[int, float, str | None]:
