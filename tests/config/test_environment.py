@@ -36,8 +36,8 @@ def test_both_tau_domains_read_the_options_under_env_tau():
 
 
 def test_switching_environment_keeps_the_game_counts_of_the_preset():
-    env = load_config(None, ["env=webshop"]).env  # the embedded preset sets 40 and 9
-    assert (env.train_games_per_type, env.valid_games_per_type) == (40, 9)
+    env = load_config(None, ["env=webshop"]).env  # the embedded preset sets 40 and 4
+    assert (env.train_games_per_type, env.valid_games_per_type) == (40, 4)
 
 
 def test_an_environment_without_options_section_gets_none(fake_suite):

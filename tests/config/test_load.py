@@ -32,7 +32,8 @@ def test_the_packaged_embedded_default_loads():
     assert (config.sft.demonstrations_per_task, config.sft.demonstration_noise) == (2, 0.2)
     # the embedded departures from the papers' setting (README, docs/settings.md)
     assert config.rollout.decoding == "admissible" and config.rollout.history_style == "compact"
-    assert config.env.valid_games_per_type * 6 * 2 >= 108  # 6 task types, 2 validation splits
+    # held-out beside the pool: 4 games per task type and split, the pool played 8 times
+    assert (config.env.valid_games_per_type, config.eval.pool_episodes_per_game) == (4, 8)
     # RL trains the policy that is evaluated, with a step that moves a tiny cloned policy
     # without collapsing it (the 1e-6 of real checkpoints does not move it)
     assert config.rollout.temperature == config.eval.temperature == 0.4
