@@ -29,7 +29,7 @@ trajectories at each run's last evaluation, averaged over seeds) says whether it
 carries signal (> 0). ``pool_games``, ``held_out_games``, ``seeds`` and ``wall_s``.
 
     python benchmarks/learning_alfworld.py [--quick] [--methods grpo,gigpo,...] [--seeds 0,1,2,3,4]
-        [--updates N] [--output-dir DIR] [--workers 2] [--name RESULT] [key=value ...]
+        [--updates N] [--evaluations K] [--output-dir DIR] [--workers 2] [--name RESULT] [key=value ...]
 
 A method is ``NAME[/BACKBONE[/GATE]]`` (``bench_common.method_overrides``). Extra
 ``key=value`` overrides go to every SFT and RL run. With ``--output-dir``, a second call with
@@ -58,13 +58,14 @@ from agentcredit.train.evaluation.outcomes import (
 from bench_common import method_config, run_method, sft_start, start_evaluation, write_result
 
 PROTOCOL = "pool"
-DEFAULT_METHODS = "grpo,gigpo,vict/grpo,vict/gigpo,adrs/gigpo,random_edges/grpo"
+DEFAULT_METHODS = "grpo,gigpo,vict/grpo,vict/gigpo,adrs/grpo,adrs/gigpo"
 DEFAULT_SEEDS = "0,1,2,3,4"
 #: the paired comparisons: (A, B) reports A − B
-PAIRS = (("vict/grpo", "grpo"), ("vict/gigpo", "gigpo"), ("adrs/gigpo", "gigpo"),
-         ("vict/grpo", "random_edges/grpo"))
-#: every run's settings: the pool protocol (the embedded default's pool, evaluated at four
-#: points besides the start), the skill-prefixed SFT that ADRS's teacher needs
+PAIRS = (("vict/grpo", "grpo"), ("vict/gigpo", "gigpo"), ("adrs/grpo", "grpo"),
+         ("adrs/gigpo", "gigpo"), ("vict/grpo", "random_edges/grpo"))
+#: every run's settings: the pool protocol (the embedded default's pool and its 16 updates,
+#: evaluated at the start and the end unless ``--evaluations`` asks for more), the
+#: skill-prefixed SFT that ADRS's teacher needs
 PROTOCOL_OVERRIDES = ("sft.skill_share=0.5", "eval.held_out=ends")
 #: a smoke-sized run: two seeds of a few games, a short SFT, two updates
 QUICK_OVERRIDES = ("env.train_games_per_type=2", "env.valid_games_per_type=1",
@@ -183,23 +184,31 @@ def run_record(method: str, seed: int, evaluations: list[dict], updates: list[di
 RETRIES, RETRY_WAIT_S = 8, 120
 
 
-def _run(start: Path, method: str, overrides: list[str], name: str) -> list[dict]:
+def _run(start: Path, method: str, overrides: list[str], name: str, position: str) -> list[dict]:
     """``run_method``, tried again after an OSError (``RETRIES`` times at most); a retry
-    resumes from the run's last checkpoint."""
-    print(f"{name} ...", file=sys.stderr, flush=True)
-    for attempt in range(1, RETRIES + 1):
+    resumes from the run's last checkpoint. ``position`` (``"3/30"``) is printed with the
+    method and seed as the run begins and as it ends."""
+    seed = next(o for o in reversed(overrides) if o.startswith("run.seed=")).split("=")[1]
+    print(f"run {position}: {method}, seed {seed} ...", file=sys.stderr, flush=True)
+    began = time.perf_counter()
+    for attempt in range(1, RETRIES + 2):
         try:
-            return run_method(start, method, overrides, name)
+            records = run_method(start, method, overrides, name)
+            break
         except OSError as err:
+            if attempt > RETRIES:
+                raise
             print(f"{name}: {err}; try {attempt}/{RETRIES} again in {RETRY_WAIT_S} s",
                   file=sys.stderr, flush=True)
             time.sleep(RETRY_WAIT_S)
-    return run_method(start, method, overrides, name)
+    print(f"run {position}: {method}, seed {seed} done in {time.perf_counter() - began:.0f} s",
+          file=sys.stderr, flush=True)
+    return records
 
 
-def _start(overrides: list[str], seed: int) -> Path:
-    """The seed's SFT start (trained once, then read back)."""
-    print(f"sft_seed{seed} ...", file=sys.stderr, flush=True)
+def _start(overrides: list[str], seed: int, position: str) -> Path:
+    """The seed's SFT start (trained once, then read back); ``position`` as ``_run``'s."""
+    print(f"start {position}: SFT of seed {seed} ...", file=sys.stderr, flush=True)
     return sft_start([*overrides, f"run.seed={seed}"], f"sft_seed{seed}")
 
 
@@ -229,7 +238,10 @@ def main() -> None:
     parser.add_argument("--seeds", default=None,
                         help=f"comma-separated (full: {DEFAULT_SEEDS}; quick: 0,1)")
     parser.add_argument("--updates", type=int, default=None,
-                        help="RL updates per run (full: 20; quick: 2)")
+                        help="RL updates per run (full: 16, the embedded default's; quick: 2)")
+    parser.add_argument("--evaluations", type=int, default=1,
+                        help="pool evaluations per run after the start, evenly spaced, the "
+                             "last at the end (default %(default)s; more draw the AUC's curve)")
     parser.add_argument("--output-dir", default=None,
                         help="where starts and runs go (default: a temp dir); what is found "
                              "there is read back (finished) or resumed (unfinished)")
@@ -241,12 +253,12 @@ def main() -> None:
     args = parser.parse_args()
     methods = args.methods.split(",")
     seeds = [int(s) for s in (args.seeds or ("0,1" if args.quick else DEFAULT_SEEDS)).split(",")]
-    updates = args.updates or (2 if args.quick else 20)
+    updates = args.updates or (2 if args.quick else 16)
     began = time.perf_counter()
     root = Path(args.output_dir or tempfile.mkdtemp(prefix="learning-alfworld-"))
     root.mkdir(parents=True, exist_ok=True)
-    schedule = {"run.eval_every": max(1, updates // 4),
-                "run.checkpoint_every": max(1, updates // 4)}
+    every = max(1, updates // max(1, args.evaluations))
+    schedule = {"run.eval_every": every, "run.checkpoint_every": min(every, max(1, updates // 4))}
     overridden = {override.split("=", 1)[0] for override in args.overrides}
     common = [f"run.output_dir={root}", "run.progress=false", "run.threads=1",
               f"run.updates={updates}", *PROTOCOL_OVERRIDES,
@@ -255,15 +267,16 @@ def main() -> None:
               *args.overrides]
     # a killed benchmark must take its workers with it, or they keep writing run dirs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    starts = dict(zip(seeds, _map(args.workers, _start, [(common, seed) for seed in seeds]),
-                      strict=True))
+    starts = dict(zip(seeds, _map(args.workers, _start, [
+        (common, seed, f"{n}/{len(seeds)}") for n, seed in enumerate(seeds, 1)]), strict=True))
     jobs = [(starts[seed], method, [*common, f"run.seed={seed}"],
              f"{method.replace('/', '-')}_seed{seed}") for seed in seeds for method in methods]
     # every method of a seed shares the evaluation settings: one start evaluation per seed
     start_evals = dict(zip(seeds, _map(args.workers, _start_eval, [
         (*jobs[n * len(methods)], root / f"start_eval_seed{seed}.json")
         for n, seed in enumerate(seeds)]), strict=True))
-    jobs = [(*job[:2], [*job[2], "run.eval_at_start=false"], job[3]) for job in jobs]
+    jobs = [(*job[:2], [*job[2], "run.eval_at_start=false"], job[3], f"{n}/{len(jobs)}")
+            for n, job in enumerate(jobs, 1)]
     results = _map(args.workers, _run, jobs)
     runs = []
     for (seed, method), records in zip(itertools.product(seeds, methods), results, strict=True):
