@@ -29,7 +29,8 @@ trajectories at each run's last evaluation, averaged over seeds) says whether it
 carries signal (> 0). ``pool_games``, ``held_out_games``, ``seeds`` and ``wall_s``.
 
     python benchmarks/learning_alfworld.py [--quick] [--methods grpo,gigpo,...] [--seeds 0,1,2,3,4]
-        [--updates N] [--evaluations K] [--output-dir DIR] [--workers 2] [--name RESULT] [key=value ...]
+        [--updates N] [--evaluations K] [--output-dir DIR] [--workers 2] [--name RESULT]
+        [key=value ...]
 
 A method is ``NAME[/BACKBONE[/GATE]]`` (``bench_common.method_overrides``). Extra
 ``key=value`` overrides go to every SFT and RL run. With ``--output-dir``, a second call with

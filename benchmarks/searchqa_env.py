@@ -24,9 +24,10 @@ import random
 import statistics
 import time
 
-from agentcredit.envs.searchqa import SearchQAConfig, SearchQAEnv, build_tasks
-from agentcredit.envs.searchqa.engine import task_question
+from agentcredit.envs.searchqa.engine import SearchQAEnv, task_question
+from agentcredit.envs.searchqa.options import SearchQAConfig
 from agentcredit.envs.searchqa.sources import bm25_index, generated_world
+from agentcredit.envs.searchqa.tasks import build_tasks
 from bench_common import FUZZ_NOTE, FUZZ_TARGETS, fuzz_figures, write_result
 
 SEED = 0

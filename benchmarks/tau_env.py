@@ -19,9 +19,10 @@ import random
 import statistics
 import time
 
-from agentcredit.envs.tau import TauEnv, build_tasks
 from agentcredit.envs.tau.domains import load_domain
+from agentcredit.envs.tau.engine import TauEnv
 from agentcredit.envs.tau.reward import golden_actions
+from agentcredit.envs.tau.tasks import build_tasks
 from bench_common import write_result
 
 SEED = 0

@@ -22,13 +22,13 @@ import random
 import statistics
 import time
 
-from agentcredit.envs.webshop import WebShopConfig, WebShopEnv, build_tasks
 from agentcredit.envs.webshop.catalog import generate_catalog
-from agentcredit.envs.webshop.engine import task_goal
+from agentcredit.envs.webshop.engine import WebShopEnv, task_goal
 from agentcredit.envs.webshop.expert import key_terms
 from agentcredit.envs.webshop.goals import sample_goals
+from agentcredit.envs.webshop.options import WebShopConfig
 from agentcredit.envs.webshop.shop import open_shop, register_catalog
-from agentcredit.envs.webshop.tasks import goal_tasks
+from agentcredit.envs.webshop.tasks import build_tasks, goal_tasks
 from bench_common import (
     FUZZ_NOTE,
     FUZZ_TARGETS,

@@ -210,3 +210,25 @@ def test_importing_the_run_package_and_the_train_packages_loads_no_torch():
             "assert 'torch' not in sys.modules, 'torch loaded'")
     subprocess.run([sys.executable, "-c", code], check=True,
                    env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+
+#: the most agentcredit modules ``import agentcredit.config`` may load
+CONFIG_MODULES_MAX = 25
+#: third-party engines of the environments (BM25 search, TextWorld, tau2's data)
+ENGINE_PACKAGES = ("bm25s", "textworld", "alfworld", "tau2")
+
+
+def test_the_config_loads_a_few_modules_and_no_environment_engine():
+    """Importing the config and loading a run config of every environment imports no engine:
+    the environments' options modules import none, and engines load when a suite is built."""
+    code = ("import sys\n"
+            "from agentcredit.config import TrainConfig, load_config\n"
+            "ours = [m for m in sys.modules if m.split('.')[0] == 'agentcredit']\n"
+            f"assert len(ours) <= {CONFIG_MODULES_MAX}, sorted(ours)\n"
+            "for env in ('alfworld', 'webshop', 'searchqa', 'tau-retail', 'tau-airline'):\n"
+            "    load_config(None, [f'env={env}'])\n"
+            "engines = sorted(m for m in sys.modules if m.endswith('.engine')\n"
+            f"                 or m.split('.')[0] in {ENGINE_PACKAGES!r})\n"
+            "assert not engines, engines\n")
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})

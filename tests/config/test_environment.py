@@ -10,7 +10,7 @@ from agentcredit.cli import main
 from agentcredit.config import ConfigError, config_to_dict, load_config, save_config
 from agentcredit.envs.alfworld.options import AlfWorldConfig
 from agentcredit.envs.tau.options import TauConfig
-from agentcredit.envs.webshop.tasks import WebShopConfig
+from agentcredit.envs.webshop.options import WebShopConfig
 
 
 def _error(*overrides: str, path=None) -> str:

@@ -8,11 +8,11 @@ import torch
 
 from agentcredit.credit import CreditBatch, get_estimator
 from agentcredit.credit.vict import VICTConfig
-from agentcredit.envs.webshop import WebShopConfig, WebShopEnv, build_tasks
 from agentcredit.envs.webshop.catalog import Catalog, generate_catalog
-from agentcredit.envs.webshop.engine import task_goal
+from agentcredit.envs.webshop.engine import WebShopEnv, task_goal
+from agentcredit.envs.webshop.options import WebShopConfig
 from agentcredit.envs.webshop.shop import open_shop, register_catalog
-from agentcredit.envs.webshop.tasks import goal_tasks
+from agentcredit.envs.webshop.tasks import build_tasks, goal_tasks
 from agentcredit.verifier.atoms import Atom, Verifier
 from agentcredit.verifier.trace import trace_rollout
 

@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 
 from agentcredit.config.schema import ConfigError, validate
 from agentcredit.envs.alfworld.options import AlfWorldConfig
-from agentcredit.envs.searchqa.tasks import SearchQAConfig
+from agentcredit.envs.searchqa.options import SearchQAConfig
 from agentcredit.envs.suites import EnvSuite, GamesPerType, build_env_suite
 from agentcredit.envs.tau.options import TauConfig
-from agentcredit.envs.webshop.tasks import WebShopConfig
+from agentcredit.envs.webshop.options import WebShopConfig
 
 #: old dotted key (or key prefix) -> the key that holds it now
 MOVED_KEYS = {"env.generator": "env.alfworld.generator", "env.cache_dir": "env.alfworld.cache_dir"}

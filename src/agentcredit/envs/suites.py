@@ -88,26 +88,29 @@ class AlfWorldSuite:
     def __init__(self, options, games: GamesPerType):
         self.options = options
         self.games = games
-        self.games_read = 0
-        """Games that ``tasks`` found already generated in the cache."""
+        self.games_read: dict[str, int] = {}
+        """Per split, the games that its first ``tasks`` call found already generated in the
+        cache (a later call of the split reads what this suite generated or counted)."""
 
     def tasks(self, split: str) -> list[Task]:
         from agentcredit.envs.alfworld.generator import TASK_TYPES, generate_split, missing_games
 
         per_type = self.games.train if split == "train" else self.games.valid
         cache = Path(self.options.cache_dir)
-        self.games_read += per_type * len(TASK_TYPES) - len(
-            missing_games(split, per_type, self.options.generator, cache))
+        if split not in self.games_read:
+            self.games_read[split] = per_type * len(TASK_TYPES) - len(
+                missing_games(split, per_type, self.options.generator, cache))
         return generate_split(split, per_type, self.options.generator, cache)
 
     def cache_note(self) -> str | None:
         """Where the games read back from the cache lie (None when none was)."""
         from agentcredit.envs.alfworld.generator import cache_folder
 
-        if not self.games_read:
+        read = sum(self.games_read.values())
+        if not read:
             return None
         folder = cache_folder(self.options.generator, Path(self.options.cache_dir))
-        return (f"games: read {self.games_read} generated games from {folder} (a game is a "
+        return (f"games: read {read} generated games from {folder} (a game is a "
                 "pure function of the generator's settings; delete the folder to generate "
                 "them again)")
 

@@ -144,4 +144,11 @@ def test_a_suite_says_how_many_games_it_read_back_and_from_where(game_cache, tra
     folder = generator.cache_folder(SMALL, game_cache)
     assert suite.cache_note().startswith(f"games: read {len(train_games)} generated games "
                                          f"from {folder} ")
+    assert suite.tasks("train") == train_games  # the pool reads the train games again
+    assert suite.cache_note().startswith(f"games: read {len(train_games)} generated games ")
+    fresh = build_env_suite("alfworld", AlfWorldConfig(generator=SMALL, cache_dir=str(
+        game_cache / "empty")), GamesPerType(train=1, valid=1))
+    fresh.tasks("train")
+    fresh.tasks("train")
+    assert fresh.cache_note() is None  # this suite generated them: nothing was read back
     assert (folder / "train").is_dir()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentcredit.envs.searchqa import SearchQAConfig, SearchQAEnv, build_tasks
+from agentcredit.envs.searchqa.engine import SearchQAEnv
+from agentcredit.envs.searchqa.options import SearchQAConfig
+from agentcredit.envs.searchqa.tasks import build_tasks
 
 
 @pytest.fixture(scope="session")

@@ -3,9 +3,8 @@
 import pytest
 
 from agentcredit.envs.base import Environment, Task
-from agentcredit.envs.searchqa import SearchQAEnv
 from agentcredit.envs.searchqa.corpus import Passage
-from agentcredit.envs.searchqa.engine import task_question
+from agentcredit.envs.searchqa.engine import SearchQAEnv, task_question
 from agentcredit.envs.searchqa.protocol import CORRECTION, INSTRUCTION, last_answer
 from agentcredit.envs.searchqa.questions import Hop, Question
 from agentcredit.envs.searchqa.retrieval import BM25Retriever, RetrievalError

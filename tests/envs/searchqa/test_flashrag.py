@@ -6,9 +6,10 @@ import re
 import pytest
 
 from agentcredit.config import ConfigError
-from agentcredit.envs.searchqa import SearchQAConfig, SearchQAEnv, build_tasks
-from agentcredit.envs.searchqa.engine import TEMPLATES
+from agentcredit.envs.searchqa.engine import TEMPLATES, SearchQAEnv
 from agentcredit.envs.searchqa.flashrag import FlashRAGFormatError, load_corpus, load_qa
+from agentcredit.envs.searchqa.options import SearchQAConfig
+from agentcredit.envs.searchqa.tasks import build_tasks
 
 
 def _write(path, rows):

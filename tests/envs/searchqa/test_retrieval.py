@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agentcredit.envs.base import Task
-from agentcredit.envs.searchqa import SearchQAEnv
 from agentcredit.envs.searchqa.corpus import Passage
+from agentcredit.envs.searchqa.engine import SearchQAEnv
 from agentcredit.envs.searchqa.questions import Question
 from agentcredit.envs.searchqa.retrieval import BM25Retriever, RetrievalError
 from agentcredit.envs.searchqa.server import ServerRetriever

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from agentcredit.envs.base import Task
-from agentcredit.envs.searchqa import SearchQAEnv
 from agentcredit.envs.searchqa.corpus import Passage
+from agentcredit.envs.searchqa.engine import SearchQAEnv
 from agentcredit.envs.searchqa.questions import Hop, Question
 from agentcredit.envs.searchqa.retrieval import BM25Retriever
 from agentcredit.rollout.actions import FORMAT_INSTRUCTIONS

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from agentcredit.envs.base import ReplayMismatch, Task
-from agentcredit.envs.searchqa import SearchQAEnv
 from agentcredit.envs.searchqa.corpus import Passage
+from agentcredit.envs.searchqa.engine import SearchQAEnv
 from agentcredit.envs.searchqa.protocol import answer_action, search_action
 from agentcredit.envs.searchqa.questions import Hop, Question
 from agentcredit.envs.searchqa.retrieval import BM25Retriever

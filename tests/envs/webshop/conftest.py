@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentcredit.envs.webshop import WebShopConfig, WebShopEnv, build_tasks
+from agentcredit.envs.webshop.engine import WebShopEnv
+from agentcredit.envs.webshop.options import WebShopConfig
+from agentcredit.envs.webshop.tasks import build_tasks
 
 from .walks import random_actions as _random_actions
 

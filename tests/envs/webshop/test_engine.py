@@ -3,8 +3,7 @@
 import pytest
 
 from agentcredit.envs.base import Environment
-from agentcredit.envs.webshop import WebShopEnv
-from agentcredit.envs.webshop.engine import task_goal, task_shop
+from agentcredit.envs.webshop.engine import WebShopEnv, task_goal, task_shop
 from agentcredit.envs.webshop.verifier import build_verifier
 
 

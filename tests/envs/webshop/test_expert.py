@@ -1,7 +1,7 @@
 """The WebShop expert: it solves (nearly) every goal within the step limit."""
 
-from agentcredit.envs.webshop import build_tasks
 from agentcredit.envs.webshop.engine import MAX_STEPS
+from agentcredit.envs.webshop.tasks import build_tasks
 
 
 def test_the_expert_succeeds_on_at_least_95_percent_of_goals(env, config, test_tasks, play):

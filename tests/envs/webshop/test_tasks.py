@@ -4,9 +4,10 @@ import json
 
 import pytest
 
-from agentcredit.envs.webshop import SPLITS, WebShopConfig, build_tasks
 from agentcredit.envs.webshop.engine import task_goal
 from agentcredit.envs.webshop.goals import Goal
+from agentcredit.envs.webshop.options import WebShopConfig
+from agentcredit.envs.webshop.tasks import SPLITS, build_tasks
 from agentcredit.envs.webshop.taxonomy import CATEGORIES
 
 

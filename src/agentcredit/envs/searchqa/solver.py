@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 from agentcredit.envs.base import Task, replayed
 from agentcredit.envs.searchqa.engine import task_question
+from agentcredit.envs.searchqa.options import SearchQAConfig
 from agentcredit.envs.searchqa.protocol import answer_action, search_action, shown_titles
-from agentcredit.envs.searchqa.tasks import SearchQAConfig
 
 
 def solver_refusal(config: SearchQAConfig) -> str | None:

@@ -14,78 +14,16 @@ among the top ``topk`` for its title, so every kept question can be solved by se
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar
 
-from agentcredit.config.schema import ConfigError, validate
 from agentcredit.envs.base import Task
 from agentcredit.envs.searchqa.flashrag import SPLIT_FILES, load_qa
+from agentcredit.envs.searchqa.options import SearchQAConfig
 from agentcredit.envs.searchqa.questions import Question, generate_questions
 from agentcredit.envs.searchqa.sources import bm25_index, generated_world
 
 SPLITS = ("train", "valid", "test")
-
-
-@dataclass(frozen=True)
-class SearchQAConfig:
-    """The search QA environment: its corpus, questions, retrieval and turn limit."""
-
-    num_passages: int = 10_000
-    """Passages of the generated world (10,000 by default; 100,000 work)."""
-    seed: int = 0
-    """Seeds the generated world and its questions."""
-    train_questions: int = 1000
-    """Generated questions drawn for ``train`` (fewer are kept when too few are solvable)."""
-    valid_questions: int = 200
-    """Generated questions drawn for ``valid``."""
-    test_questions: int = 200
-    """Generated questions drawn for ``test``."""
-    topk: int = 3
-    """Passages returned per search (Search-R1: 3)."""
-    max_turns: int = 4
-    """Responses per episode, searches and invalid ones included (Search-R1: 4)."""
-    max_query_chars: int = 1000
-    """Longer queries are refused with an observation (it costs the turn)."""
-    data_dir: str = ""
-    """A FlashRAG dataset folder (``train.jsonl``, ``dev.jsonl``, ``test.jsonl``) to use
-    instead of generated questions; needs ``corpus_file`` or ``retriever_url``."""
-    corpus_file: str = ""
-    """A FlashRAG corpus jsonl (``id``, ``contents``) searched with local BM25."""
-    retriever_url: str = ""
-    """A Search-R1 retrieval server (``http://127.0.0.1:8000/retrieve``); replaces BM25."""
-    retriever_timeout_s: float = 10.0
-    """Seconds one request to the retrieval server may take, from connecting to the last byte."""
-    retriever_retries: int = 3
-    """Retries of a failed request, with doubling back-off from 0.5 s."""
-
-    _limits: ClassVar[dict[str, tuple]] = {
-        "num_passages": (100, None), "seed": (0, None), "train_questions": (0, None),
-        "valid_questions": (0, None), "test_questions": (0, None), "topk": (1, None),
-        "max_turns": (1, None), "max_query_chars": (1, None),
-        "retriever_timeout_s": (0.0, None, "open"), "retriever_retries": (0, None)}
-
-    def __post_init__(self) -> None:
-        validate(self)
-        if self.data_dir and not (self.corpus_file or self.retriever_url):
-            raise ConfigError(f"SearchQAConfig.data_dir = {self.data_dir!r} needs passages to "
-                              "search: set corpus_file (a FlashRAG corpus jsonl) or "
-                              "retriever_url (a Search-R1 retrieval server)")
-        if self.retriever_url and not self.retriever_url.startswith(("http://", "https://")):
-            raise ConfigError(f"SearchQAConfig.retriever_url = {self.retriever_url!r} must be "
-                              "an http(s) URL such as http://127.0.0.1:8000/retrieve")
-
-    def corpus_spec(self) -> dict[str, Any]:
-        if self.corpus_file:
-            return {"kind": "flashrag", "path": str(Path(self.corpus_file).resolve())}
-        return {"kind": "generated", "num_passages": self.num_passages, "seed": self.seed}
-
-    def retrieval_spec(self) -> dict[str, Any]:
-        if self.retriever_url:
-            return {"kind": "server", "url": self.retriever_url,
-                    "timeout_s": self.retriever_timeout_s, "retries": self.retriever_retries}
-        return {"kind": "bm25"}
 
 
 def question_tasks(questions: list[Question], split: str, config: SearchQAConfig,

@@ -1,6 +1,8 @@
 """tau2-bench retail and airline on the real tau2 data, with the tools written here.
 
-    from agentcredit.envs.tau import TauConfig, TauEnv, build_tasks
+    from agentcredit.envs.tau.engine import TauEnv
+    from agentcredit.envs.tau.options import TauConfig
+    from agentcredit.envs.tau.tasks import build_tasks
 
     tasks = build_tasks("retail", "test", TauConfig())
     env = TauEnv("retail")
@@ -22,9 +24,3 @@ format), ``users`` (stop tokens, the scripted user), ``llm_user`` and ``chat_cli
 ``options`` (``env.tau`` settings), ``engine`` (the environment), ``expert``,
 ``verifier`` (VICT atoms and ``F``). docs/tau.md describes the environment.
 """
-
-from agentcredit.envs.tau.engine import TauEnv
-from agentcredit.envs.tau.options import EndpointConfig, TauConfig
-from agentcredit.envs.tau.tasks import SPLITS, build_tasks
-
-__all__ = ["SPLITS", "EndpointConfig", "TauConfig", "TauEnv", "build_tasks"]
