@@ -1,4 +1,5 @@
 import json
+import multiprocessing
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,16 @@ def test_parallel_generation_writes_the_games_one_process_writes(tmp_path):
     assert [t.task_id for t in parallel] == [t.task_id for t in serial]
     for a, b in zip(serial, parallel, strict=True):
         assert read_game_file(a.payload["game_file"]) == read_game_file(b.payload["game_file"])
+
+
+def test_a_pool_worker_generates_its_games_itself(tmp_path):
+    """A ``multiprocessing.Pool`` worker is a daemon and may start no process (the learning
+    benchmark generates its games in one): it generates the missing games itself."""
+    types = ("pick_and_place",)
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        tasks = pool.apply(generate_split, ("valid_seen", 2, SMALL, tmp_path / "pool", types))
+    alone = generate_split("valid_seen", 2, SMALL, tmp_path / "alone", types, workers=1)
+    assert [t.task_id for t in tasks] == [t.task_id for t in alone]
 
 
 def test_two_runs_generating_one_game_at_once_both_succeed(tmp_path, monkeypatch):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from agentcredit.config import load_config
 from agentcredit.envs.alfworld.options import AlfWorldConfig, GeneratorConfig
 from agentcredit.envs.suites import GamesPerType, build_env_suite
+from agentcredit.train.warm_start import start_policy
 from agentcredit.train.warm_start.start_policy import demonstration_settings, play_demonstrations
+from tests.conftest import FakeSuite
 
 
 class _Plain:
@@ -49,3 +53,20 @@ def test_demonstrations_played_by_worker_processes_equal_those_played_here(tmp_p
     here = play_demonstrations(suite, tasks, 2, 0.3, seed=3, workers=1)
     assert [d.task for d in here] == [task for task in tasks for _ in range(2)]
     assert play_demonstrations(suite, tasks, 2, 0.3, seed=3, workers=2) == here
+
+
+def test_a_daemon_process_plays_its_demonstrations_itself(monkeypatch):
+    """A ``multiprocessing.Pool`` worker is a daemon and may start no process (the learning
+    benchmark trains its SFT starts in one): enough tasks for workers are played here."""
+    suite = FakeSuite(games=GamesPerType(train=start_policy.PARALLEL_TASKS // 2, valid=1))
+    tasks = suite.tasks("train")
+    assert len(tasks) >= start_policy.PARALLEL_TASKS
+    here = play_demonstrations(suite, tasks, 1, 0.0, seed=0, workers=1)
+
+    def no_children(*args, **kwargs):
+        raise AssertionError("daemonic processes are not allowed to have children")
+
+    monkeypatch.setattr(start_policy, "ProcessPoolExecutor", no_children)
+    monkeypatch.setattr(start_policy.multiprocessing, "current_process",
+                        lambda: SimpleNamespace(daemon=True))
+    assert play_demonstrations(suite, tasks, 1, 0.0, seed=0) == here

@@ -133,10 +133,12 @@ def play_demonstrations(suite: EnvSuite, tasks: Sequence[Task], copies: int, noi
 
     A task's demonstrations depend only on the task, ``copies``, ``noise`` and ``seed``, so
     ``workers`` processes (None: one per CPU core, at most 8, for ``PARALLEL_TASKS`` tasks
-    or more) play them at once with the same result, each on its own environment.
+    or more, unless this process is a daemon, such as a ``multiprocessing.Pool`` worker, which
+    may start no process) play them at once with the same result, each on its own environment.
     """
     if workers is None:
-        workers = min(os.cpu_count() or 1, 8) if len(tasks) >= PARALLEL_TASKS else 1
+        parallel = len(tasks) >= PARALLEL_TASKS and not multiprocessing.current_process().daemon
+        workers = min(os.cpu_count() or 1, 8) if parallel else 1
     if workers <= 1:
         _open_env(suite)
         return [demo for task in track(tasks, "expert demonstrations", unit="episodes")
