@@ -5,13 +5,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from tests.conftest import FakeSuite
 
 from agentcredit.config import load_config
 from agentcredit.envs.alfworld.options import AlfWorldConfig, GeneratorConfig
 from agentcredit.envs.suites import GamesPerType, build_env_suite
 from agentcredit.train.warm_start import start_policy
 from agentcredit.train.warm_start.start_policy import demonstration_settings, play_demonstrations
-from tests.conftest import FakeSuite
 
 
 class _Plain:
