@@ -92,13 +92,14 @@ def test_a_task_type_with_fewer_games_than_the_pool_size_brings_all_of_them(make
 def test_rl_draws_from_the_pool_and_the_pool_is_evaluated_after_the_held_out_splits(
         fake_suite, make_fake_task):
     config = load_config(None, ["env=fake", "env.train_games_per_type=3",
-                                "env.pool_games_per_type=1", "run.seed=5"])
+                                "env.pool_games_per_type=1", "eval.pool_episodes_per_game=3",
+                                "run.seed=5"])
     suite = config.env.build_suite()
     pool = rl_tasks(config, suite.tasks("train"))
     assert [t.task_id for t in pool] == [t.task_id for t in draw_pool(suite.tasks("train"), 1, 5)]
     valid = validation_tasks(config, suite)
     assert list(valid) == ["valid_seen", "valid_unseen", "pool"] and valid["pool"] == pool
-    assert episodes_per_split(config, valid) == {"valid_seen": 1, "valid_unseen": 1, "pool": 4}
+    assert episodes_per_split(config, valid) == {"valid_seen": 1, "valid_unseen": 1, "pool": 3}
     no_pool = load_config(None, ["env=fake", "env.train_games_per_type=3",
                                  "env.pool_games_per_type=0"])
     assert rl_tasks(no_pool, suite.tasks("train")) == suite.tasks("train")
