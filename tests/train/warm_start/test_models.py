@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
 
 from agentcredit.run.model_folder import looks_local
+from agentcredit.train.warm_start import models
 from agentcredit.train.warm_start.models import ModelLoadError, load_policy
 
 
@@ -173,6 +175,20 @@ def test_a_chat_template_that_fails_in_the_sandbox_is_refused(tmp_path, tiny_mod
     tokenizer.save_pretrained(checkpoint)
     with pytest.raises(ModelLoadError, match="fails in Jinja's sandbox .*SecurityError"):
         load_policy(str(checkpoint))
+
+
+def test_a_chat_template_that_renders_for_too_long_is_refused(tmp_path, tiny_model_dir,
+                                                              monkeypatch):
+    checkpoint = _damaged_copy(tmp_path, tiny_model_dir, "slow")
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    tokenizer.chat_template = ("{% for i in range(100000) %}{% for j in range(100000) %}"
+                               "{% endfor %}{% endfor %}{{ messages[0]['content'] }}")
+    tokenizer.save_pretrained(checkpoint)
+    monkeypatch.setattr(models, "TEMPLATE_SECONDS", 0.3)
+    began = time.perf_counter()
+    with pytest.raises(ModelLoadError, match=r"took more than 0.3 s to render a two-message"):
+        load_policy(str(checkpoint))
+    assert time.perf_counter() - began < 30
 
 
 def test_an_untouched_folder_still_loads(tmp_path, tiny_model_dir):

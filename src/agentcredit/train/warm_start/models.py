@@ -11,11 +11,16 @@ Nothing a model ships runs: every load passes ``trust_remote_code=False`` and
 every parameter present with its shape and finite). A hub model is checked after
 loading: a parameter the files lacked (left at its random start) or a non-finite
 one is refused. The chat template is rendered once in Jinja's sandbox, as every
-prompt will be, so a template that fails is refused before any work.
+prompt will be, so a template that fails, or takes more than ``TEMPLATE_SECONDS`` to render
+two short messages, is refused before any work.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -29,6 +34,39 @@ from agentcredit.run.model_folder import looks_local, weights_problem
 
 class ModelLoadError(ConfigError):
     """A model folder or hub id that cannot be loaded; the message says what to fix."""
+
+
+#: the longest a chat template may take to render the two-message check chat (a real
+#: template takes milliseconds; one that loops would stall every prompt)
+TEMPLATE_SECONDS = 2.0
+
+
+class _TemplateTimeout(Exception):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds: float):
+    """Raise ``_TemplateTimeout`` inside the block once ``seconds`` have passed (a real-time
+    timer; on the main thread only, where signals are delivered; elsewhere the block runs
+    unbounded and is judged by its time once it ends)."""
+    if threading.current_thread() is not threading.main_thread():
+        began = time.perf_counter()
+        yield
+        if time.perf_counter() - began > seconds:
+            raise _TemplateTimeout
+        return
+
+    def expire(signum, frame):
+        raise _TemplateTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def load_policy(
@@ -149,7 +187,13 @@ def _check_chat_template(tokenizer: PreTrainedTokenizerBase, name_or_dir: str) -
     chat = [{"role": "system", "content": "You are an agent."},
             {"role": "user", "content": "go to the kitchen"}]
     try:
-        tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+        with _time_limit(TEMPLATE_SECONDS):
+            tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    except _TemplateTimeout:
+        raise ModelLoadError(f"the chat template of {name_or_dir!r} took more than "
+                             f"{TEMPLATE_SECONDS:g} s to render a two-message chat (every prompt "
+                             "is rendered with it); fix chat_template in its "
+                             "tokenizer_config.json (or chat_template.jinja)") from None
     except Exception as err:  # noqa: BLE001 (a template raises whatever Jinja or a filter raises)
         raise ModelLoadError(f"the chat template of {name_or_dir!r} fails in Jinja's sandbox "
                              f"({type(err).__name__}: {_first_line(err)}); fix chat_template in "
