@@ -97,15 +97,18 @@ def _diagnostics(**abstain) -> dict[str, float]:
     for reason in ("non_conforming", "tie", "budget", "no_edge", "terminal_only"):
         out[f"vict/abstain/{reason}_pct"] = abstain.get(reason, 0.0)
     out["vict/abstain_pct"] = sum(abstain.values())
+    out["vict/abstain_tie_group_pct"] = 30.0
+    out["vict/corrected_share"] = 0.25
     return out
 
 
 def test_table12_counts_tie_abstention_apart_from_the_other_reasons():
     row = table12_row(_diagnostics(tie=50.0, no_edge=10.0, terminal_only=5.0),
-                      vict=np.array([1.5, -1.0, 0.0]), base=np.array([1.0, -1.0, 0.0]),
                       untied_rollout_share=0.25)
     assert row["abstain_pct"] == 65.0
     assert row["abstain_tie_pct"] == 50.0
     assert row["abstain_other_pct"] == 15.0  # no_edge + terminal_only, the tie left out
+    assert row["abstain_tie_group_pct"] == 30.0
+    assert row["abstain_tie_median_pct"] == 20.0  # the tie less the whole-group ties
     assert row["tied_group_rollout_pct"] == 75.0
-    assert row["corrected_share"] == pytest.approx(0.5 / 2.0)  # |0.5| over |1| + |−1|
+    assert row["corrected_share"] == 0.25

@@ -133,22 +133,23 @@ class ScriptedMonteCarlo:
                              {"states": float(len(cache))})
 
 
-def table12_row(diagnostics: dict[str, float], vict: np.ndarray, base: np.ndarray,
-                untied_rollout_share: float) -> dict[str, float]:
-    """VICT's Table-12 row from its ``vict/…`` diagnostics: ``TABLE12``, abstention by reason,
-    abstention because the rollout tied (``abstain_tie_pct``: the whole group tied, or the
-    rollout sat at its group's median) apart from every other reason
-    (``abstain_other_pct``), the share of rollouts in groups whose outcomes all tied
-    (``tied_group_rollout_pct``), and the corrected share ``Σ|A^VICT − A^base| / Σ|A^base|``
-    (``corrected_share``; the correction is ``λ·clip(Â^VICT)``)."""
+def table12_row(diagnostics: dict[str, float], untied_rollout_share: float) -> dict[str, float]:
+    """VICT's Table-12 row from its ``vict/…`` diagnostics (docs/vict.md §4.9): ``TABLE12``,
+    abstention by reason, abstention because the rollout tied (``abstain_tie_pct``) apart from
+    every other reason (``abstain_other_pct``) and split into the whole group tied
+    (``abstain_tie_group_pct``) and a rollout alone at its group's median
+    (``abstain_tie_median_pct``), the share of rollouts in groups whose outcomes all tied
+    (``tied_group_rollout_pct``, from the batch's returns) and the corrected share
+    ``Σ|λ·clip(A^VICT)| / Σ|A^base|`` (``corrected_share``)."""
     row = {k: diagnostics[f"vict/{k}"] for k in TABLE12}
     by_reason = {r: diagnostics[f"vict/abstain/{r}_pct"] for r in ABSTAIN_REASONS}
     row.update({f"abstain_{r}_pct": v for r, v in by_reason.items()})
     row["abstain_tie_pct"] = by_reason["tie"]
+    row["abstain_tie_group_pct"] = diagnostics["vict/abstain_tie_group_pct"]
+    row["abstain_tie_median_pct"] = by_reason["tie"] - row["abstain_tie_group_pct"]
     row["abstain_other_pct"] = sum(v for r, v in by_reason.items() if r != "tie")
     row["tied_group_rollout_pct"] = 100.0 * (1.0 - untied_rollout_share)
-    norm = float(np.abs(base).sum())
-    row["corrected_share"] = float(np.abs(vict - base).sum()) / norm if norm else 0.0
+    row["corrected_share"] = diagnostics["vict/corrected_share"]
     return row
 
 
@@ -234,8 +235,7 @@ def regime_cell(env_name: str, epsilon: float, options: CellOptions,
     table = accuracy_table(advantages, {n: t.truth_values() for n, t in truths.items()},
                            layout, pairs, boots=options.boots, seed=options.seed)
     signal_rollouts = float(np.mean([layout.group_signal[t.group_id] for t in trajectories]))
-    table12 = {m: table12_row(diagnostics[m], advantages[m],
-                              advantages[backbone_of(configs[m]) or "grpo"], signal_rollouts)
+    table12 = {m: table12_row(diagnostics[m], signal_rollouts)
                for m in configs if m.partition("/")[0] == "vict"}
     return {"env": env_name, "epsilon": epsilon, "groups": len(chosen),
             "rollouts": len(trajectories), "steps": layout.num_steps,
