@@ -29,6 +29,7 @@ import torch
 from agentcredit.train.evaluation.credit_regimes import (
     METHODS,
     PAPER_TABLE12_ALFWORLD,
+    READINGS,
     CellOptions,
     regime_cell,
 )
@@ -48,10 +49,12 @@ GROUPS = {"searchqa": 256, "webshop": 96, "tau-retail": 64, "tau-airline": 64, "
 CONTINUATIONS = {"searchqa": 8, "webshop": 8, "tau-retail": 8, "tau-airline": 8, "alfworld": 4}
 #: the paired differences the half-width target is read on
 KEY_PAIRS = (("vict", "grpo"), ("vict", "random_edges"), ("vict/gigpo", "gigpo"))
-#: the paired differences written to the flat metrics
-REPORTED_PAIRS = KEY_PAIRS + (("salt", "random_edges"),)
+#: the paired differences written to the flat metrics: the key ones, SALT's, and each reading
+#: against VICT and against GRPO
+REPORTED_PAIRS = KEY_PAIRS + (("salt", "random_edges"),) + tuple(
+    (r, versus) for r in READINGS for versus in ("vict", "grpo"))
 KEY_METHODS = ("grpo", "rloo", "gigpo", "vict", "vict/gigpo", "random_edges", "salt", "proxmo",
-               "dense_atom_reward")
+               "dense_atom_reward", *READINGS)
 
 
 def cell_metrics(cell: dict) -> dict:
@@ -143,6 +146,7 @@ def main() -> None:
               "continuations": {e: options[e].continuations for e in envs},
               "boots": args.boots if not args.quick else 50, "workers": args.workers,
               "tie_breaks": CellOptions.tie_breaks, "methods": list(METHODS),
+              "readings": {r: list(v[0]) for r, v in READINGS.items()},
               "grids": {e: GRIDS[e] for e in envs}, "overrides": args.overrides}
     context = multiprocessing.get_context("spawn")
     with context.Pool(args.workers) as pool:

@@ -12,7 +12,12 @@ import pytest
 from agentcredit.envs.base import Task
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.rollout.scripted import EpsilonPolicy, play
-from agentcredit.train.evaluation.credit_regimes import ScriptedMonteCarlo, table12_row
+from agentcredit.train.evaluation.credit_regimes import (
+    ScriptedMonteCarlo,
+    cell_methods,
+    method_overrides,
+    table12_row,
+)
 
 from ...conftest import FakeEnv
 
@@ -112,3 +117,14 @@ def test_table12_counts_tie_abstention_apart_from_the_other_reasons():
     assert row["abstain_tie_median_pct"] == 20.0  # the tie less the whole-group ties
     assert row["tied_group_rollout_pct"] == 75.0
     assert row["corrected_share"] == 0.25
+
+
+def test_a_reading_runs_only_on_the_environments_it_applies_to():
+    assert cell_methods("searchqa", ("grpo", "vict")) == [
+        "grpo", "vict", "vict+mean", "vict+counterfactual", "vict+decided"]
+    assert cell_methods("webshop", ("grpo", "vict")) == [
+        "grpo", "vict", "vict+mean", "vict+counterfactual"]  # no answer scope to choose
+    assert method_overrides("vict+decided") == ["method=vict",
+                                                "env.searchqa.answer_scope=decided"]
+    with pytest.raises(KeyError, match="vict\\+mode"):
+        cell_methods("searchqa", readings=("vict+mode",))
