@@ -8,7 +8,9 @@ groups of 8 rollouts of the ε policy are scored against the solver truth and th
 truth (``--continuations`` continuations of the same policy per state). Metric names:
 ``<env>/<eps>/<truth>/<metric>/<method>``, a paired difference
 ``…/<method>-<versus>`` with ``.low`` / ``.high`` its 95% interval over groups; every cell's
-full table and VICT's Table-12 rows are under ``cells``.
+full table and VICT's Table-12 rows are under ``cells``. ``<name>.svg`` beside the result is the
+picture of pooled ρ against success rate (``figure_svg``; ``--figure`` redraws it from a
+result).
 
 ``--groups`` and ``--continuations`` take one number for every environment or
 ``env=N,...`` (the others keep ``GROUPS`` / ``CONTINUATIONS``); ``--workers`` plays cells in
@@ -21,6 +23,7 @@ that many processes, the dearest first.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import time
 
@@ -33,7 +36,7 @@ from agentcredit.train.evaluation.credit_regimes import (
     CellOptions,
     regime_cell,
 )
-from bench_common import write_result
+from bench_common import RESULTS, write_result
 
 #: ε per environment: Search-QA and WebShop from a calibration on 80 episodes (20 tasks × 4
 #: seeds) per ε; tau and ALFWorld re-calibrated on 160 (40 tasks × 4 seeds), since the first
@@ -85,6 +88,78 @@ def cell_metrics(cell: dict) -> dict:
     return out
 
 
+#: the methods of the figure, with their colours
+FIGURE_METHODS = {"grpo": "#555555", "gigpo": "#1f77b4", "vict": "#d62728",
+                  "vict/gigpo": "#ff7f0e", "random_edges": "#9467bd", "salt": "#2ca02c"}
+PANEL_W, PANEL_H, MARGIN = 220, 170, 40
+
+
+def figure_svg(cells: list[dict]) -> str:
+    """One picture (issue 47, item 5): per environment (columns) and truth (rows: Monte Carlo,
+    solver), each ``FIGURE_METHODS`` method's pooled ρ against the group success rate, with
+    its 95% interval as a vertical bar; an SVG document."""
+    envs = list(dict.fromkeys(c["env"] for c in cells))
+    truths = ("mc", "solver")
+    lows = [r["low"] for c in cells for r in c["rows"] if r["metric"] == "pooled"
+            and r["method"] in FIGURE_METHODS and r["low"] is not None]
+    highs = [r["high"] for c in cells for r in c["rows"] if r["metric"] == "pooled"
+             and r["method"] in FIGURE_METHODS and r["high"] is not None]
+    y_lo, y_hi = min([0.0, *lows]), max([0.1, *highs])
+    width = MARGIN + len(envs) * (PANEL_W + MARGIN)
+    height = MARGIN + len(truths) * (PANEL_H + MARGIN) + 30
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'font-family="sans-serif" font-size="10">'),
+           f'<rect width="{width}" height="{height}" fill="white"/>']
+    for col, env in enumerate(envs):
+        for row, truth in enumerate(truths):
+            x0, y0 = MARGIN + col * (PANEL_W + MARGIN), MARGIN + row * (PANEL_H + MARGIN)
+
+            def px(rate: float, x0: int = x0) -> float:
+                return x0 + rate * PANEL_W
+
+            def py(rho: float, y0: int = y0) -> float:
+                return y0 + PANEL_H * (y_hi - rho) / (y_hi - y_lo)
+
+            out.append(f'<rect x="{x0}" y="{y0}" width="{PANEL_W}" height="{PANEL_H}" '
+                       'fill="none" stroke="#999"/>')
+            out.append(f'<line x1="{x0}" x2="{x0 + PANEL_W}" y1="{py(0.0):.1f}" '
+                       f'y2="{py(0.0):.1f}" stroke="#ccc"/>')
+            out.append(f'<text x="{x0 + 4}" y="{y0 - 6}">{env}: pooled ρ vs {truth} truth'
+                       '</text>')
+            for tick in (0.0, 0.5, 1.0):
+                out.append(f'<text x="{px(tick) - 8:.1f}" y="{y0 + PANEL_H + 12}">{tick:g}'
+                           '</text>')
+            for tick in (y_lo, 0.0, y_hi):
+                out.append(f'<text x="{x0 - 30}" y="{py(tick) + 3:.1f}">{tick:.2f}</text>')
+            for k, (method, colour) in enumerate(FIGURE_METHODS.items()):
+                points = []
+                for cell in sorted((c for c in cells if c["env"] == env),
+                                   key=lambda c: c["success_rate"]):
+                    (r,) = [r for r in cell["rows"] if r["method"] == method
+                            and r["truth"] == truth and r["metric"] == "pooled"]
+                    if r["value"] is None:
+                        continue
+                    x = px(cell["success_rate"]) + (k - 2.5) * 2  # methods side by side
+                    points.append(f"{x:.1f},{py(r['value']):.1f}")
+                    if r["low"] is not None:
+                        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{py(r["low"]):.1f}" '
+                                   f'y2="{py(r["high"]):.1f}" stroke="{colour}"/>')
+                    out.append(f'<circle cx="{x:.1f}" cy="{py(r["value"]):.1f}" r="2" '
+                               f'fill="{colour}"><title>{method} {env} {truth} success '
+                               f'{cell["success_rate"]:.2f}: {r["value"]:.3f}</title></circle>')
+                out.append(f'<polyline points="{" ".join(points)}" fill="none" '
+                           f'stroke="{colour}" stroke-width="1"/>')
+    legend_y = height - 14
+    out.append(f'<text x="{MARGIN}" y="{legend_y}">x: group success rate; bars: 95% intervals '
+               'over groups</text>')
+    for k, (method, colour) in enumerate(FIGURE_METHODS.items()):
+        x = MARGIN + 300 + k * 90
+        out.append(f'<rect x="{x}" y="{legend_y - 8}" width="10" height="10" '
+                   f'fill="{colour}"/><text x="{x + 14}" y="{legend_y}">{method}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def per_env(value: str, defaults: dict[str, int], flag: str) -> dict[str, int]:
     """``--groups`` / ``--continuations``: one number for every environment, or ``env=N,...``
     over ``defaults``."""
@@ -121,8 +196,15 @@ def main() -> None:
     parser.add_argument("--boots", type=int, default=500)
     parser.add_argument("--name", default="credit_regimes", help="the result file's name")
     parser.add_argument("--quick", action="store_true", help="4 groups, K = 2, 50 draws")
+    parser.add_argument("--figure", action="store_true",
+                        help="only write NAME.svg from the result file NAME.json")
     parser.add_argument("overrides", nargs="*", help="key=value config settings")
     args = parser.parse_args()
+    if args.figure:
+        result = json.loads((RESULTS / f"{args.name}.json").read_text())
+        (RESULTS / f"{args.name}.svg").write_text(figure_svg(result["cells"]))
+        print(f"wrote {RESULTS / f'{args.name}.svg'}")
+        return
     envs = args.envs.split(",")
     unknown = [e for e in envs if e not in GRIDS]
     if unknown:
@@ -172,7 +254,9 @@ def main() -> None:
                 args.quick, cells=cells, cells_done=len(cells), cells_planned=len(grid),
                 paper_table12=PAPER_TABLE12_ALFWORLD)
     wall = metrics["wall_s"]
-    print(f"wrote {path} ({wall:.0f} s)")
+    figure = path.with_suffix(".svg")
+    figure.write_text(figure_svg(cells))
+    print(f"wrote {path} and {figure.name} ({wall:.0f} s)")
 
 
 if __name__ == "__main__":

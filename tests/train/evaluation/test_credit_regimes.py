@@ -14,8 +14,8 @@ from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.rollout.scripted import EpsilonPolicy, play
 from agentcredit.train.evaluation.credit_regimes import (
     ScriptedMonteCarlo,
+    cell_method_settings,
     cell_methods,
-    method_overrides,
     table12_row,
 )
 
@@ -124,7 +124,7 @@ def test_a_reading_runs_only_on_the_environments_it_applies_to():
         "grpo", "vict", "vict+mean", "vict+counterfactual", "vict+decided"]
     assert cell_methods("webshop", ("grpo", "vict")) == [
         "grpo", "vict", "vict+mean", "vict+counterfactual"]  # no answer scope to choose
-    assert method_overrides("vict+decided") == ["method=vict",
+    assert cell_method_settings("vict+decided") == ["method=vict",
                                                 "env.searchqa.answer_scope=decided"]
     with pytest.raises(KeyError, match="vict\\+mode"):
         cell_methods("searchqa", readings=("vict+mode",))

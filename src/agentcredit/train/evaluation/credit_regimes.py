@@ -202,7 +202,7 @@ def cell_methods(env_name: str, methods: Sequence[str] = METHODS,
     return [*methods, *(r for r in readings if not READINGS[r][1] or env_name in READINGS[r][1])]
 
 
-def method_overrides(method: str) -> list[str]:
+def cell_method_settings(method: str) -> list[str]:
     """The settings of ``method``: ``NAME[/BACKBONE]`` or a reading ``vict+<reading>``."""
     if method in READINGS:
         return method_settings("vict") + list(READINGS[method][0])
@@ -217,7 +217,7 @@ def regime_cell(env_name: str, epsilon: float, options: CellOptions,
     seconds: dict[str, float] = {}
     began = time.perf_counter()
     base = load_config(None, [f"env={env_name}", *overrides])
-    configs = {m: load_config(None, [f"env={env_name}", *overrides, *method_overrides(m)])
+    configs = {m: load_config(None, [f"env={env_name}", *overrides, *cell_method_settings(m)])
                for m in cell_methods(env_name, methods, readings)}
     suite = base.env.build_suite()
     tasks = suite.tasks("train")
