@@ -47,7 +47,7 @@ GRIDS = {"searchqa": (0.05, 0.15, 0.3, 0.45, 0.8),
          "tau-airline": (0.6, 0.72, 0.8, 0.87, 0.97),
          "alfworld": (0.44, 0.53, 0.62, 0.67, 0.75)}
 #: groups per cell, sized from a measured cell cost so the whole grid fits 3600 s on 2 cores
-GROUPS = {"searchqa": 256, "webshop": 96, "tau-retail": 64, "tau-airline": 64, "alfworld": 16}
+GROUPS = {"searchqa": 256, "webshop": 96, "tau-retail": 64, "tau-airline": 64, "alfworld": 12}
 #: Monte Carlo continuations K per state (ALFWorld's engine steps cost ~4 ms each)
 CONTINUATIONS = {"searchqa": 8, "webshop": 8, "tau-retail": 8, "tau-airline": 8, "alfworld": 4}
 #: the paired differences the half-width target is read on
