@@ -8,36 +8,56 @@ groups of 8 rollouts of the ε policy are scored against the solver truth and th
 truth (``--continuations`` continuations of the same policy per state). Metric names:
 ``<env>/<eps>/<truth>/<metric>/<method>``, a paired difference
 ``…/<method>-<versus>`` with ``.low`` / ``.high`` its 95% interval over groups; every cell's
-full table and VICT's Table-12 rows are under ``cells``.
+full table and VICT's Table-12 rows are under ``cells``. ``<name>.svg`` beside the result is the
+picture of pooled ρ against success rate (``figure_svg``; ``--figure`` redraws it from a
+result).
 
-    python benchmarks/credit_regimes.py [--envs ENV,...] [--groups G] [--continuations K]
-        [--quick] [key=value ...]
+``--groups`` and ``--continuations`` take one number for every environment or
+``env=N,...`` (the others keep ``GROUPS`` / ``CONTINUATIONS``); ``--workers`` plays cells in
+that many processes, the dearest first.
+
+    python benchmarks/credit_regimes.py [--envs ENV,...] [--groups G | env=G,...]
+        [--continuations K | env=K,...] [--workers W] [--quick] [key=value ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import time
+
+import torch
 
 from agentcredit.train.evaluation.credit_regimes import (
     METHODS,
     PAPER_TABLE12_ALFWORLD,
+    READINGS,
     CellOptions,
     regime_cell,
 )
-from bench_common import write_result
+from bench_common import RESULTS, write_result
 
-#: ε per environment, from a calibration on 80 episodes (20 tasks × 4 seeds) per ε.
+#: ε per environment: Search-QA and WebShop from a calibration on 80 episodes (20 tasks × 4
+#: seeds) per ε; tau and ALFWorld re-calibrated on 160 (40 tasks × 4 seeds), since the first
+#: grid left them at 59-100% success (docs/credit_check.md §6).
 GRIDS = {"searchqa": (0.05, 0.15, 0.3, 0.45, 0.8),
          "webshop": (0.2, 0.3, 0.4, 0.5, 0.62),
-         "tau-retail": (0.35, 0.5, 0.57, 0.65, 0.75),
-         "tau-airline": (0.6, 0.72, 0.8, 0.9, 0.97),
-         "alfworld": (0.05, 0.15, 0.3, 0.45, 0.6)}
-KEY_PAIRS = (("vict", "grpo"), ("vict", "random_edges"), ("vict/gigpo", "gigpo"),
-             ("salt", "random_edges"))
+         "tau-retail": (0.45, 0.57, 0.66, 0.78, 0.9),
+         "tau-airline": (0.6, 0.72, 0.8, 0.87, 0.97),
+         "alfworld": (0.44, 0.53, 0.62, 0.67, 0.75)}
+#: groups per cell, sized from a measured cell cost so the whole grid fits 3600 s on 2 cores
+GROUPS = {"searchqa": 256, "webshop": 96, "tau-retail": 64, "tau-airline": 64, "alfworld": 12}
+#: Monte Carlo continuations K per state (ALFWorld's engine steps cost ~4 ms each)
+CONTINUATIONS = {"searchqa": 8, "webshop": 8, "tau-retail": 8, "tau-airline": 8, "alfworld": 4}
+#: the paired differences the half-width target is read on
+KEY_PAIRS = (("vict", "grpo"), ("vict", "random_edges"), ("vict/gigpo", "gigpo"))
+#: the paired differences written to the flat metrics: the key ones, SALT's, and each reading
+#: against VICT and against GRPO
+REPORTED_PAIRS = KEY_PAIRS + (("salt", "random_edges"),) + tuple(
+    (r, versus) for r in READINGS for versus in ("vict", "grpo"))
 KEY_METHODS = ("grpo", "rloo", "gigpo", "vict", "vict/gigpo", "random_edges", "salt", "proxmo",
-               "dense_atom_reward")
+               "dense_atom_reward", *READINGS)
 
 
 def cell_metrics(cell: dict) -> dict:
@@ -50,8 +70,8 @@ def cell_metrics(cell: dict) -> dict:
             out[key], out[key + ".low"], out[key + ".high"] = (row["value"], row["low"],
                                                                row["high"])
     for row in cell["pairs"]:
-        if (row["method"], row["versus"]) in KEY_PAIRS and row["metric"] in ("pooled",
-                                                                             "within"):
+        if (row["method"], row["versus"]) in REPORTED_PAIRS and row["metric"] in ("pooled",
+                                                                                  "within"):
             key = (f"{prefix}/{row['truth']}/{row['metric']}/"
                    f"{row['method']}-{row['versus']}")
             out[key], out[key + ".low"], out[key + ".high"] = (row["diff"], row["low"],
@@ -59,53 +79,184 @@ def cell_metrics(cell: dict) -> dict:
     widths = [(p["high"] - p["low"]) / 2 for p in cell["pairs"]
               if p["metric"] == "pooled" and p["low"] is not None]
     out[f"{prefix}/max_pooled_pair_halfwidth"] = max(widths) if widths else None
+    key = [(p["high"] - p["low"]) / 2 for p in cell["pairs"]
+           if p["metric"] == "pooled" and (p["method"], p["versus"]) in KEY_PAIRS
+           and p["low"] is not None]
+    out[f"{prefix}/key_pooled_pair_halfwidth"] = max(key) if key else None
     for name, value in cell["table12"]["vict"].items():
         out[f"{prefix}/table12/{name}"] = value
     return out
 
 
+#: the methods of the figure, with their colours
+FIGURE_METHODS = {"grpo": "#555555", "gigpo": "#1f77b4", "vict": "#d62728",
+                  "vict/gigpo": "#ff7f0e", "random_edges": "#9467bd", "salt": "#2ca02c"}
+PANEL_W, PANEL_H, MARGIN = 220, 170, 40
+
+
+def figure_svg(cells: list[dict]) -> str:
+    """One picture (issue 47, item 5): per environment (columns) and truth (rows: Monte Carlo,
+    solver), each ``FIGURE_METHODS`` method's pooled ρ against the group success rate, with
+    its 95% interval as a vertical bar; an SVG document."""
+    envs = list(dict.fromkeys(c["env"] for c in cells))
+    truths = ("mc", "solver")
+    lows = [r["low"] for c in cells for r in c["rows"] if r["metric"] == "pooled"
+            and r["method"] in FIGURE_METHODS and r["low"] is not None]
+    highs = [r["high"] for c in cells for r in c["rows"] if r["metric"] == "pooled"
+             and r["method"] in FIGURE_METHODS and r["high"] is not None]
+    y_lo, y_hi = min([0.0, *lows]), max([0.1, *highs])
+    width = MARGIN + len(envs) * (PANEL_W + MARGIN)
+    height = MARGIN + len(truths) * (PANEL_H + MARGIN) + 30
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'font-family="sans-serif" font-size="10">'),
+           f'<rect width="{width}" height="{height}" fill="white"/>']
+    for col, env in enumerate(envs):
+        for row, truth in enumerate(truths):
+            x0, y0 = MARGIN + col * (PANEL_W + MARGIN), MARGIN + row * (PANEL_H + MARGIN)
+
+            def px(rate: float, x0: int = x0) -> float:
+                return x0 + rate * PANEL_W
+
+            def py(rho: float, y0: int = y0) -> float:
+                return y0 + PANEL_H * (y_hi - rho) / (y_hi - y_lo)
+
+            out.append(f'<rect x="{x0}" y="{y0}" width="{PANEL_W}" height="{PANEL_H}" '
+                       'fill="none" stroke="#999"/>')
+            out.append(f'<line x1="{x0}" x2="{x0 + PANEL_W}" y1="{py(0.0):.1f}" '
+                       f'y2="{py(0.0):.1f}" stroke="#ccc"/>')
+            out.append(f'<text x="{x0 + 4}" y="{y0 - 6}">{env}: pooled ρ vs {truth} truth'
+                       '</text>')
+            for tick in (0.0, 0.5, 1.0):
+                out.append(f'<text x="{px(tick) - 8:.1f}" y="{y0 + PANEL_H + 12}">{tick:g}'
+                           '</text>')
+            for tick in (y_lo, 0.0, y_hi):
+                out.append(f'<text x="{x0 - 30}" y="{py(tick) + 3:.1f}">{tick:.2f}</text>')
+            for k, (method, colour) in enumerate(FIGURE_METHODS.items()):
+                points = []
+                for cell in sorted((c for c in cells if c["env"] == env),
+                                   key=lambda c: c["success_rate"]):
+                    (r,) = [r for r in cell["rows"] if r["method"] == method
+                            and r["truth"] == truth and r["metric"] == "pooled"]
+                    if r["value"] is None:
+                        continue
+                    x = px(cell["success_rate"]) + (k - 2.5) * 2  # methods side by side
+                    points.append(f"{x:.1f},{py(r['value']):.1f}")
+                    if r["low"] is not None:
+                        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{py(r["low"]):.1f}" '
+                                   f'y2="{py(r["high"]):.1f}" stroke="{colour}"/>')
+                    out.append(f'<circle cx="{x:.1f}" cy="{py(r["value"]):.1f}" r="2" '
+                               f'fill="{colour}"><title>{method} {env} {truth} success '
+                               f'{cell["success_rate"]:.2f}: {r["value"]:.3f}</title></circle>')
+                out.append(f'<polyline points="{" ".join(points)}" fill="none" '
+                           f'stroke="{colour}" stroke-width="1"/>')
+    legend_y = height - 14
+    out.append(f'<text x="{MARGIN}" y="{legend_y}">x: group success rate; bars: 95% intervals '
+               'over groups</text>')
+    for k, (method, colour) in enumerate(FIGURE_METHODS.items()):
+        x = MARGIN + 300 + k * 90
+        out.append(f'<rect x="{x}" y="{legend_y - 8}" width="10" height="10" '
+                   f'fill="{colour}"/><text x="{x + 14}" y="{legend_y}">{method}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def per_env(value: str, defaults: dict[str, int], flag: str) -> dict[str, int]:
+    """``--groups`` / ``--continuations``: one number for every environment, or ``env=N,...``
+    over ``defaults``."""
+    if "=" not in value:
+        return dict.fromkeys(defaults, int(value))
+    out = dict(defaults)
+    for item in value.split(","):
+        env, _, n = item.partition("=")
+        if env not in defaults or not n.isdigit():
+            raise SystemExit(f"{flag} {value!r}: {item!r} is not env=N with env one of "
+                             f"{', '.join(defaults)}")
+        out[env] = int(n)
+    return out
+
+
+def run_cell(job: tuple[str, float, CellOptions, list[str]]) -> dict:
+    """One cell in a worker process (one torch thread: the workers share the cores)."""
+    torch.set_num_threads(1)
+    env, eps, options, overrides = job
+    began = time.perf_counter()
+    cell = regime_cell(env, eps, options, overrides)
+    cell["wall_s"] = time.perf_counter() - began
+    return cell
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", default="searchqa,webshop,tau-retail,tau-airline",
-                        help="comma-separated environments (alfworld too, slowly)")
-    parser.add_argument("--groups", type=int, default=32)
+    parser.add_argument("--envs", default=",".join(GRIDS), help="comma-separated environments")
+    parser.add_argument("--groups", default="", help="G, or env=G,... (default GROUPS)")
     parser.add_argument("--mc-groups", type=int, default=0, help="0: every group")
-    parser.add_argument("--continuations", type=int, default=8)
+    parser.add_argument("--continuations", default="",
+                        help="K, or env=K,... (default CONTINUATIONS)")
+    parser.add_argument("--workers", type=int, default=1, help="cells played at once")
     parser.add_argument("--boots", type=int, default=500)
     parser.add_argument("--name", default="credit_regimes", help="the result file's name")
     parser.add_argument("--quick", action="store_true", help="4 groups, K = 2, 50 draws")
+    parser.add_argument("--figure", action="store_true",
+                        help="only write NAME.svg from the result file NAME.json")
     parser.add_argument("overrides", nargs="*", help="key=value config settings")
     args = parser.parse_args()
-    options = (CellOptions(groups=4, continuations=2, boots=50) if args.quick else
-               CellOptions(groups=args.groups, mc_groups=args.mc_groups,
-                           continuations=args.continuations, boots=args.boots))
-    began = time.perf_counter()
+    if args.figure:
+        result = json.loads((RESULTS / f"{args.name}.json").read_text())
+        (RESULTS / f"{args.name}.svg").write_text(figure_svg(result["cells"]))
+        print(f"wrote {RESULTS / f'{args.name}.svg'}")
+        return
     envs = args.envs.split(",")
-    planned = sum(len(GRIDS[e]) for e in envs)
-    cells, metrics = [], {}
-    for env in envs:
-        for eps in GRIDS[env]:
-            cell = regime_cell(env, eps, options, args.overrides)
-            cells.append(cell)
-            metrics.update(cell_metrics(cell))
-            metrics["wall_s"] = time.perf_counter() - began
-            print(f"{env} ε={eps:g}: success {cell['success_rate']:.3f}, {cell['steps']} steps, "
-                  f"{sum(cell['seconds'].values()):.0f} s", flush=True)
+    unknown = [e for e in envs if e not in GRIDS]
+    if unknown:
+        raise SystemExit(f"--envs: {unknown} unknown; choose from {', '.join(GRIDS)}")
+    groups = per_env(args.groups, GROUPS, "--groups") if args.groups else dict(GROUPS)
+    ks = (per_env(args.continuations, CONTINUATIONS, "--continuations") if args.continuations
+          else dict(CONTINUATIONS))
+    options = {e: (CellOptions(groups=4, continuations=2, boots=50) if args.quick else
+                   CellOptions(groups=groups[e], mc_groups=args.mc_groups,
+                               continuations=ks[e], boots=args.boots)) for e in envs}
+    grid = [(e, eps) for e in envs for eps in GRIDS[e]]
+    # the dearest cells first (ALFWorld, then the highest ε), so the workers finish together
+    cost = {e: i for i, e in enumerate(("searchqa", "tau-airline", "tau-retail", "webshop",
+                                        "alfworld"))}
+    jobs = sorted(((e, eps, options[e], args.overrides) for e, eps in grid),
+                  key=lambda j: (cost[j[0]], j[1]), reverse=True)
+    began = time.perf_counter()
+    done: dict[tuple[str, float], dict] = {}
+    config = {"envs": args.envs, "groups": {e: options[e].groups for e in envs},
+              "mc_groups": args.mc_groups,
+              "continuations": {e: options[e].continuations for e in envs},
+              "boots": args.boots if not args.quick else 50, "workers": args.workers,
+              "tie_breaks": CellOptions.tie_breaks, "methods": list(METHODS),
+              "readings": {r: list(v[0]) for r, v in READINGS.items()},
+              "grids": {e: GRIDS[e] for e in envs}, "overrides": args.overrides}
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(args.workers) as pool:
+        for cell in pool.imap_unordered(run_cell, jobs):
+            done[(cell["env"], cell["epsilon"])] = cell
+            wall = time.perf_counter() - began
+            cells = [done[k] for k in grid if k in done]
+            metrics = {}
+            for c in cells:
+                metrics.update(cell_metrics(c))
+            metrics["wall_s"] = wall
+            print(f"[{len(done)}/{len(grid)} {wall:.0f} s] {cell['env']} ε={cell['epsilon']:g}: "
+                  f"success {cell['success_rate']:.3f}, {cell['groups']} groups, "
+                  f"{cell['steps']} steps, {cell['wall_s']:.0f} s", flush=True)
             # written after every cell, so a run cut short keeps what it measured
             path = write_result(
-                args.name,
-                {"envs": args.envs, "groups": options.groups, "mc_groups": options.mc_groups,
-                 "continuations": options.continuations, "boots": options.boots,
-                 "tie_breaks": options.tie_breaks, "methods": list(METHODS),
-                 "grids": {e: GRIDS[e] for e in envs}, "overrides": args.overrides},
-                metrics, {"wall_s": "<= 3600 on 2 cores", "paired half-width": "<= 0.02"},
+                args.name, config, metrics,
+                {"wall_s": "<= 3600 on 2 cores", "key paired half-width": "<= 0.02"},
                 "Scripted ε policies (rollout/scripted.py); truths: solver regret and Monte Carlo "
-                "A^π of the same policy. The paper's Table 12 (ALFWorld) is under "
-                "paper_table12.",
-                args.quick, cells=cells, cells_done=len(cells), cells_planned=planned,
+                "A^π of the same policy. key_pooled_pair_halfwidth: the widest of "
+                "vict-grpo, vict-random_edges, vict/gigpo-gigpo (pooled, either truth). The "
+                "paper's Table 12 (ALFWorld) is under paper_table12.",
+                args.quick, cells=cells, cells_done=len(cells), cells_planned=len(grid),
                 paper_table12=PAPER_TABLE12_ALFWORLD)
     wall = metrics["wall_s"]
-    print(f"wrote {path} ({wall:.0f} s)")
+    figure = path.with_suffix(".svg")
+    figure.write_text(figure_svg(cells))
+    print(f"wrote {path} and {figure.name} ({wall:.0f} s)")
 
 
 if __name__ == "__main__":

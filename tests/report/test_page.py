@@ -15,7 +15,7 @@ import yaml
 
 from agentcredit.report.page import ReportError, write_report
 from agentcredit.report.run_files import find_runs
-from agentcredit.report.tables import credit_check_table, success_tables
+from agentcredit.report.tables import credit_check_table, success_tables, vict_audit_table
 
 from .conftest import HOSTILE_NAME, IMG, SCRIPT
 
@@ -216,3 +216,22 @@ def test_html_and_undecodable_bytes_from_a_run_reach_the_page_only_as_text(hosti
     assert '"&gt;&lt;img src=x onerror=alert(1)&gt;' in names  # Plotly reads some tags
     assert any("bytes that are not UTF-8 on line" in p for p in result.problems)
     assert re.search(r"line \d+ \(shown as \ufffd\)", parts.text["problems"])
+
+
+def test_the_vict_audit_shows_whole_group_ties_apart_and_the_corrected_share(tmp_path):
+    run = tmp_path / "vict_seed0"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump({"run": {"updates": 2, "seed": 0}}))
+    lines = [{"kind": "update", "update": u, "credit/vict/atoms_per_task": 6.0,
+              "credit/vict/abstain/tie_pct": tie, "credit/vict/abstain_tie_group_pct": group,
+              "credit/vict/corrected_share": share, "credit/vict/nonzero_steps_per_rollout": 2.0}
+             for u, tie, group, share in ((1, 50.0, 40.0, 0.1), (2, 30.0, 10.0, 0.3))]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    runs, _ = find_runs([tmp_path])
+    table = vict_audit_table(runs)
+    (row,) = table.rows
+    cell = dict(zip(table.header, row, strict=True))
+    assert cell["tie %"].mean == pytest.approx(40.0)  # the mean over the run's two updates
+    assert cell["whole group tied %"].mean == pytest.approx(25.0)
+    assert cell["corrected share"].mean == pytest.approx(0.2)
+    assert cell["actions / rollout"].mean == pytest.approx(2.0)

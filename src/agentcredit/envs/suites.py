@@ -166,7 +166,7 @@ class SearchQASuite:
 
         qa = self.options
         return SearchQAEnv(max_turns=qa.max_turns, topk=qa.topk,
-                           max_query_chars=qa.max_query_chars)
+                           max_query_chars=qa.max_query_chars, answer_scope=qa.answer_scope)
 
 
 register_env_suite("searchqa", SearchQASuite)

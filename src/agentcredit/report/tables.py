@@ -32,14 +32,20 @@ from agentcredit.report.run_files import RunData
 
 Cell = str | int | float | Summary | None
 
-#: the VICT audit's columns: ``credit/vict/…`` key → header (docs/vict.md §4.9)
+#: the VICT audit's columns: ``credit/vict/…`` key → header (docs/vict.md §4.9; abstention by
+#: reason with the whole-group ties apart, the paper's Table 12 beside its Table 5)
 VICT_AUDIT = (
     ("atoms_per_task", "atoms / task"), ("reconstruction_pct", "reconstr. %"),
     ("mutation_pct", "mutation %"), ("conforming_task_pct", "conforming %"),
     ("eligibility_pass_pct", "eligibility %"), ("proof_coverage_pct", "proof cov. %"),
-    ("abstain_pct", "abstain %"), ("trigger_pct", "trigger %"), ("sparsity_pct", "sparsity %"),
+    ("abstain_pct", "abstain %"), ("abstain/tie_pct", "tie %"),
+    ("abstain_tie_group_pct", "whole group tied %"), ("abstain/non_conforming_pct", "non-conf. %"),
+    ("abstain/budget_pct", "budget %"), ("abstain/no_edge_pct", "no edge %"),
+    ("abstain/terminal_only_pct", "terminal-only %"), ("trigger_pct", "trigger %"),
+    ("sparsity_pct", "sparsity %"), ("nonzero_steps_per_rollout", "actions / rollout"),
     ("core_size_mean", "core size"), ("budget_hit_pct", "budget hit %"), ("lambda", "λ"),
-    ("mean_abs_correction", "mean |corr.|"), ("credit_ms", "credit ms"),
+    ("corrected_share", "corrected share"), ("mean_abs_correction", "mean |corr.|"),
+    ("credit_ms", "credit ms"),
 )
 #: the credit check's columns: ``credit_check/solver/…`` key → header (docs/credit_check.md §3;
 #: ``pooled_random`` is the chance row's pooled ρ)

@@ -138,3 +138,28 @@ def test_ledger_rows_have_the_spec_fields_and_survive_the_writer(tmp_path):
             ((r["rollout"], r["step"]) for r in back)}
     assert len(flat) == int((corrections != 0).sum())
     assert torch.isfinite(corrections).all()
+
+
+def _tie_batch():
+    """Group 0's three rollouts all score 0 (the whole group tied); group 1 scores 10, 5, 0,
+    so its middle rollout alone sits at the mean (GRPO's A^base_i = 0, q_i = 0)."""
+    rng = random.Random(3)
+    traces = synthetic_group("tied", 3, 6, 15, rng) + synthetic_group("mixed", 3, 6, 15, rng)
+    finals = [0.0, 0.0, 0.0, 10.0, 5.0, 0.0]
+    rewards = [[0.0] * (t.num_steps - 1) + [r] for t, r in zip(traces, finals, strict=True)]
+    return CreditBatch.from_lists(rewards, [0, 0, 0, 1, 1, 1], traces=traces)
+
+
+def test_whole_group_ties_are_counted_apart_from_a_rollout_alone_at_its_group_median():
+    diagnostics = get_estimator("vict")(_tie_batch(), VICTConfig()).diagnostics
+    assert diagnostics["vict/abstain/tie_pct"] == pytest.approx(100 * 4 / 6)  # 3 + the median
+    assert diagnostics["vict/abstain_tie_group_pct"] == pytest.approx(100 * 3 / 6)
+
+
+def test_corrected_share_is_the_scaled_correction_over_the_base_advantage_mass():
+    batch = _batch()
+    final = get_estimator("vict")(batch, VICTConfig())
+    base = get_estimator("grpo")(batch, VICTConfig().backbone).step_advantages.double()
+    share = (final.step_advantages.double() - base).abs().sum() / base.abs().sum()
+    assert final.diagnostics["vict/corrected_share"] == pytest.approx(float(share))
+    assert final.diagnostics["vict/corrected_share"] > 0

@@ -2,7 +2,7 @@
 
 import random
 
-from agentcredit.envs.searchqa.engine import task_question
+from agentcredit.envs.searchqa.engine import SearchQAEnv, task_question
 from agentcredit.verifier.atoms import Status
 from agentcredit.verifier.conformance import evidence_timeline, mutation_outcomes
 from agentcredit.verifier.trace import trace_rollout
@@ -72,3 +72,17 @@ def test_each_search_reveals_its_hop_and_the_answer_commits(env, test_tasks, pla
     assert {(0, "hop:0", "reveal"), (1, "hop:1", "reveal"), (2, "hop:2", "reveal"),
             (3, "answer", "commit")} <= edges
     assert trace.f_score == trace.v_score == 1.0
+
+
+def test_a_decided_answer_scope_commits_only_the_answer_not_the_hops(test_tasks, play):
+    task = next(t for t in test_tasks if t.task_type == "composition")
+    scoped = {}
+    for scope in ("all", "decided"):
+        env = SearchQAEnv(answer_scope=scope)
+        texts, states, _ = play(env, task, env.expert(task))
+        trace = trace_rollout(env.verifier(task), texts, states, env.expert(task))
+        scoped[scope] = {(e.step, e.atom_id) for e in trace.edges
+                         if e.valid and e.relation == "commit"}
+    # the answer is step 3; "all" makes it a witness of the three hops too
+    assert scoped["all"] == {(3, "answer"), (3, "hop:0"), (3, "hop:1"), (3, "hop:2")}
+    assert scoped["decided"] == {(3, "answer")}

@@ -12,7 +12,12 @@ import pytest
 from agentcredit.envs.base import Task
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.rollout.scripted import EpsilonPolicy, play
-from agentcredit.train.evaluation.credit_regimes import ScriptedMonteCarlo, table12_row
+from agentcredit.train.evaluation.credit_regimes import (
+    ScriptedMonteCarlo,
+    cell_method_settings,
+    cell_methods,
+    table12_row,
+)
 
 from ...conftest import FakeEnv
 
@@ -97,15 +102,29 @@ def _diagnostics(**abstain) -> dict[str, float]:
     for reason in ("non_conforming", "tie", "budget", "no_edge", "terminal_only"):
         out[f"vict/abstain/{reason}_pct"] = abstain.get(reason, 0.0)
     out["vict/abstain_pct"] = sum(abstain.values())
+    out["vict/abstain_tie_group_pct"] = 30.0
+    out["vict/corrected_share"] = 0.25
     return out
 
 
 def test_table12_counts_tie_abstention_apart_from_the_other_reasons():
     row = table12_row(_diagnostics(tie=50.0, no_edge=10.0, terminal_only=5.0),
-                      vict=np.array([1.5, -1.0, 0.0]), base=np.array([1.0, -1.0, 0.0]),
                       untied_rollout_share=0.25)
     assert row["abstain_pct"] == 65.0
     assert row["abstain_tie_pct"] == 50.0
     assert row["abstain_other_pct"] == 15.0  # no_edge + terminal_only, the tie left out
+    assert row["abstain_tie_group_pct"] == 30.0
+    assert row["abstain_tie_median_pct"] == 20.0  # the tie less the whole-group ties
     assert row["tied_group_rollout_pct"] == 75.0
-    assert row["corrected_share"] == pytest.approx(0.5 / 2.0)  # |0.5| over |1| + |−1|
+    assert row["corrected_share"] == 0.25
+
+
+def test_a_reading_runs_only_on_the_environments_it_applies_to():
+    assert cell_methods("searchqa", ("grpo", "vict")) == [
+        "grpo", "vict", "vict+mean", "vict+counterfactual", "vict+decided"]
+    assert cell_methods("webshop", ("grpo", "vict")) == [
+        "grpo", "vict", "vict+mean", "vict+counterfactual"]  # no answer scope to choose
+    assert cell_method_settings("vict+decided") == ["method=vict",
+                                                "env.searchqa.answer_scope=decided"]
+    with pytest.raises(KeyError, match="vict\\+mode"):
+        cell_methods("searchqa", readings=("vict+mode",))

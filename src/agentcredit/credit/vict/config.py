@@ -35,6 +35,16 @@ class VICTConfig:
         eps_q: ``ε_q`` ≥ 0, tie margin on ``|A^base_i|``; within it a rollout
             abstains with reason ``tie`` (1e-6).
 
+    Atom marginals (docs/vict.md §4.5; the paper names the "atom marginal" it normalises but
+    never defines it, so the other defensible readings are options):
+        marginal: the raw value ``δ_{i,j}`` that is normalised: ``status`` (the signed atom
+            status, ``+w`` SAT, ``−w`` VIOL, else 0: the paper-literal reading and the
+            default) or ``counterfactual`` (``F(z̄_i) − F(z̄_i with atom j UNSAT)``: what the
+            atom's final status is worth to the verifier's score given the rest of the
+            rollout; an atom without a score role is worth 0).
+        centre: ``median`` (the paper's median and 1.4826·MAD, the default) or ``mean``
+            (the group mean and population std).
+
     Conformance (docs/vict.md §4.2):
         conformance_tolerance: ``η_x`` ≥ 0; a task whose rollouts or mutants
             disagree by more (``max |F − V| > η_x``) is non-conforming (0: exact verifiers).
@@ -67,6 +77,8 @@ class VICTConfig:
     eps: float = 1e-6
     clip_quantile: float = 0.95
     lambda_base_steps: Literal["signal", "all", "nonzero"] = "signal"
+    marginal: Literal["status", "counterfactual"] = "status"
+    centre: Literal["median", "mean"] = "median"
     seed: int = 0
 
     def __post_init__(self) -> None:

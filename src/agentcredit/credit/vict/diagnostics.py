@@ -14,6 +14,11 @@ Definitions (shares in percent):
     proof coverage: ``Σ p_{i,j} / (Σ 1[δ_{i,j} ≠ 0] + ε)``, ``p_{i,j} = 1`` when a
         non-zero-marginal atom has a valid proof edge;
     abstain: rollouts that abstained (``ABSTAIN_REASONS``), per reason too;
+    whole group tied: rollouts that abstained for ``tie`` in a group where every rollout has
+        ``q_i = 0`` (its outcomes all tied), apart from a rollout that alone sits at its
+        group's median;
+    corrected share: ``Σ_s |λ·clip(A^VICT_s, −c, c)| / Σ_s |A^base_s|`` (0 when ``A^base``
+        is 0 everywhere);
     trigger: rollouts with a non-zero correction; sparsity: steps with one;
     level mix: the share of atoms instrumented at Level 0, 1 and 2, each task's atoms
         counted once;
@@ -106,9 +111,12 @@ def credit_diagnostics(batch: CreditBatch, computation: VictComputation) -> dict
     cores = [len(r.core) for r in computation.rollouts if r.outcome in _HAS_CORE]
     searched = sum(r.outcome in _HAS_CORE + ("budget", "empty_core")
                    for r in computation.rollouts)
-    groups = {}
+    groups, all_tied = {}, {}
     for i, g in enumerate(batch.group_index.tolist()):
         groups[g] = computation.conforming[i]
+        all_tied[g] = all_tied.get(g, True) and computation.rollouts[i].direction == 0
+    group_ties = sum(r.outcome == "tie" and all_tied[r.group] for r in computation.rollouts)
+    base_mass = float(computation.base.double().abs().sum())
     checked, failures = computation.eligibility_checked, 0
     if not computation.rule.eligibility:
         checked, failed = eligibility_failures(
@@ -122,6 +130,7 @@ def credit_diagnostics(batch: CreditBatch, computation: VictComputation) -> dict
         "vict/eligibility_pass_pct": 100.0 * (checked - failures) / checked if checked else 100.0,
         "vict/eligibility_checked": float(checked),
         "vict/abstain_pct": 100.0 * sum(outcomes[r] for r in ABSTAIN_REASONS) / num_rollouts,
+        "vict/abstain_tie_group_pct": 100.0 * group_ties / num_rollouts,
         "vict/trigger_pct": 100.0 * float((per_rollout > 0).double().mean()),
         "vict/sparsity_pct": 100.0 * float(nonzero.double().mean()),
         "vict/nonzero_steps_per_rollout": float(per_rollout.double().mean()),
@@ -136,6 +145,8 @@ def credit_diagnostics(batch: CreditBatch, computation: VictComputation) -> dict
                                                and bool(computation.vict.any())),
         "vict/clip_c": computation.clip,
         "vict/mean_abs_correction": float(computation.correction.double().abs().mean()),
+        "vict/corrected_share": (float(computation.correction.double().abs().sum()) / base_mass
+                                 if base_mass else 0.0),
         "vict/credit_ms": computation.wall_ms,
     })
     for outcome in OUTCOMES:

@@ -5,8 +5,8 @@ One update's credit reads top to bottom in ``compute_credit``:
 1. BASE: the backbone's ``A^base [S]`` and the rollout-level ``A^base_i [B]``.
 2. CONFORMANCE: a task whose rollouts or mutants have ``|F − V| > η_x`` is
    non-conforming; all its rollouts abstain (docs/vict.md §4.2).
-3. MARGINALS: the raw signed atom values ``δ [N, J]`` of each group, robustly
-   normalised to ``δ̂`` (docs/vict.md §4.5).
+3. MARGINALS: the raw atom values ``δ [N, J]`` of each group (``VICTConfig.marginal``),
+   robustly normalised to ``δ̂`` (``VICTConfig.centre``; docs/vict.md §4.5).
 4. CORES: direction ``q_i``, magnitude ``ρ_i``, the budgeted greedy core ``C*_i``
    (docs/vict.md §4.4).
 5. WITNESSES: each core atom with ``δ̂ ≠ 0`` spreads ``δ̂`` over its witness
@@ -48,7 +48,7 @@ from agentcredit.credit.vict.correction import (
     signal_steps,
 )
 from agentcredit.credit.vict.edges import Witness, proof_witnesses
-from agentcredit.credit.vict.normalise import robust_normalise
+from agentcredit.credit.vict.normalise import atom_marginals, robust_normalise
 from agentcredit.verifier.closure import indices_of
 from agentcredit.verifier.trace import RolloutTrace
 
@@ -217,9 +217,10 @@ def compute_credit(batch: CreditBatch, config: VICTConfig,
     for rows in members.values():
         same_shape.setdefault((len(rows), len(traces[rows[0]].atom_ids)), []).append(rows)
     for (size, num_atoms), stack in same_shape.items():
-        raw = torch.tensor([[traces[i].delta for i in rows] for rows in stack],
+        raw = torch.tensor([[atom_marginals(traces[i], config.marginal) for i in rows]
+                            for rows in stack],
                            dtype=torch.float64).reshape(len(stack), size, num_atoms)  # [G, N, J]
-        normalised = robust_normalise(raw, config.eps).tolist()  # [G, N, J]
+        normalised = robust_normalise(raw, config.eps, config.centre).tolist()  # [G, N, J]
         for rows, values in zip(stack, normalised, strict=True):
             ids = traces[rows[0]].atom_ids
             for i, row in zip(rows, values, strict=True):

@@ -7,13 +7,22 @@
 rollouts apart in no way, so it carries no differential credit.
 
 Median centring means an atom most of the group reached earns nothing for
-reaching it; the credit goes to the rollouts that differ from the majority.
+reaching it; the credit goes to the rollouts that differ from the majority. ``centre="mean"``
+centres on the group mean and scales by the population std instead, so a majority that
+reached an atom shares a small positive ``δ̂``.
+
+``atom_marginals`` gives the raw ``δ`` of one rollout under the reading
+``VICTConfig.marginal`` names: the trace's signed statuses, or each atom's counterfactual
+marginal on the verifier score.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+from agentcredit.verifier.atoms import Status
+from agentcredit.verifier.trace import RolloutTrace
 
 MAD_TO_STD = 1.4826  # makes the MAD a consistent estimator of a normal std
 
@@ -23,23 +32,46 @@ def _median(x: Tensor) -> Tensor:
     return torch.quantile(x, 0.5, dim=-2, keepdim=True)
 
 
-def robust_normalise(delta: Tensor, eps: float) -> Tensor:
-    """``δ̂ [..., N, J]`` from the raw signed atom values ``δ [..., N, J]`` of ``N`` rollouts.
+def atom_marginals(trace: RolloutTrace, reading: str) -> tuple[float, ...]:
+    """The raw ``δ_{i,·} [J]`` of one rollout: ``status``: ``trace.delta`` (the signed
+    statuses); ``counterfactual``: ``F(z̄) − F(z̄ with atom j UNSAT)`` per atom ``j``, with
+    ``z̄`` the final statuses and ``F`` ``trace.aggregate`` (0 for an atom already UNSAT or
+    UNK)."""
+    if reading == "status":
+        return trace.delta
+    if reading != "counterfactual":
+        raise ValueError(f"atom_marginals: reading {reading!r}; use 'status' or "
+                         "'counterfactual' (VICTConfig.marginal)")
+    final = dict(zip(trace.atom_ids, trace.statuses[-1], strict=True))
+    score = trace.aggregate(final)
+    return tuple(score - trace.aggregate({**final, j: Status.UNSAT})
+                 if z in (Status.SAT, Status.VIOL) else 0.0 for j, z in final.items())
+
+
+def robust_normalise(delta: Tensor, eps: float, centre: str = "median") -> Tensor:
+    """``δ̂ [..., N, J]`` from the raw atom values ``δ [..., N, J]`` of ``N`` rollouts.
 
     Leading dimensions are independent groups of the same size (normalised in one call).
+    ``centre="mean"``: ``(δ − mean_j) / (std_j + ε)`` instead of the median and MAD.
     Tested properties: a constant column gives exactly 0; rollouts on the
-    median get 0; the sign of ``δ̂`` is the sign of ``δ − med``.
+    centre get 0; the sign of ``δ̂`` is the sign of ``δ`` less the centre.
     """
+    if centre not in ("median", "mean"):
+        raise ValueError(f"robust_normalise: centre {centre!r}; use 'median' or 'mean' "
+                         "(VICTConfig.centre)")
     if delta.dim() < 2:
         raise ValueError(f"robust_normalise expects [..., N, J] atom values; got shape "
                          f"{tuple(delta.shape)}")
     x = delta.to(torch.float64)
     if x.shape[-2] == 0 or x.shape[-1] == 0:
         return x.clone()
-    med = _median(x)  # [..., 1, J]
-    mad = _median((x - med).abs())  # [..., 1, J]
     std = x.std(dim=-2, unbiased=False, keepdim=True)  # [..., 1, J]
-    scale = torch.where(mad > 0, MAD_TO_STD * mad, std)  # [..., 1, J]
+    if centre == "mean":
+        middle, scale = x.mean(dim=-2, keepdim=True), std  # [..., 1, J] each
+    else:
+        middle = _median(x)  # [..., 1, J]
+        mad = _median((x - middle).abs())  # [..., 1, J]
+        scale = torch.where(mad > 0, MAD_TO_STD * mad, std)  # [..., 1, J]
     constant = x.amax(dim=-2, keepdim=True) == x.amin(dim=-2, keepdim=True)  # [..., 1, J]
-    out = (x - med) / (scale + eps)  # [..., N, J]
+    out = (x - middle) / (scale + eps)  # [..., N, J]
     return torch.where(constant, 0.0, out)

@@ -82,17 +82,21 @@ class SearchQAEnv:
         max_query_chars: longer queries are refused.
         retriever: use this retriever for every task instead of the one its payload names
             (tests, benchmarks).
+        answer_scope: what ``<answer>`` commits in the verifier: ``all`` atoms or only the
+            ``decided`` one (``envs.searchqa.verifier``).
     """
 
     name = "searchqa"
 
     def __init__(self, max_turns: int = MAX_TURNS, topk: int = TOPK,
-                 max_query_chars: int = MAX_QUERY_CHARS, retriever: Retriever | None = None):
+                 max_query_chars: int = MAX_QUERY_CHARS, retriever: Retriever | None = None,
+                 answer_scope: str = "all"):
         if max_turns < 1 or topk < 1 or max_query_chars < 1:
             raise ValueError(f"SearchQAEnv: max_turns={max_turns}, topk={topk} and "
                              f"max_query_chars={max_query_chars} must all be >= 1")
         self.max_turns, self.topk, self.max_query_chars = max_turns, topk, max_query_chars
         self._fixed_retriever = retriever
+        self.answer_scope = answer_scope
         self._task: Task | None = None
 
     # EPISODE STATE
@@ -192,7 +196,7 @@ class SearchQAEnv:
     # ORACLES
 
     def verifier(self, task: Task):
-        return build_verifier(task, task_question(task))
+        return build_verifier(task, task_question(task), self.answer_scope)
 
     def expert(self, task: Task) -> list[str]:
         return expert_actions(task_question(task))

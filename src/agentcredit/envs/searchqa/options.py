@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from agentcredit.config.schema import ConfigError, validate
 
@@ -41,6 +41,9 @@ class SearchQAConfig:
     """Seconds one request to the retrieval server may take, from connecting to the last byte."""
     retriever_retries: int = 3
     """Retries of a failed request, with doubling back-off from 0.5 s."""
+    answer_scope: Literal["all", "decided"] = "all"
+    """What ``<answer>`` commits in VICT's verifier: ``all`` (every atom, so the answer step is
+    a witness of the hops too) or ``decided`` (only the ``answer`` atom)."""
 
     _limits: ClassVar[dict[str, tuple]] = {
         "num_passages": (100, None), "seed": (0, None), "train_questions": (0, None),

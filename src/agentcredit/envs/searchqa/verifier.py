@@ -17,8 +17,11 @@ Atoms (a question with hops ``0..H-1``), ``atom`` (role, timing): status:
 
 ``F`` (``ConjunctiveAggregator``): 1 iff ``answer`` is SAT. ``V`` is the environment's
 reward, ``EM`` of the state's answer (0 unanswered), so ``F ≡ V`` on every state. The
-commit is ``<answer>``; it finalises every atom (the episode ends). FlashRAG questions
-have no hops: only the ``answer`` atom.
+commit is ``<answer>``; with ``answer_scope="all"`` (the default) it finalises every atom
+(the episode ends), so the answer step is a witness of the hops too and a wrong answer
+shares their credit; with ``answer_scope="decided"`` it commits only what it decides, the
+``answer`` atom, and the hops keep the searches that showed them as their only witnesses.
+FlashRAG questions have no hops: only the ``answer`` atom.
 
 Mutations of a terminal state (docs/vict.md §4.2), each an edit of the answer given (a
 state without one is left as it is, since adding an answer would add a commit):
@@ -41,6 +44,8 @@ from agentcredit.verifier.atoms import Atom, State, Status, Verifier
 
 DOC = "evidence:doc:"
 ANSWERED, ANSWER = "answered", "answer"
+#: what ``<answer>`` commits: every atom, or only the ``answer`` atom it decides
+ANSWER_SCOPES = ("all", "decided")
 
 
 def original_score(question: Question, state: State) -> float:
@@ -107,10 +112,14 @@ def is_commit(action: str) -> bool:
     return parse_response(action).kind == "answer"
 
 
-def build_verifier(task: Task, question: Question) -> Verifier:
-    """The VICT verifier of one search QA question."""
+def build_verifier(task: Task, question: Question, answer_scope: str = "all") -> Verifier:
+    """The VICT verifier of one search QA question; ``answer_scope`` is what ``<answer>``
+    commits (module notes)."""
+    if answer_scope not in ANSWER_SCOPES:
+        raise ValueError(f"build_verifier: answer_scope {answer_scope!r}; use one of "
+                         f"{ANSWER_SCOPES} (env.searchqa.answer_scope)")
     atoms = build_atoms(question)
-    scope = tuple(a.atom_id for a in atoms)
+    scope = tuple(a.atom_id for a in atoms) if answer_scope == "all" else ("answer",)
     return Verifier(
         task_id=task.task_id, atoms=atoms,
         aggregate=ConjunctiveAggregator.from_atoms(atoms),

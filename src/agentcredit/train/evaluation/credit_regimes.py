@@ -8,6 +8,11 @@ replayed state) and scores each method (``credit.accuracy``), with paired differ
 the backbone and against ``random_edges``, and VICT's Table-12 diagnostics
 (``table12_row``).
 
+The readings the paper leaves open (``READINGS``: mean centring, the counterfactual atom
+marginal, Search-QA's decided answer scope) run as VICT-on-GRPO variants ``vict+<reading>``
+on the same rollouts, each also paired with ``vict``; a variant that changes the
+environment's verifier gets its own traces.
+
 Left out: ADRS (it reads the policy's token scores) and HCAPO (it reads the policy's hindsight
 rescoring of its own responses); a scripted policy has neither.
 """
@@ -48,6 +53,11 @@ from agentcredit.train.scoring.verifier_traces import VerifierTracer
 METHODS = ("grpo", "rloo", "gigpo", "vict", "vict/rloo", "vict/gigpo", "dense_atom_reward",
            "commit_only", "temporal_nearest", "random_edges", "no_core", "no_proof_edges",
            "salt", "proxmo")
+#: the readings docs/vict.md §4.5 and docs/searchqa.md leave open, as VICT-on-GRPO variants
+#: ``vict+<reading>``: name → (settings, the environments it applies to; ``()``: all).
+READINGS = {"vict+mean": (("credit.options.centre=mean",), ()),
+            "vict+counterfactual": (("credit.options.marginal=counterfactual",), ()),
+            "vict+decided": (("env.searchqa.answer_scope=decided",), ("searchqa",))}
 #: the Table-12 diagnostics of VICT, as ``credit_diagnostics`` names them.
 TABLE12 = ("trigger_pct", "sparsity_pct", "nonzero_steps_per_rollout", "core_size_mean",
            "budget_hit_pct", "abstain_pct", "lambda")
@@ -133,22 +143,23 @@ class ScriptedMonteCarlo:
                              {"states": float(len(cache))})
 
 
-def table12_row(diagnostics: dict[str, float], vict: np.ndarray, base: np.ndarray,
-                untied_rollout_share: float) -> dict[str, float]:
-    """VICT's Table-12 row from its ``vict/…`` diagnostics: ``TABLE12``, abstention by reason,
-    abstention because the rollout tied (``abstain_tie_pct``: the whole group tied, or the
-    rollout sat at its group's median) apart from every other reason
-    (``abstain_other_pct``), the share of rollouts in groups whose outcomes all tied
-    (``tied_group_rollout_pct``), and the corrected share ``Σ|A^VICT − A^base| / Σ|A^base|``
-    (``corrected_share``; the correction is ``λ·clip(Â^VICT)``)."""
+def table12_row(diagnostics: dict[str, float], untied_rollout_share: float) -> dict[str, float]:
+    """VICT's Table-12 row from its ``vict/…`` diagnostics (docs/vict.md §4.9): ``TABLE12``,
+    abstention by reason, abstention because the rollout tied (``abstain_tie_pct``) apart from
+    every other reason (``abstain_other_pct``) and split into the whole group tied
+    (``abstain_tie_group_pct``) and a rollout alone at its group's median
+    (``abstain_tie_median_pct``), the share of rollouts in groups whose outcomes all tied
+    (``tied_group_rollout_pct``, from the batch's returns) and the corrected share
+    ``Σ|λ·clip(A^VICT)| / Σ|A^base|`` (``corrected_share``)."""
     row = {k: diagnostics[f"vict/{k}"] for k in TABLE12}
     by_reason = {r: diagnostics[f"vict/abstain/{r}_pct"] for r in ABSTAIN_REASONS}
     row.update({f"abstain_{r}_pct": v for r, v in by_reason.items()})
     row["abstain_tie_pct"] = by_reason["tie"]
+    row["abstain_tie_group_pct"] = diagnostics["vict/abstain_tie_group_pct"]
+    row["abstain_tie_median_pct"] = by_reason["tie"] - row["abstain_tie_group_pct"]
     row["abstain_other_pct"] = sum(v for r, v in by_reason.items() if r != "tie")
     row["tied_group_rollout_pct"] = 100.0 * (1.0 - untied_rollout_share)
-    norm = float(np.abs(base).sum())
-    row["corrected_share"] = float(np.abs(vict - base).sum()) / norm if norm else 0.0
+    row["corrected_share"] = diagnostics["vict/corrected_share"]
     return row
 
 
@@ -182,15 +193,32 @@ def collect(env: Environment, tasks, policy: EpsilonPolicy, group_size: int, max
             for g, task in enumerate(tasks) for j in range(group_size)]
 
 
+def cell_methods(env_name: str, methods: Sequence[str] = METHODS,
+                 readings: Sequence[str] = tuple(READINGS)) -> list[str]:
+    """``methods`` and the ``readings`` that apply to ``env_name``."""
+    unknown = [r for r in readings if r not in READINGS]
+    if unknown:
+        raise KeyError(f"readings {unknown} unknown; choose from {', '.join(READINGS)}")
+    return [*methods, *(r for r in readings if not READINGS[r][1] or env_name in READINGS[r][1])]
+
+
+def cell_method_settings(method: str) -> list[str]:
+    """The settings of ``method``: ``NAME[/BACKBONE]`` or a reading ``vict+<reading>``."""
+    if method in READINGS:
+        return method_settings("vict") + list(READINGS[method][0])
+    return method_settings(method)
+
+
 def regime_cell(env_name: str, epsilon: float, options: CellOptions,
-                overrides: Sequence[str] = (), methods: Sequence[str] = METHODS) -> dict:
-    """Every method against both truths on ``options.groups`` groups of the ``ε`` policy
-    (module notes); plain JSON-ready data."""
+                overrides: Sequence[str] = (), methods: Sequence[str] = METHODS,
+                readings: Sequence[str] = tuple(READINGS)) -> dict:
+    """Every method and reading against both truths on ``options.groups`` groups of the ``ε``
+    policy (module notes); plain JSON-ready data."""
     seconds: dict[str, float] = {}
     began = time.perf_counter()
     base = load_config(None, [f"env={env_name}", *overrides])
-    configs = {m: load_config(None, [f"env={env_name}", *overrides, *method_settings(m)])
-               for m in methods}
+    configs = {m: load_config(None, [f"env={env_name}", *overrides, *cell_method_settings(m)])
+               for m in cell_methods(env_name, methods, readings)}
     suite = base.env.build_suite()
     tasks = suite.tasks("train")
     rng = random.Random(options.seed)
@@ -205,11 +233,15 @@ def regime_cell(env_name: str, epsilon: float, options: CellOptions,
     seconds["collect"] = time.perf_counter() - began
 
     began = time.perf_counter()
-    traces = VerifierTracer(suite.make_env).trace(trajectories)
-    plain, traced = credit_batch(trajectories), credit_batch(trajectories, traces)
+    plain, traced = credit_batch(trajectories), {}  # traced: per environment setting
+    suites = {repr(base.env): suite}
     advantages, diagnostics = {}, {}
     for method, config in configs.items():
-        batch = traced if "traces" in config.inputs else plain
+        key = repr(config.env)
+        if "traces" in config.inputs and key not in traced:
+            make_env = (suites.get(key) or config.env.build_suite()).make_env
+            traced[key] = credit_batch(trajectories, VerifierTracer(make_env).trace(trajectories))
+        batch = traced[key] if "traces" in config.inputs else plain
         result = get_estimator(config.credit.estimator)(batch, estimator_config(config.credit))
         advantages[method] = result.step_advantages.double().numpy()
         diagnostics[method] = result.diagnostics
@@ -231,12 +263,12 @@ def regime_cell(env_name: str, epsilon: float, options: CellOptions,
 
     layout = step_layout(trajectories)
     pairs = method_pairs(list(configs), {m: backbone_of(c) for m, c in configs.items()})
+    pairs += [(m, "vict") for m in configs if m in READINGS and "vict" in configs]
     table = accuracy_table(advantages, {n: t.truth_values() for n, t in truths.items()},
                            layout, pairs, boots=options.boots, seed=options.seed)
     signal_rollouts = float(np.mean([layout.group_signal[t.group_id] for t in trajectories]))
-    table12 = {m: table12_row(diagnostics[m], advantages[m],
-                              advantages[backbone_of(configs[m]) or "grpo"], signal_rollouts)
-               for m in configs if m.partition("/")[0] == "vict"}
+    table12 = {m: table12_row(diagnostics[m], signal_rollouts)
+               for m in configs if m.partition("/")[0].partition("+")[0] == "vict"}
     return {"env": env_name, "epsilon": epsilon, "groups": len(chosen),
             "rollouts": len(trajectories), "steps": layout.num_steps,
             "success_rate": float(np.mean([t.won for t in trajectories])),
