@@ -21,9 +21,9 @@ Everything read is bounded, so a hostile run folder cannot exhaust the machine:
 files are opened as regular files only (``run/safe_files.py``: a symlink or a FIFO
 is refused by name), ``config.yaml`` is read as the run config is
 (``config/bounded_yaml.py``: ``YAML_LIMIT`` bytes, ``YAML_NODES`` values once its aliases are
-expanded, so an entity-expansion file is refused, not expanded), a log ``LOG_LIMIT`` bytes, and a log line is parsed by
-``bounded_json`` (nesting and number length bounded: a line too deep or holding a
-50,000-digit number is skipped and named like any line that is not JSON).
+expanded, so an entity-expansion file is refused, not expanded), a log ``LOG_LIMIT`` bytes,
+and a log line is parsed by ``bounded_json`` (nesting and number length bounded: a line too
+deep or holding a 50,000-digit number is skipped and named like any line that is not JSON).
 """
 
 from __future__ import annotations

@@ -10,7 +10,11 @@ Nothing a model ships runs: every load passes ``trust_remote_code=False`` and
 (``run/model_folder.py``: no ``auto_map``, weights only from its safetensors files,
 every parameter present with its shape and finite). A hub model is checked after
 loading: a parameter the files lacked (left at its random start) or a non-finite
-one is refused. The chat template is rendered once in Jinja's sandbox, as every
+one is refused. Before a hub id is loaded, one request of at most ``HUB_PROBE_SECONDS``
+(no retries) asks the hub for its ``config.json``: a model the hub does not have, or one
+neither cached nor reachable, is refused at once in one line (``from_pretrained`` alone retries
+each file for half a minute); a cached model the hub cannot be asked about loads from the cache.
+The chat template is rendered once in Jinja's sandbox, as every
 prompt will be, so a template that fails, or takes more than ``TEMPLATE_SECONDS`` to render
 two short messages, is refused before any work.
 """
@@ -23,7 +27,21 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import torch
+from huggingface_hub import (
+    constants,
+    get_hf_file_metadata,
+    hf_hub_url,
+    is_offline_mode,
+    try_to_load_from_cache,
+)
+from huggingface_hub.errors import (
+    HFValidationError,
+    RemoteEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
@@ -35,6 +53,10 @@ from agentcredit.run.model_folder import looks_local, weights_problem
 class ModelLoadError(ConfigError):
     """A model folder or hub id that cannot be loaded; the message says what to fix."""
 
+
+#: the longest the one request asking the hub for a model's config.json may take (it answers
+#: in well under a second; without an answer the model must come from the local cache)
+HUB_PROBE_SECONDS = 5.0
 
 #: the longest a chat template may take to render the two-message check chat (a real
 #: template takes milliseconds; one that loops would stall every prompt)
@@ -130,7 +152,7 @@ def load_policy(
             "Hugging Face hub id such as 'Qwen/Qwen2.5-1.5B-Instruct'."
         )
     else:
-        source, local_only = name_or_dir, False
+        source, local_only = name_or_dir, hub_local_only(name_or_dir)
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only,
@@ -161,6 +183,46 @@ def load_policy(
     if getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+def hub_local_only(name: str) -> bool:
+    """Whether the hub model ``name`` is read from the local cache only (True: the hub cannot be
+    reached, or ``HF_HUB_OFFLINE`` is set, and the cache holds its ``config.json``) or from the
+    hub (False), asked with one request of at most ``HUB_PROBE_SECONDS`` and no retries.
+
+    Raises:
+        ModelLoadError: the hub says there is no such model, or the model is not cached and
+            the hub cannot be reached (``from_pretrained`` would retry for half a minute per
+            file before failing).
+    """
+    cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
+    if is_offline_mode():
+        if cached:
+            return True
+        raise ModelLoadError(f"the model {name!r} is neither a local folder nor in the hub cache "
+                             f"({constants.HF_HUB_CACHE}), and HF_HUB_OFFLINE is set; pass the "
+                             f"path of a model folder, or download it first (hf download {name}, "
+                             "with HF_HUB_OFFLINE unset)")
+    try:
+        get_hf_file_metadata(hf_hub_url(name, "config.json"), timeout=HUB_PROBE_SECONDS)
+    except (RepositoryNotFoundError, RevisionNotFoundError, RemoteEntryNotFoundError) as err:
+        raise ModelLoadError(f"the model {name!r} is neither a local folder nor a model on the hub "
+                             f"({_first_line(err)}); pass the path of a model folder or an "
+                             "existing hub id (a gated or private model needs hf auth login)"
+                             ) from None
+    except HFValidationError as err:
+        raise ModelLoadError(f"the model {name!r} is neither a local folder nor a hub id "
+                             f"({_first_line(err)}); pass the path of a model folder") from None
+    except (httpx.TransportError, OSError) as err:  # no network, a timeout, the hub failing
+        if cached:
+            return True
+        raise ModelLoadError(f"the model {name!r} is neither a local folder nor in the hub cache "
+                             f"({constants.HF_HUB_CACHE}), and the hub cannot be reached in "
+                             f"{HUB_PROBE_SECONDS:g} s ({type(err).__name__}: {_first_line(err)}); "
+                             "pass the path of a model folder, or download the model where the "
+                             f"hub is reachable (hf download {name}) and set HF_HUB_OFFLINE=1 "
+                             "(HF_HUB_CACHE names the cache)") from None
+    return False
 
 
 def _loaded_problem(model: PreTrainedModel, info: dict) -> str:
