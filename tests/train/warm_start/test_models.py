@@ -13,6 +13,8 @@ from huggingface_hub.errors import RepositoryNotFoundError
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
 
+from agentcredit.config import ConfigError
+from agentcredit.config.checks import ModelSize
 from agentcredit.run.model_folder import looks_local
 from agentcredit.train.warm_start import models
 from agentcredit.train.warm_start.models import ModelLoadError, load_policy
@@ -257,3 +259,18 @@ def test_a_cached_hub_model_is_read_from_the_cache_when_the_hub_cannot_answer(mo
     assert models.hub_local_only("someone/model") is True
     _no_hub(monkeypatch)  # the hub answers: it is asked for the files
     assert models.hub_local_only("someone/model") is False
+
+
+def test_a_hub_model_is_sized_from_its_config_before_any_weight_is_fetched(monkeypatch):
+    _no_hub(monkeypatch)  # the hub answers; from_pretrained fails the test
+    sized = []
+    monkeypatch.setattr(models, "model_size",
+                        lambda source, local_only: sized.append((source, local_only))
+                        or ModelSize(parameters=7_000_000_000, vocab=150_000))
+
+    def too_big(size):
+        raise ConfigError(f"{size.parameters:,} parameters do not fit")
+
+    with pytest.raises(ConfigError, match="7,000,000,000 parameters do not fit"):
+        load_policy("someone/big-model", check_size=too_big)
+    assert sized == [("someone/big-model", False)]

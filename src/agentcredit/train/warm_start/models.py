@@ -14,9 +14,11 @@ one is refused. Before a hub id is loaded, one request of at most ``HUB_PROBE_SE
 (no retries) asks the hub for its ``config.json``: a model the hub does not have, or one
 neither cached nor reachable, is refused at once in one line (``from_pretrained`` alone retries
 each file for half a minute); a cached model the hub cannot be asked about loads from the cache.
-The chat template is rendered once in Jinja's sandbox, as every
-prompt will be, so a template that fails, or takes more than ``TEMPLATE_SECONDS`` to render
-two short messages, is refused before any work.
+A model loaded to be trained is sized from its ``config.json`` (``model_size``) before any
+weight is read or downloaded, and refused when the run's memory estimate for it is too large
+(``check_size``; ``train/build.py``). The chat template is rendered once in Jinja's
+sandbox, as every prompt will be, so a template that fails, or takes more than
+``TEMPLATE_SECONDS`` to render two short messages, is refused before any work.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -47,7 +50,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
 from agentcredit.config import ConfigError
-from agentcredit.run.model_folder import looks_local, weights_problem
+from agentcredit.config.checks import ModelSize
+from agentcredit.run.model_folder import (
+    looks_local,
+    model_size,
+    settings_problem,
+    weights_problem,
+)
 
 
 class ModelLoadError(ConfigError):
@@ -95,6 +104,7 @@ def load_policy(
     name_or_dir: str,
     device: str = "cpu",
     dtype: torch.dtype = torch.float32,
+    check_size: Callable[[ModelSize], None] | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load ``(model, tokenizer)`` for a causal-LM policy.
 
@@ -105,6 +115,8 @@ def load_policy(
             ``"cuda:1"``).
         dtype: parameter dtype (``torch.float32`` for the tiny model and CPU;
             ``torch.bfloat16`` for real checkpoints on GPU).
+        check_size: called with the model's size (from its ``config.json``) before any
+            weight is read; it raises to refuse the model (the memory check of a run).
 
     Returns:
         The model, in eval mode as ``from_pretrained`` leaves it (the trainer
@@ -133,7 +145,10 @@ def load_policy(
                 "or a "
                 "Hugging Face hub id such as 'Qwen/Qwen2.5-1.5B-Instruct'."
             )
-        problem = weights_problem(path)
+        problem = settings_problem(path)
+        if not problem and check_size is not None:  # before the weights are read at all
+            _check_size(str(path), True, name_or_dir, check_size)
+        problem = problem or weights_problem(path)
         if problem:
             raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {problem}")
         source, local_only = str(path), True
@@ -153,6 +168,8 @@ def load_policy(
         )
     else:
         source, local_only = name_or_dir, hub_local_only(name_or_dir)
+        if check_size is not None:  # only its config.json is fetched for this
+            _check_size(source, local_only, name_or_dir, check_size)
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only,
@@ -183,6 +200,16 @@ def load_policy(
     if getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+def _check_size(source: str, local_only: bool, name_or_dir: str,
+                check_size: Callable[[ModelSize], None]) -> None:
+    """``check_size`` on the size of the model ``config.json`` at ``source`` describes."""
+    try:
+        size = model_size(source, local_only)
+    except ValueError as err:
+        raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {err}") from None
+    check_size(size)
 
 
 def hub_local_only(name: str) -> bool:
