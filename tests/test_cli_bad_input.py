@@ -3,6 +3,7 @@ work: each case here once ended as an internal error (status 1) or a warning wit
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -119,3 +120,16 @@ def test_a_disk_full_while_writing_the_report_names_the_file(tmp_path, capsys):
     assert main(["report", str(_a_run(tmp_path)), "-o", "/dev/full"]) == 2
     assert _one_error_line(capsys).startswith("error: cannot write /dev/full: the disk is full")
 
+
+
+def test_a_config_file_that_is_a_fifo_or_an_alias_bomb(tmp_path, capsys):
+    os.mkfifo(tmp_path / "fifo.yaml")
+    assert main(["train", "--config", str(tmp_path / "fifo.yaml")]) == 2
+    assert "is a FIFO, not a regular file" in _one_error_line(capsys)
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"b{i}: &b{i} [{', '.join([f'*b{i - 1}' if i else '*a'] * 10)}]\n" for i in range(8)))
+    began = time.perf_counter()
+    assert main(["config", "--show", "--config", str(bomb)]) == 2
+    assert time.perf_counter() - began < 5
+    assert "holds more than 100,000 values" in _one_error_line(capsys)

@@ -3,6 +3,7 @@ the key, the value and the fix (config/checks.py, ``_check_values``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -43,9 +44,15 @@ def test_the_memory_estimate_is_the_hand_worked_sum():
                                 "optim.score_micro_batch_size=5", "optim.micro_batch_size=5",
                                 "sft.micro_batch_size=5"])
     # parameters: 1000*64 + 2*(4*64*64 + 3*64*128) = 64,000 + 2*(16,384 + 24,576) = 145,920
-    # model: 145,920 * 4 bytes * 5 copies; logits: 5 * 120 * 1000 * 4 * 3; rollouts: 24*120*32
-    assert memory_estimate(config) == {"model": 145_920 * 20.0, "logits": 7_200_000.0,
+    # model: 145,920 * 4 bytes * 4 copies (weights, gradients, AdamW's two moments; the
+    # embedded preset's optim.kl_coef is 0: no reference); logits: 5 * 120 * 1000 * 4 * 3;
+    # rollouts: 24*120*32
+    assert config.optim.kl_coef == 0
+    assert memory_estimate(config) == {"model": 145_920 * 16.0, "logits": 7_200_000.0,
                                        "rollouts": 92_160.0}
+    with_reference = dataclasses.replace(config, optim=dataclasses.replace(config.optim,
+                                                                           kl_coef=0.01))
+    assert memory_estimate(with_reference)["model"] == 145_920 * 4 * 5.0
 
 
 def test_the_default_config_fits_this_machine():

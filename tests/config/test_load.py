@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from agentcredit.config import (
@@ -13,6 +16,7 @@ from agentcredit.config import (
     load_config,
     save_config,
 )
+from agentcredit.config.bounded_yaml import MAX_DEPTH, YAML_LIMIT, YAML_NODES
 from agentcredit.credit.gigpo import GiGPOConfig
 
 
@@ -117,3 +121,68 @@ def test_the_trained_policy_is_tempered_as_the_rollouts_were_sampled():
     assert RolloutConfig(temperature=0.4).policy_temperature == 0.4
     # greedy rollouts record untempered log-probs, so they are scored at 1, not divided by 0
     assert RolloutConfig(temperature=0.0).policy_temperature == 1.0
+
+
+def _file_error(path) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_a_config_file_over_the_size_bound_is_refused_unparsed(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("run: {updates: 1}\n" + "#" * YAML_LIMIT)
+    assert _file_error(big) == (
+        f"config file {str(big)!r} is refused ({big} holds {YAML_LIMIT + 18:,} bytes, more than "
+        f"the {YAML_LIMIT:,} this file may have); pass a YAML run config file")
+
+
+def test_an_entity_expansion_config_file_is_refused_at_once(tmp_path):
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join(f'*a{i - 1}' for _ in range(10))}]" for i in range(1, 9)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\n")
+    began = time.perf_counter()
+    says = _file_error(bomb)
+    assert time.perf_counter() - began < 5  # 10^9 values if expanded: refused long before
+    assert says.startswith(f"{bomb} holds more than {YAML_NODES:,} values")
+
+
+def test_an_entity_expansion_override_is_refused_at_once():
+    bomb = "[" + ", ".join(["&a [x, x, x, x, x, x, x, x, x, x]",
+                            *(f"&b{i} [{', '.join([f'*b{i - 1}' if i else '*a'] * 10)}]"
+                              for i in range(8))]) + "]"
+    began = time.perf_counter()
+    says = _error(f"credit.options={bomb}")
+    assert time.perf_counter() - began < 5
+    assert says.startswith(f"override credit.options: its value holds more than {YAML_NODES:,}")
+
+
+def test_a_config_file_nested_deeper_than_the_bound_is_refused(tmp_path):
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("run: " + "[" * MAX_DEPTH + "1" + "]" * MAX_DEPTH + "\n")
+    assert _file_error(deep).startswith(f"{deep} nests deeper than {MAX_DEPTH}; a run config")
+
+
+def test_a_config_file_that_is_a_fifo_is_refused_by_name_without_waiting(tmp_path):
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)  # no writer: reading it would wait forever
+    assert _file_error(fifo) == (f"config file {str(fifo)!r} is refused ({fifo} is a FIFO, not a "
+                                 "regular file; replace it with the file itself); pass a YAML run "
+                                 "config file")
+
+
+def test_a_config_link_to_a_device_is_refused_by_name(tmp_path):
+    link = tmp_path / "device.yaml"
+    link.symlink_to(os.devnull)  # only read, never written
+    assert f"({link} is a character device, not a regular file" in _file_error(link)
+
+
+def test_a_config_link_the_user_names_is_followed_to_its_file(tmp_path):
+    # the user chose the link (a shared config); a run folder's own config.yaml is never
+    # read through one (cli: --resume)
+    (tmp_path / "shared.yaml").write_text("rollout: {group_size: 4}\n")
+    (tmp_path / "mine.yaml").symlink_to(tmp_path / "shared.yaml")
+    assert load_config(tmp_path / "mine.yaml").rollout.group_size == 4

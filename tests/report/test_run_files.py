@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from agentcredit.report.run_files import CONFIG_NODES, bounded_plain, read_records, read_run
+from agentcredit.config.bounded_yaml import YAML_NODES
+from agentcredit.report.run_files import clean_json, read_records, read_run
 from agentcredit.run.saved_rollouts import READ_LIMIT, read_saved_rollouts
 
 GOOD = {"kind": "update", "update": 1, "train/success": 0.5}
@@ -40,14 +41,13 @@ def test_an_entity_expansion_config_is_refused_at_once(tmp_path):
     run = read_run(_run(tmp_path, f"{json.dumps(GOOD)}\n", "\n".join(lines) + "\n"))
     assert time.perf_counter() - began < 5  # 10^9 values if expanded: refused long before
     assert run.config == {} and run.updates == [GOOD]
-    assert any(f"holds more than {CONFIG_NODES:,} values" in p for p in run.problems)
+    assert any(f"holds more than {YAML_NODES:,} values" in p for p in run.problems)
 
 
-def test_bounded_plain_copies_and_cleans_a_plain_value():
-    value = {"a": [1, {"b": "x\udcffy"}], "c": None}
-    assert bounded_plain(value, 10) == {"a": [1, {"b": "x\ufffdy"}], "c": None}
-    with pytest.raises(ValueError, match="more than 4 values"):
-        bounded_plain(value, 4)
+def test_clean_json_replaces_every_lone_surrogate_in_keys_and_values():
+    # what a config.yaml parsed without libyaml can hold ("\\udcff" is an escape there)
+    value = {"a\udcff": [1, {"b": "x\udcffy"}], "c": None}
+    assert clean_json(value) == {"a\ufffd": [1, {"b": "x\ufffdy"}], "c": None}
 
 
 def test_a_metrics_file_that_is_a_fifo_or_a_link_is_skipped_by_name(tmp_path):

@@ -3,6 +3,7 @@ pool drawn from the train tasks and the evaluated splits."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,12 +11,14 @@ import sys
 import pytest
 import torch
 
-from agentcredit.config import ConfigError, load_config
+from agentcredit.config import ConfigError, checks, load_config
+from agentcredit.config.checks import ModelSize, memory_estimate
 from agentcredit.train.build import (
     check_device,
     collector_config,
     draw_pool,
     episodes_per_split,
+    load_model,
     rl_tasks,
     validation_tasks,
 )
@@ -109,3 +112,71 @@ def test_rl_draws_from_the_pool_and_the_pool_is_evaluated_after_the_held_out_spl
 def test_the_pool_split_without_a_pool_is_refused_with_the_fix():
     with pytest.raises(ConfigError, match="set env.pool_games_per_type"):
         load_config(None, ["env.pool_games_per_type=0", "eval.splits=[pool]"])
+
+
+GIB = 1 << 30
+#: rollouts of 24 rows of 120 tokens, micro-batches of 5
+SMALL_RUN = ["rollout.group_size=2", "rollout.tasks_per_update=3", "rollout.max_steps=4",
+             "rollout.max_prompt_tokens=100", "rollout.max_new_tokens=20",
+             "optim.score_micro_batch_size=5", "optim.micro_batch_size=5",
+             "sft.micro_batch_size=5"]
+
+
+@pytest.fixture
+def llama_folder(tmp_path):
+    """A model folder of a 132,654,080-parameter Llama's config.json, and no weights at all."""
+    from tests.run.test_model_folder import LLAMA
+
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA))
+    return tmp_path
+
+
+def test_a_checkpoint_over_the_memory_is_refused_before_its_weights_are_read(monkeypatch,
+                                                                              llama_folder):
+    config = load_config(None, SMALL_RUN)
+    # model: 132,654,080 parameters * 4 bytes (float32) * 4 copies (weights, gradients, AdamW's
+    # two moments; optim.kl_coef = 0: no reference) = 2,122,465,280; logits: 5 * 120 * 32,000
+    # * 4 * 3 = 230,400,000; rollouts: 24 * 120 * 32 = 92,160; 2,352,957,440 in all (2.19 GiB)
+    assert memory_estimate(config, ModelSize(132_654_080, 32_000)) == {
+        "model": 2_122_465_280.0, "logits": 230_400_000.0, "rollouts": 92_160.0}
+    monkeypatch.setattr(checks, "machine_memory", lambda: 2 * GIB)
+    with pytest.raises(ConfigError) as err:  # the folder has no weights: none was looked for
+        load_model(config, llama_folder, training=True)
+    assert str(err.value) == (
+        "this run needs about 2.2 GiB of memory (model 2.0, logits 0.2, rollouts 0.0 GiB) and "
+        "this machine has 2.0 GiB; the model's 132,654,080 parameters are held 4 times in "
+        "float32; use a smaller model, model.dtype=bfloat16, optim.kl_coef=0 (no reference copy, "
+        "if the estimator reads none) or smaller rollout and micro-batch sizes")
+    monkeypatch.setattr(checks, "machine_memory", lambda: int(2.2 * GIB))  # it fits: go on
+    with pytest.raises(ConfigError, match="it holds no .safetensors weights"):
+        load_model(config, llama_folder, training=True)
+
+
+def test_a_reference_copy_and_the_dtype_change_what_a_checkpoint_needs(monkeypatch,
+                                                                       llama_folder):
+    half = load_config(None, [*SMALL_RUN, "model.dtype=bfloat16"])
+    reference = load_config(None, [*SMALL_RUN, "optim.kl_coef=0.01"])
+    monkeypatch.setattr(checks, "machine_memory", lambda: 2 * GIB)
+    # bfloat16: 132,654,080 * 2 bytes * 4 copies = 1,061,232,640 + 230,492,160: fits in 2 GiB
+    with pytest.raises(ConfigError, match="it holds no .safetensors weights"):
+        load_model(half, llama_folder, training=True)
+    # float32 with a reference: * 5 copies = 2,653,081,600 + 230,492,160 = 2.69 GiB
+    with pytest.raises(ConfigError, match=r"needs about 2.7 GiB .* held 5 times in float32"):
+        load_model(reference, llama_folder, training=True)
+
+
+def test_a_model_loaded_for_evaluation_is_not_held_to_the_training_estimate(monkeypatch,
+                                                                             llama_folder):
+    config = load_config(None, SMALL_RUN)
+    monkeypatch.setattr(checks, "machine_memory", lambda: 1)
+    with pytest.raises(ConfigError, match="it holds no .safetensors weights"):
+        load_model(config, llama_folder)
+
+
+def test_on_cuda_a_checkpoint_is_held_to_the_gpu_memory(monkeypatch, llama_folder):
+    config = load_config(None, [*SMALL_RUN, "run.device=cuda"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (0, 2 * GIB))
+    monkeypatch.setattr(checks, "machine_memory", lambda: 1 << 50)
+    with pytest.raises(ConfigError, match=r"needs about 2.2 GiB .* and the GPU cuda has 2.0 GiB"):
+        load_model(config, llama_folder, training=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import urllib.parse
+from dataclasses import dataclass
 
 from agentcredit.config.schema import ConfigError, did_you_mean, to_dict
 from agentcredit.config.sections import TrainConfig, estimator_config
@@ -117,7 +118,7 @@ def _check_values(config: TrainConfig) -> None:
                               f"hold; set {key} to plain text")
     _check_endpoints(config)
     _check_counts(config)
-    _check_memory(config)
+    check_memory(config)
 
 
 def _check_endpoints(config: TrainConfig) -> None:
@@ -188,39 +189,91 @@ def _check_counts(config: TrainConfig) -> None:
                           "rollout.tasks_per_update x rollout.max_steps); lower it")
 
 
-def memory_estimate(config: TrainConfig) -> dict[str, float]:
-    """Bytes the run would hold at once, by part: ``model`` (the embedded model's weights,
-    gradients, AdamW moments and reference copy, fp32), ``logits`` (one scoring or SFT
-    micro-batch's logits and their gradient), ``rollouts`` (an update's token ids, masks and
-    log-probs). A lower bound: what a real checkpoint needs is known only once it is read."""
-    rollout, tiny = config.rollout, config.model.tiny
+@dataclass(frozen=True)
+class ModelSize:
+    """What the memory estimate needs to know of a policy model."""
+
+    parameters: int
+    """Its parameter count (tied parameters once)."""
+    vocab: int
+    """Rows of its input embedding: the width of its logits."""
+
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+"""Bytes per value of each ``model.dtype``."""
+
+
+def embedded_size(config: TrainConfig) -> ModelSize:
+    """The size of the embedded model ``model.tiny`` describes, its vocabulary at the most."""
+    tiny = config.model.tiny
+    hidden, vocab = tiny.hidden_size, tiny.max_vocab_size
+    per_layer = 4 * hidden * hidden + 3 * hidden * tiny.intermediate_size
+    return ModelSize(parameters=vocab * hidden + tiny.num_hidden_layers * per_layer, vocab=vocab)
+
+
+def model_copies(config: TrainConfig) -> int:
+    """Copies of the policy's parameters a run holds: the weights, their gradients and AdamW's
+    two moments, and the frozen reference when ``optim.kl_coef`` > 0 or the estimator reads it."""
+    return 4 + (config.optim.kl_coef > 0 or "reference" in config.inputs)
+
+
+def memory_estimate(config: TrainConfig, size: ModelSize | None = None) -> dict[str, float]:
+    """Bytes the run would hold at once, by part: ``model`` (``model_copies`` of the policy's
+    parameters in ``model.dtype``), ``logits`` (one scoring or SFT micro-batch's logits and
+    their gradient, fp32), ``rollouts`` (an update's token ids, masks and log-probs).
+
+    ``size`` is a checkpoint's, read from its ``config.json`` before its weights load; without
+    it, the embedded model's (``embedded_size``), and for a checkpoint not yet read only the
+    rollouts: a lower bound, checked again once the checkpoint is read."""
+    rollout = config.rollout
     length = rollout.max_prompt_tokens + rollout.max_new_tokens
     rows = rollout.group_size * rollout.tasks_per_update * rollout.max_steps
     estimate = {"model": 0.0, "logits": 0.0,
                 "rollouts": float(rows) * length * 8 * 4}
-    if config.model.name == "embedded":
-        hidden, vocab = tiny.hidden_size, tiny.max_vocab_size
-        per_layer = 4 * hidden * hidden + 3 * hidden * tiny.intermediate_size
-        parameters = vocab * hidden + tiny.num_hidden_layers * per_layer
-        estimate["model"] = parameters * 4.0 * 5
+    if size is None and config.model.name == "embedded":
+        size = embedded_size(config)
+    if size is not None:
+        estimate["model"] = float(size.parameters) * DTYPE_BYTES[config.model.dtype] * \
+            model_copies(config)
         micro = max(config.optim.score_micro_batch_size, config.optim.micro_batch_size,
                     config.sft.micro_batch_size)
-        estimate["logits"] = float(micro) * length * vocab * 4 * 3
+        estimate["logits"] = float(micro) * length * size.vocab * 4 * 3
     return estimate
 
 
-def _check_memory(config: TrainConfig) -> None:
-    """Refuse a config whose ``memory_estimate`` exceeds this machine's memory, saying it."""
+def machine_memory() -> int | None:
+    """Bytes of memory this machine has, or ``None`` where the system does not say."""
     try:
-        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
+        return None
+
+
+def check_memory(config: TrainConfig, size: ModelSize | None = None,
+                 memory: tuple[int, str] | None = None) -> None:
+    """Refuse a run whose ``memory_estimate`` exceeds the memory that holds it, saying both.
+
+    Args:
+        size: a checkpoint's size (see ``memory_estimate``).
+        memory: the bytes that hold the model and what they are (a GPU's, on ``cuda``);
+            ``machine_memory()`` of "this machine" when None.
+    """
+    available, where = memory or (machine_memory(), "this machine")
+    if available is None:
         return  # no way to know the machine's memory here: nothing to compare with
-    estimate = memory_estimate(config)
+    estimate = memory_estimate(config, size)
     total = sum(estimate.values())
-    if total > physical:
-        parts = ", ".join(f"{name} {size / GIB:,.1f}" for name, size in estimate.items())
-        raise ConfigError(f"this config needs about {total / GIB:,.1f} GiB of memory ({parts} "
-                          f"GiB) and this machine has {physical / GIB:,.1f} GiB; lower the "
-                          "sizes (model.tiny.hidden_size, model.tiny.max_vocab_size, "
-                          "rollout.group_size, rollout.tasks_per_update, rollout.max_steps, "
-                          "rollout.max_prompt_tokens, the micro-batch sizes)")
+    if total <= available:
+        return
+    parts = ", ".join(f"{name} {value / GIB:,.1f}" for name, value in estimate.items())
+    if size is None:
+        fix = ("lower the sizes (model.tiny.hidden_size, model.tiny.max_vocab_size, "
+               "rollout.group_size, rollout.tasks_per_update, rollout.max_steps, "
+               "rollout.max_prompt_tokens, the micro-batch sizes)")
+    else:
+        fix = (f"the model's {size.parameters:,} parameters are held {model_copies(config)} "
+               f"times in {config.model.dtype}; use a smaller model, model.dtype=bfloat16, "
+               "optim.kl_coef=0 (no reference copy, if the estimator reads none) or smaller "
+               "rollout and micro-batch sizes")
+    raise ConfigError(f"this run needs about {total / GIB:,.1f} GiB of memory ({parts} GiB) "
+                      f"and {where} has {available / GIB:,.1f} GiB; {fix}")

@@ -8,6 +8,10 @@ for ``env.name=NAME``; ``method=NAME`` is short for a method's settings, ``confi
 and validates everything once. Every problem raises ``ConfigError`` whose message is one line
 naming the key, the bad value and what is allowed (an unknown key suggests the closest known
 one; a key that moved names its new place).
+
+The file is read as untrusted (``config/bounded_yaml.py``): a regular file of at most
+``YAML_LIMIT`` bytes (a link the user names is followed; a FIFO or device is refused by
+name), its aliases and nesting bounded, so a "billion laughs" file is refused unexpanded.
 """
 
 from __future__ import annotations
@@ -20,11 +24,14 @@ from typing import Any
 
 import yaml
 
+from agentcredit.config import bounded_yaml
+from agentcredit.config.bounded_yaml import YAML_LIMIT
 from agentcredit.config.checks import check_config
 from agentcredit.config.environment import refuse_moved_keys
 from agentcredit.config.methods import method_settings
 from agentcredit.config.schema import ConfigError, build, leaf_keys, to_dict
 from agentcredit.config.sections import TrainConfig
+from agentcredit.run.safe_files import UnsafeRunFile, read_regular
 
 EMBEDDED_CONFIG = "embedded.yaml"
 
@@ -38,10 +45,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     """
     text, source = _config_text(path)
     try:
-        data = yaml.safe_load(text) or {}
+        data = bounded_yaml.loads(text) or {}
     except yaml.YAMLError as err:
         first = str(err).splitlines()[0] if str(err) else "parse error"
         raise ConfigError(f"{source} is not valid YAML ({first})") from None
+    except ValueError as err:  # an alias expanded over and over, or nested too deep
+        raise ConfigError(f"{source} {err}; a run config holds a few hundred values nested a "
+                          "few levels deep: write the settings out plainly") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{source} must hold a mapping of sections, got {type(data).__name__}")
     if "method" in data:  # the file's own method replaces the file's settings
@@ -64,11 +74,14 @@ def _config_text(path: str | Path | None) -> tuple[str, str]:
     if path is None or (not Path(name).exists() and "/" not in name
                         and (packaged / preset).is_file()):
         return (packaged / preset).read_text(), f"the packaged {preset}"
-    try:
-        return Path(name).read_text(), name
+    try:  # a link the user named is followed (their choice); a FIFO or device is refused
+        return read_regular(name, YAML_LIMIT, follow=True).decode("utf-8"), name
     except UnicodeDecodeError as err:
         raise ConfigError(f"config file {name!r} is not UTF-8 text (byte {err.start}); pass a "
                           "YAML run config") from None
+    except UnsafeRunFile as err:
+        raise ConfigError(f"config file {name!r} is refused ({err}); pass a YAML run config "
+                          "file") from None
     except OSError as err:
         presets = sorted(p.name for p in packaged.iterdir() if p.name.endswith(".yaml"))
         raise ConfigError(f"cannot read config file {name!r}: {err.strerror} (packaged "
@@ -88,9 +101,11 @@ def apply_override(data: dict, override: str) -> None:
         raise ConfigError(f"override {override!r} is not key=value (for example "
                           "rollout.group_size=4)")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = bounded_yaml.loads(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    except ValueError as err:
+        raise ConfigError(f"override {key}: its value {err}; give a plain value") from None
     if "." not in key and _is_section(key) and not isinstance(value, dict):
         key = f"{key}.name"  # `model=DIR` is short for `model.name=DIR`
     _set_key(data, key, value)

@@ -19,11 +19,11 @@ would cut it.
 
 Everything read is bounded, so a hostile run folder cannot exhaust the machine:
 files are opened as regular files only (``run/safe_files.py``: a symlink or a FIFO
-is refused by name), ``config.yaml`` may hold ``CONFIG_LIMIT`` bytes and
-``CONFIG_NODES`` values once its aliases are expanded (an entity-expansion file
-is refused, not expanded), a log ``LOG_LIMIT`` bytes, and a log line is parsed by
-``bounded_json`` (nesting and number length bounded: a line too deep or holding a
-50,000-digit number is skipped and named like any line that is not JSON).
+is refused by name), ``config.yaml`` is read as the run config is
+(``config/bounded_yaml.py``: ``YAML_LIMIT`` bytes, ``YAML_NODES`` values once its aliases are
+expanded, so an entity-expansion file is refused, not expanded), a log ``LOG_LIMIT`` bytes,
+and a log line is parsed by ``bounded_json`` (nesting and number length bounded: a line too
+deep or holding a 50,000-digit number is skipped and named like any line that is not JSON).
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ from typing import Any
 
 import yaml
 
-from agentcredit.envs.bounded_json import MAX_DEPTH, JsonRefused, loads
+from agentcredit.config import bounded_yaml
+from agentcredit.config.bounded_yaml import YAML_LIMIT
+from agentcredit.envs.bounded_json import JsonRefused, loads
 from agentcredit.run.safe_files import read_regular
 from agentcredit.run.saved_rollouts import FOLDER, saved_updates
 
@@ -44,11 +46,6 @@ RUN_FILES = ("config.yaml", "metrics.jsonl")
 _SEED_SUFFIX = re.compile(r"^(?P<method>.+)_seed(?P<seed>\d+)$")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's when built with it
-CONFIG_LIMIT = 1 << 20
-"""Most bytes of a ``config.yaml`` read (one is about 5 kB)."""
-CONFIG_NODES = 100_000
-"""Most values (mappings, lists and scalars, aliases counted each time) in a ``config.yaml``."""
 LOG_LIMIT = 1 << 30
 """Most bytes of a ``metrics.jsonl`` or ``ledger.jsonl`` read."""
 
@@ -224,9 +221,8 @@ def _read_config(path: Path) -> tuple[dict[str, Any], list[str]]:
     if not (path.is_file() or path.is_symlink()):
         return {}, [f"{_shown(path)} is missing: the run's settings and length are unknown"]
     try:
-        data = yaml.load(read_regular(path, CONFIG_LIMIT).decode("utf-8", errors="replace"),
-                         Loader=_LOADER)
-        data = bounded_plain(data, CONFIG_NODES)
+        data = clean_json(bounded_yaml.loads(read_regular(path, YAML_LIMIT).decode(
+            "utf-8", errors="replace")))
     except OSError as err:
         return {}, [f"{_shown(path)} cannot be read ({err}); its settings are unknown"]
     except yaml.YAMLError as err:
@@ -237,43 +233,6 @@ def _read_config(path: Path) -> tuple[dict[str, Any], list[str]]:
     if not isinstance(data, dict):
         return {}, [f"{_shown(path)} holds no mapping of settings; its settings are unknown"]
     return data, []
-
-
-def bounded_plain(value: Any, max_nodes: int) -> Any:
-    """A copy of the parsed YAML ``value`` with ``clean_text`` on every string, walked without
-    recursion; an alias is copied each time it is used, so an entity-expansion file hits the
-    bound at once instead of filling memory.
-
-    Raises:
-        ValueError: a predicate: more than ``max_nodes`` values, or nested deeper than
-            ``MAX_DEPTH``, or a key that is not plain text or a number.
-    """
-    root: list[Any] = [None]
-    stack: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 0)]
-    nodes = 0
-    while stack:
-        node, parent, key, depth = stack.pop()
-        nodes += 1
-        if nodes > max_nodes:
-            raise ValueError(f"holds more than {max_nodes:,} values (an alias expanded over "
-                             "and over?)")
-        if depth > MAX_DEPTH:
-            raise ValueError(f"nests deeper than {MAX_DEPTH}")
-        if isinstance(node, dict):
-            copy: Any = {}
-            for k, v in node.items():
-                if not isinstance(k, str | int | float | bool) and k is not None:
-                    raise ValueError(f"has a key of type {type(k).__name__}")
-                name = clean_text(k) if isinstance(k, str) else k
-                copy[name] = None
-                stack.append((v, copy, name, depth + 1))
-        elif isinstance(node, list):
-            copy = [None] * len(node)
-            stack += [(v, copy, i, depth + 1) for i, v in enumerate(node)]
-        else:
-            copy = clean_text(node) if isinstance(node, str) else node
-        parent[key] = copy
-    return root[0]
 
 
 def _is_run(path: Path) -> bool:

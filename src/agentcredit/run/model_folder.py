@@ -10,7 +10,8 @@ pickled ``.bin``): the architecture that ``config.json`` names is built on torch
 ``meta`` device (no memory for values), and every parameter it has must be in the
 files with its shape and hold only finite values. Each check answers with a
 clause saying what is wrong (``"its policy/model.safetensors holds no tensors"``)
-or ``""``, for the caller to put in its one line.
+or ``""``, for the caller to put in its one line. ``model_size`` reads the same architecture's
+parameter count and vocabulary, for the memory estimate made before the weights load.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from safetensors import SafetensorError, safe_open
 
+from agentcredit.config.checks import ModelSize
 from agentcredit.envs.bounded_json import JsonRefused, loads
 from agentcredit.run.safe_files import read_regular, refusal
 
@@ -131,18 +133,36 @@ def parameter_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
     Raises:
         ValueError: a clause saying why the architecture cannot be built.
     """
+    return {name: tuple(p.shape) for name, p in _meta_model(folder, True).named_parameters()}
+
+
+def model_size(source: str | Path, local_only: bool = True) -> ModelSize:
+    """The parameter count and vocabulary of the model whose ``config.json`` is at ``source``
+    (a folder, or a hub id whose ``config.json`` alone is fetched): known before any weight is
+    read, for the memory estimate.
+
+    Raises:
+        ValueError: a clause saying why the architecture cannot be built.
+    """
+    model = _meta_model(source, local_only)
+    return ModelSize(parameters=sum(p.numel() for p in model.parameters()),
+                     vocab=model.get_input_embeddings().weight.shape[0])
+
+
+def _meta_model(source: str | Path, local_only: bool):
+    """The model ``config.json`` at ``source`` describes, built on torch's ``meta`` device (no
+    memory for values)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     try:
-        config = AutoConfig.from_pretrained(folder, local_files_only=True,
+        config = AutoConfig.from_pretrained(source, local_files_only=local_only,
                                             trust_remote_code=False)
         with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+            return AutoModelForCausalLM.from_config(config, trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
         raise ValueError("its config.json describes no model transformers can build "
                          f"({_first_line(err)})") from None
-    return {name: tuple(p.shape) for name, p in model.named_parameters()}
 
 
 def _nonfinite(files: list[Path], names: set[str]) -> str:

@@ -7,6 +7,9 @@ deep inside Python with "not seekable". Every file a run or the report opens goe
 through ``open_regular`` (``O_NOFOLLOW``, then ``fstat``): a symlink or a special
 file is refused with one ``UnsafeRunFile`` naming the file and what it is.
 ``read_regular`` also bounds how much is read, so a huge file cannot fill memory.
+A file the user names on the command line (``--config FILE``) is opened with ``follow``:
+that link is the user's own choice, followed as any command-line tool follows it, but what
+it leads to must still be a regular file within the bound.
 """
 
 from __future__ import annotations
@@ -47,16 +50,19 @@ def refusal(path: str | Path) -> str:
     return ""
 
 
-def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
-    """``os.open(path, flags)`` without following a symlink at ``path``; the descriptor of a
-    regular file.
+def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644,
+                 follow: bool = False) -> int:
+    """``os.open(path, flags)`` without following a symlink at ``path`` (unless ``follow``:
+    a file the user named, whose link they chose); the descriptor of a regular file.
 
     Raises:
-        UnsafeRunFile: ``path`` is a symlink or a special file (nothing was read or written).
+        UnsafeRunFile: ``path`` is a symlink or a special file (nothing was read or written);
+            with ``follow``, what the link leads to is a special file.
         OSError: as ``os.open`` (a missing file without ``O_CREAT``).
     """
+    no_follow = 0 if follow else os.O_NOFOLLOW
     try:  # O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+        fd = os.open(path, flags | no_follow | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise UnsafeRunFile(refusal(path) or f"{path} is a symlink; run files are never "
@@ -71,19 +77,20 @@ def open_regular(path: str | Path, flags: int = os.O_RDONLY, mode: int = 0o644) 
     return fd
 
 
-def read_regular(path: str | Path, limit: int) -> bytes:
-    """The bytes of the regular file ``path`` (see ``open_regular``), at most ``limit`` of them.
+def read_regular(path: str | Path, limit: int, follow: bool = False) -> bytes:
+    """The bytes of the regular file ``path`` (see ``open_regular``; ``follow`` as there), at
+    most ``limit`` of them.
 
     Raises:
         UnsafeRunFile: a symlink, a special file, or a file of more than ``limit`` bytes.
         OSError: the file cannot be read.
     """
-    fd = open_regular(path)
+    fd = open_regular(path, follow=follow)
     try:
         size = os.fstat(fd).st_size
         if size > limit:
             raise UnsafeRunFile(f"{path} holds {size:,} bytes, more than the {limit:,} this "
-                                "file may have; it is not a file this project wrote")
+                                "file may have")
         with os.fdopen(os.dup(fd), "rb") as handle:
             data = handle.read(limit + 1)
     finally:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 
 import torch
 
 from agentcredit.config import ConfigError, TrainConfig
+from agentcredit.config.checks import ModelSize, check_memory
 from agentcredit.envs.base import Task
 from agentcredit.envs.suites import EnvSuite
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
@@ -53,11 +55,24 @@ def collector_config(config: TrainConfig) -> CollectorConfig:
     )
 
 
-def load_model(config: TrainConfig, source: str | Path):
+def load_model(config: TrainConfig, source: str | Path, training: bool = False):
     """``(model, tokenizer)`` from a model folder or hub id, on the run's device (refused first
-    when this machine lacks it) and dtype."""
+    when this machine lacks it) and dtype. A model loaded for ``training`` is refused before its
+    weights are read when the run's memory estimate for it (``check_memory``: its copies, from
+    its ``config.json``) is over the memory of the device that holds it."""
     check_device(config)
-    return load_policy(str(source), config.run.device, DTYPES[config.model.dtype])
+    return load_policy(str(source), config.run.device, DTYPES[config.model.dtype],
+                       check_size=partial(_check_memory_on_device, config) if training else None)
+
+
+def _check_memory_on_device(config: TrainConfig, size: ModelSize) -> None:
+    """``check_memory`` of a model of ``size`` against the memory of the run's device: a GPU's
+    own memory on ``cuda``, this machine's on ``cpu``."""
+    device = torch.device(config.run.device)
+    memory = None
+    if device.type == "cuda":
+        memory = (torch.cuda.mem_get_info(device)[1], f"the GPU {config.run.device}")
+    check_memory(config, size, memory)
 
 
 def make_collector(config: TrainConfig, model, tokenizer, suite: EnvSuite) -> RolloutCollector:

@@ -241,7 +241,7 @@ def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
         model, tokenizer = prepare_start_policy(config, run, suite, train_tasks, provider, logs.log,
                                                 echo)
     else:
-        model, tokenizer = load_model(config, point.policy_dir)
+        model, tokenizer = load_model(config, point.policy_dir, training=True)
     streams = RandomStreams.seeded(config.run.seed)
     reference = None
     if config.optim.kl_coef > 0 or "reference" in config.inputs:

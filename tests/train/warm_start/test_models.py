@@ -6,11 +6,15 @@ import json
 import shutil
 import time
 
+import httpx
 import pytest
 import torch
+from huggingface_hub.errors import RepositoryNotFoundError
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer
 
+from agentcredit.config import ConfigError
+from agentcredit.config.checks import ModelSize
 from agentcredit.run.model_folder import looks_local
 from agentcredit.train.warm_start import models
 from agentcredit.train.warm_start.models import ModelLoadError, load_policy
@@ -194,3 +198,79 @@ def test_a_chat_template_that_renders_for_too_long_is_refused(tmp_path, tiny_mod
 def test_an_untouched_folder_still_loads(tmp_path, tiny_model_dir):
     model, _ = load_policy(str(_damaged_copy(tmp_path, tiny_model_dir, "fine")))
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def _no_hub(monkeypatch, *, cached: str | None = None, offline: bool = False,
+            answer: Exception | None = None) -> list[dict]:
+    """The hub as the tests see it: nothing is loaded from it (from_pretrained fails the test),
+    the probe raises ``answer``; returns the probe's calls."""
+    calls = []
+
+    def probe(url, **kwargs):
+        calls.append({"url": url, **kwargs})
+        if answer is not None:
+            raise answer
+
+    def never(*args, **kwargs):
+        raise AssertionError("from_pretrained was called: the hub would be retried")
+
+    monkeypatch.setattr(models, "try_to_load_from_cache", lambda repo, name: cached)
+    monkeypatch.setattr(models, "is_offline_mode", lambda: offline)
+    monkeypatch.setattr(models, "get_hf_file_metadata", probe)
+    monkeypatch.setattr(models.AutoTokenizer, "from_pretrained", never)
+    return calls
+
+
+def test_a_hub_id_neither_cached_nor_reachable_is_refused_at_once_naming_it(monkeypatch):
+    calls = _no_hub(monkeypatch, answer=httpx.ConnectError("[Errno -2] Name or service not known"))
+    began = time.perf_counter()
+    with pytest.raises(ModelLoadError) as err:
+        load_policy("nobody/nothing")
+    assert time.perf_counter() - began < 1
+    says = str(err.value)
+    assert "\n" not in says and says.startswith(
+        "the model 'nobody/nothing' is neither a local folder nor in the hub cache")
+    assert "cannot be reached in 5 s (ConnectError" in says and "HF_HUB_OFFLINE=1" in says
+    assert [(c["url"].split("/")[-4:], c["timeout"]) for c in calls] == [
+        (["nothing", "resolve", "main", "config.json"], models.HUB_PROBE_SECONDS)]
+
+
+def test_a_hub_id_the_hub_does_not_have_is_refused_naming_it(monkeypatch):
+    missing = RepositoryNotFoundError("404 Client Error: Repository Not Found",
+                                      response=httpx.Response(404, request=httpx.Request(
+                                          "HEAD", "https://huggingface.co")))
+    _no_hub(monkeypatch, answer=missing)
+    with pytest.raises(ModelLoadError, match=r"^the model 'nobody/nothing' is neither a local "
+                       r"folder nor a model on the hub \(404 Client Error"):
+        load_policy("nobody/nothing")
+
+
+def test_offline_a_hub_id_not_in_the_cache_is_refused_without_a_request(monkeypatch):
+    calls = _no_hub(monkeypatch, offline=True)
+    with pytest.raises(ModelLoadError, match="and HF_HUB_OFFLINE is set; pass the path"):
+        load_policy("nobody/nothing")
+    assert calls == []
+
+
+def test_a_cached_hub_model_is_read_from_the_cache_when_the_hub_cannot_answer(monkeypatch):
+    _no_hub(monkeypatch, cached="/cache/config.json", answer=httpx.ConnectTimeout("timed out"))
+    assert models.hub_local_only("someone/model") is True
+    _no_hub(monkeypatch, cached="/cache/config.json", offline=True)
+    assert models.hub_local_only("someone/model") is True
+    _no_hub(monkeypatch)  # the hub answers: it is asked for the files
+    assert models.hub_local_only("someone/model") is False
+
+
+def test_a_hub_model_is_sized_from_its_config_before_any_weight_is_fetched(monkeypatch):
+    _no_hub(monkeypatch)  # the hub answers; from_pretrained fails the test
+    sized = []
+    monkeypatch.setattr(models, "model_size",
+                        lambda source, local_only: sized.append((source, local_only))
+                        or ModelSize(parameters=7_000_000_000, vocab=150_000))
+
+    def too_big(size):
+        raise ConfigError(f"{size.parameters:,} parameters do not fit")
+
+    with pytest.raises(ConfigError, match="7,000,000,000 parameters do not fit"):
+        load_policy("someone/big-model", check_size=too_big)
+    assert sized == [("someone/big-model", False)]

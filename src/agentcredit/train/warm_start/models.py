@@ -10,9 +10,15 @@ Nothing a model ships runs: every load passes ``trust_remote_code=False`` and
 (``run/model_folder.py``: no ``auto_map``, weights only from its safetensors files,
 every parameter present with its shape and finite). A hub model is checked after
 loading: a parameter the files lacked (left at its random start) or a non-finite
-one is refused. The chat template is rendered once in Jinja's sandbox, as every
-prompt will be, so a template that fails, or takes more than ``TEMPLATE_SECONDS`` to render
-two short messages, is refused before any work.
+one is refused. Before a hub id is loaded, one request of at most ``HUB_PROBE_SECONDS``
+(no retries) asks the hub for its ``config.json``: a model the hub does not have, or one
+neither cached nor reachable, is refused at once in one line (``from_pretrained`` alone retries
+each file for half a minute); a cached model the hub cannot be asked about loads from the cache.
+A model loaded to be trained is sized from its ``config.json`` (``model_size``) before any
+weight is read or downloaded, and refused when the run's memory estimate for it is too large
+(``check_size``; ``train/build.py``). The chat template is rendered once in Jinja's
+sandbox, as every prompt will be, so a template that fails, or takes more than
+``TEMPLATE_SECONDS`` to render two short messages, is refused before any work.
 """
 
 from __future__ import annotations
@@ -20,21 +26,46 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import torch
+from huggingface_hub import (
+    constants,
+    get_hf_file_metadata,
+    hf_hub_url,
+    is_offline_mode,
+    try_to_load_from_cache,
+)
+from huggingface_hub.errors import (
+    HFValidationError,
+    RemoteEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
 from agentcredit.config import ConfigError
-from agentcredit.run.model_folder import looks_local, weights_problem
+from agentcredit.config.checks import ModelSize
+from agentcredit.run.model_folder import (
+    looks_local,
+    model_size,
+    settings_problem,
+    weights_problem,
+)
 
 
 class ModelLoadError(ConfigError):
     """A model folder or hub id that cannot be loaded; the message says what to fix."""
 
+
+#: the longest the one request asking the hub for a model's config.json may take (it answers
+#: in well under a second; without an answer the model must come from the local cache)
+HUB_PROBE_SECONDS = 5.0
 
 #: the longest a chat template may take to render the two-message check chat (a real
 #: template takes milliseconds; one that loops would stall every prompt)
@@ -73,6 +104,7 @@ def load_policy(
     name_or_dir: str,
     device: str = "cpu",
     dtype: torch.dtype = torch.float32,
+    check_size: Callable[[ModelSize], None] | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load ``(model, tokenizer)`` for a causal-LM policy.
 
@@ -83,6 +115,8 @@ def load_policy(
             ``"cuda:1"``).
         dtype: parameter dtype (``torch.float32`` for the tiny model and CPU;
             ``torch.bfloat16`` for real checkpoints on GPU).
+        check_size: called with the model's size (from its ``config.json``) before any
+            weight is read; it raises to refuse the model (the memory check of a run).
 
     Returns:
         The model, in eval mode as ``from_pretrained`` leaves it (the trainer
@@ -111,7 +145,10 @@ def load_policy(
                 "or a "
                 "Hugging Face hub id such as 'Qwen/Qwen2.5-1.5B-Instruct'."
             )
-        problem = weights_problem(path)
+        problem = settings_problem(path)
+        if not problem and check_size is not None:  # before the weights are read at all
+            _check_size(str(path), True, name_or_dir, check_size)
+        problem = problem or weights_problem(path)
         if problem:
             raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {problem}")
         source, local_only = str(path), True
@@ -130,7 +167,9 @@ def load_policy(
             "Hugging Face hub id such as 'Qwen/Qwen2.5-1.5B-Instruct'."
         )
     else:
-        source, local_only = name_or_dir, False
+        source, local_only = name_or_dir, hub_local_only(name_or_dir)
+        if check_size is not None:  # only its config.json is fetched for this
+            _check_size(source, local_only, name_or_dir, check_size)
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only,
@@ -161,6 +200,56 @@ def load_policy(
     if getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+def _check_size(source: str, local_only: bool, name_or_dir: str,
+                check_size: Callable[[ModelSize], None]) -> None:
+    """``check_size`` on the size of the model ``config.json`` at ``source`` describes."""
+    try:
+        size = model_size(source, local_only)
+    except ValueError as err:
+        raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {err}") from None
+    check_size(size)
+
+
+def hub_local_only(name: str) -> bool:
+    """Whether the hub model ``name`` is read from the local cache only (True: the hub cannot be
+    reached, or ``HF_HUB_OFFLINE`` is set, and the cache holds its ``config.json``) or from the
+    hub (False), asked with one request of at most ``HUB_PROBE_SECONDS`` and no retries.
+
+    Raises:
+        ModelLoadError: the hub says there is no such model, or the model is not cached and
+            the hub cannot be reached (``from_pretrained`` would retry for half a minute per
+            file before failing).
+    """
+    cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
+    if is_offline_mode():
+        if cached:
+            return True
+        raise ModelLoadError(f"the model {name!r} is neither a local folder nor in the hub cache "
+                             f"({constants.HF_HUB_CACHE}), and HF_HUB_OFFLINE is set; pass the "
+                             f"path of a model folder, or download it first (hf download {name}, "
+                             "with HF_HUB_OFFLINE unset)")
+    try:
+        get_hf_file_metadata(hf_hub_url(name, "config.json"), timeout=HUB_PROBE_SECONDS)
+    except (RepositoryNotFoundError, RevisionNotFoundError, RemoteEntryNotFoundError) as err:
+        raise ModelLoadError(f"the model {name!r} is neither a local folder nor a model on the hub "
+                             f"({_first_line(err)}); pass the path of a model folder or an "
+                             "existing hub id (a gated or private model needs hf auth login)"
+                             ) from None
+    except HFValidationError as err:
+        raise ModelLoadError(f"the model {name!r} is neither a local folder nor a hub id "
+                             f"({_first_line(err)}); pass the path of a model folder") from None
+    except (httpx.TransportError, OSError) as err:  # no network, a timeout, the hub failing
+        if cached:
+            return True
+        raise ModelLoadError(f"the model {name!r} is neither a local folder nor in the hub cache "
+                             f"({constants.HF_HUB_CACHE}), and the hub cannot be reached in "
+                             f"{HUB_PROBE_SECONDS:g} s ({type(err).__name__}: {_first_line(err)}); "
+                             "pass the path of a model folder, or download the model where the "
+                             f"hub is reachable (hf download {name}) and set HF_HUB_OFFLINE=1 "
+                             "(HF_HUB_CACHE names the cache)") from None
+    return False
 
 
 def _loaded_problem(model: PreTrainedModel, info: dict) -> str:

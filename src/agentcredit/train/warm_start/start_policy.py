@@ -50,7 +50,7 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
         if (entry := cache.find(inputs)) is not None:
             return _reused_start(config, run, entry, log, echo)
     if not embedded:  # a bad checkpoint fails before the demonstrations are played
-        model, tokenizer = load_model(config, config.model.name)
+        model, tokenizer = load_model(config, config.model.name, training=True)
     demos = None
     if embedded or config.sft.enabled:
         began = time.perf_counter()
@@ -67,7 +67,8 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
                                       config.rollout.history_style),
                  *skill_tokenizer_corpus(provider, config.env.name)]
         model, tokenizer = load_model(
-            config, bootstrap_tiny_model(texts, run.path / "init_model", config.model.tiny))
+            config, bootstrap_tiny_model(texts, run.path / "init_model", config.model.tiny),
+            training=True)
     echo(f"policy: {config.model.name} ({sum(p.numel() for p in model.parameters()):,} "
          f"parameters, vocabulary {len(tokenizer)})")
     sft_record = None
@@ -100,7 +101,7 @@ def _reused_start(config: TrainConfig, run: RunDirectory, entry: CachedStart,
     """The cached start ``entry`` as the run's ``reference/``; its SFT line is logged again
     with ``sft/reused`` 1 and ``sft/seconds`` the time the reading took."""
     began = time.perf_counter()
-    model, tokenizer = load_model(config, entry.reference)
+    model, tokenizer = load_model(config, entry.reference, training=True)
     run.save_reference(model, tokenizer)
     log({**entry.sft_record(), "sft/seconds": time.perf_counter() - began, "sft/reused": 1.0})
     print(f"warm start: reused the tokenizer, model and SFT trained with these settings, games "
