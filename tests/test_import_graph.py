@@ -213,7 +213,7 @@ def test_importing_the_run_package_and_the_train_packages_loads_no_torch():
 
 
 #: the most agentcredit modules ``import agentcredit.config`` may load
-CONFIG_MODULES_MAX = 26
+CONFIG_MODULES_MAX = 25
 #: third-party engines of the environments (BM25 search, TextWorld, tau2's data)
 ENGINE_PACKAGES = ("bm25s", "textworld", "alfworld", "tau2")
 

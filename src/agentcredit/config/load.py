@@ -31,7 +31,6 @@ from agentcredit.config.environment import refuse_moved_keys
 from agentcredit.config.methods import method_settings
 from agentcredit.config.schema import ConfigError, build, leaf_keys, to_dict
 from agentcredit.config.sections import TrainConfig
-from agentcredit.run.safe_files import UnsafeRunFile, read_regular
 
 EMBEDDED_CONFIG = "embedded.yaml"
 
@@ -68,6 +67,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
 def _config_text(path: str | Path | None) -> tuple[str, str]:
     """The YAML text of ``path`` and how to name it: a file, or a packaged preset by name
     (``hf``, ``embedded.yaml``) when no such file exists; ``None`` is the embedded default."""
+    # the run layer's file checks load only when a file is read, so importing the config
+    # stays light (tests/test_import_graph.py)
+    from agentcredit.run.safe_files import UnsafeRunFile, read_regular
+
     packaged = resources.files("agentcredit.config") / "presets"
     name = EMBEDDED_CONFIG if path is None else str(path)
     preset = name if name.endswith(".yaml") else f"{name}.yaml"
