@@ -514,7 +514,7 @@ def _audit(args) -> int:
 def _credit_check(args) -> int:
     from agentcredit.credit.accuracy import format_table
     from agentcredit.envs.base import ReplayMismatch
-    from agentcredit.train.evaluation.credit_check import (
+    from agentcredit.train.evaluation.credit_accuracy.check import (
         DEFAULT_METHODS,
         CreditCheckOptions,
         run_credit_check,

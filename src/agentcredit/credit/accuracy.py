@@ -4,8 +4,8 @@
 Pure functions of numbers: a method's advantages ``A [S]``, a truth ``g [S]`` (``NaN`` where
 the truth was not estimated) and the batch's layout (which group and rollout each step
 belongs to, which groups had mixed returns). Nothing here touches a model or an
-environment; the truths are computed elsewhere (``train.evaluation.credit_check``) and enter
-as data.
+environment; the truths are computed elsewhere (``train.evaluation.credit_accuracy``) and
+enter as data.
 
 Metrics, each with a 95% bootstrap interval that resamples groups:
 

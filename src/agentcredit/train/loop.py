@@ -13,8 +13,8 @@ evaluating and checkpointing when they are due. The stages and the modules that 
     batch_source.py              where each update's groups come from
     update.py                    one update: collect → score → credit → PPO (its own docstring)
     evaluation/evaluate.py       validation success and rollout metrics
-    evaluation/credit_check.py   with ``run.credit_check_every``, the update's credit against
-                                 the solver truth
+    evaluation/credit_accuracy/  with ``run.credit_check_every``, the update's credit against
+                                 the solver truth (``check.py``)
 
 Every random stream is explicit (``run_dir.RandomStreams``) and saved with each
 checkpoint, and evaluation draws from generators of its own, so a run killed and
@@ -56,7 +56,7 @@ from agentcredit.train.build import (
     validation_tasks,
 )
 from agentcredit.train.credit_inputs import CreditInputs
-from agentcredit.train.evaluation.credit_check import (
+from agentcredit.train.evaluation.credit_accuracy.check import (
     require_solver,
     step_credit,
     update_credit_check,

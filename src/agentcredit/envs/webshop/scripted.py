@@ -6,9 +6,9 @@ on another product go back; on the target choose each option not yet chosen, the
 section page go back. Wrong actions: every other admissible action, with the search box's
 template replaced by a search for the goal's product type alone.
 
-``distance_to_buy`` is this planner's solver truth (``train.evaluation.credit_truths``): the
-steps it needs from the replayed state, ``cap`` when it loses. It is privileged, as the expert
-is: it knows the target product."""
+``distance_to_buy`` is this planner's solver truth
+(``train.evaluation.credit_accuracy.truths``): the steps it needs from the replayed state, ``cap``
+when it loses. It is privileged, as the expert is: it knows the target product."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from agentcredit.envs.base import replayed
 from agentcredit.rollout.actions import parse_action
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
-from agentcredit.train.evaluation.credit_truths import DistanceFn, recorded_observations
+from agentcredit.train.evaluation.credit_accuracy.truths import DistanceFn, recorded_observations
 
 
 class TokenTruth:

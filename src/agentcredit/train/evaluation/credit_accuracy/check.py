@@ -3,7 +3,7 @@
 ``run_credit_check`` collects ``groups`` task groups the way the trainer does (the run's
 collector, rollout temperature, group size), computes every method's advantages on that *same*
 batch (each with the inputs it declares: traces, teacher scores, hindsight), estimates the
-truths by replaying the rollouts (``train.evaluation.credit_truths``) and scores each method
+truths by replaying the rollouts (``truths``) and scores each method
 against each truth (``credit.accuracy``), with paired differences against the method's backbone
 and against VICT's ``random_edges`` control. ``agentcredit credit-check`` and
 ``benchmarks/credit_accuracy.py`` call it.
@@ -41,18 +41,18 @@ from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import load_model, make_collector
 from agentcredit.train.credit_inputs import CreditInputs
-from agentcredit.train.evaluation.credit_truths import (
+from agentcredit.train.evaluation.credit_accuracy.token_truth import (
+    TokenTruth,
+    chosen_steps,
+    token_credit,
+    token_within,
+)
+from agentcredit.train.evaluation.credit_accuracy.truths import (
     MonteCarloTruth,
     SolverTruth,
     TruthEstimate,
     solver_for,
     solver_refusal,
-)
-from agentcredit.train.evaluation.token_truth import (
-    TokenTruth,
-    chosen_steps,
-    token_credit,
-    token_within,
 )
 from agentcredit.train.ppo import score_steps
 

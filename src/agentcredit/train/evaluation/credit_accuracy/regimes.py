@@ -34,13 +34,13 @@ from agentcredit.credit.vict.method import ABSTAIN_REASONS
 from agentcredit.envs.base import Environment
 from agentcredit.rollout.records import Trajectory
 from agentcredit.rollout.scripted import EpsilonPolicy, PlannerStart, Rewards, play
-from agentcredit.train.evaluation.credit_check import (
+from agentcredit.train.evaluation.credit_accuracy.check import (
     backbone_of,
     method_pairs,
     method_settings,
     step_layout,
 )
-from agentcredit.train.evaluation.credit_truths import (
+from agentcredit.train.evaluation.credit_accuracy.truths import (
     SolverTruth,
     TruthEstimate,
     sent_actions,

@@ -12,7 +12,7 @@ from agentcredit.credit.accuracy import within_rollout_rhos
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.evaluation.token_truth import (
+from agentcredit.train.evaluation.credit_accuracy.token_truth import (
     TokenTruth,
     chosen_steps,
     token_credit,
