@@ -12,7 +12,8 @@ evaluating and checkpointing when they are due. The stages and the modules that 
     warm_start/start_policy.py   the tiny-model bootstrap and the SFT warm start → ``reference/``
     batch_source.py              where each update's groups come from
     update.py                    one update: collect → score → credit → PPO (its own docstring)
-    evaluation/evaluate.py       validation success and rollout metrics
+    rollout_metrics.py           what an update logs about its rollouts (``rollout/*``)
+    evaluation/evaluate.py       validation success
     evaluation/credit_check.py   with ``run.credit_check_every``, the update's credit against
                                  the solver truth
 

@@ -13,6 +13,7 @@ passes plain records to the next:
     credit/step.py                    SCORE: the step rows (``tensorize_steps``)
     credit/result.py                  CREDIT: ``CreditResult.per_token``, shared with verl's path
     train/ppo.py                      PPO: one epoch of the clipped-ratio update
+    train/rollout_metrics.py          METRICS: the rollouts' reward, success, invalid rate
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from agentcredit.rollout.records import Trajectory
 from agentcredit.run.directory import RandomStreams
 from agentcredit.train.batch_source import GroupSource, collect_with_signal
 from agentcredit.train.credit_inputs import CreditInputs
-from agentcredit.train.evaluation.evaluate import rollout_metrics
 from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
+from agentcredit.train.rollout_metrics import rollout_metrics
 
 
 @dataclass
