@@ -42,7 +42,7 @@ from agentcredit.envs.suites import EnvSuite
 from agentcredit.jsonl_log import JsonlLog, finite_or_null, read_jsonl
 from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.policy import PolicyDiverged
-from agentcredit.run.directory import RandomStreams, RunDirectory
+from agentcredit.run.directory import RandomStreams, RunDirectory, seed_global_generators
 from agentcredit.run.live_metrics import LiveMetrics
 from agentcredit.run.saved_rollouts import save_rollouts
 from agentcredit.skills import SkillProvider
@@ -216,7 +216,7 @@ def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
              "(run.save_rollouts=1 saves every update)")
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
-    RandomStreams.seeded(config.run.seed)
+    seed_global_generators(config.run.seed)  # what the warm start draws without a stream of its own
     live = LiveMetrics.open(config.run, run.path, config_to_dict(config),  # before any log line
                             point.update if point is not None else 0)
     logs = RunLogs(JsonlLog(run.metrics), live, JsonlLog(run.ledger))
@@ -243,6 +243,9 @@ def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
                                                 echo)
     else:
         model, tokenizer = load_model(config, point.policy_dir)
+    # again: the updates start from the same global state whether the start policy was
+    # trained, read from the cache or loaded
+    seed_global_generators(config.run.seed)
     streams = RandomStreams.seeded(config.run.seed)
     reference = None
     if config.optim.kl_coef > 0 or "reference" in config.inputs:
