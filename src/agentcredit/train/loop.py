@@ -64,6 +64,7 @@ from agentcredit.train.evaluation.credit_check import (
 )
 from agentcredit.train.evaluation.evaluate import evaluate, evaluation_generator
 from agentcredit.train.evaluation.probes import probe_gap_metrics, probe_set
+from agentcredit.train.scoring.passes import scoring_passes
 from agentcredit.train.update import Learner, RunContext, UpdateArtifacts, update_step
 from agentcredit.train.warm_start.skill_texts import check_skill_texts
 from agentcredit.train.warm_start.start_policy import prepare_start_policy
@@ -247,8 +248,9 @@ def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
     # trained, read from the cache or loaded
     seed_global_generators(config.run.seed)
     streams = RandomStreams.seeded(config.run.seed)
+    passes = scoring_passes(config)
     reference = None
-    if config.optim.kl_coef > 0 or "reference" in config.inputs:
+    if "reference" in passes:
         reference, _ = load_model(config, run.reference)
         reference.eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.optim.lr,
@@ -264,7 +266,7 @@ def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
                           rollout.group_size, rollout.temperature, rollout.tasks_per_update,
                           rollout.dynamic_sampling_rounds, OverlongPenalty.of(rollout),
                           skills=provider if rollout.skills else None)
-    context = RunContext(config=config, tokenizer=tokenizer, reference=reference,
+    context = RunContext(config=config, passes=passes, tokenizer=tokenizer, reference=reference,
                          batches=batches, estimator=get_estimator(config.credit.estimator),
                          credit_options=estimator_config(config.credit),
                          inputs=CreditInputs(config, suite, tokenizer, provider))
