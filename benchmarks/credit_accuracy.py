@@ -4,7 +4,8 @@ one batch from the embedded SFT start of an environment (docs/credit_check.md).
 One ``agentcredit credit-check``
 (``train.evaluation.credit_accuracy.check.run_credit_check``) with every estimator that
 runs on the batch (``DEFAULT_METHODS``: the backbones, VICT on each, VICT's six controls,
-SALT, HCAPO, ProxMO, ADRS): ``--groups`` groups of 8 rollouts scored against the solver truth, the first ``--mc-groups`` of them also against the Monte Carlo truth (K continuations),
+SALT, HCAPO, ProxMO, ADRS): ``--groups`` groups of 8 rollouts scored against the solver truth,
+the first ``--mc-groups`` of them also against the Monte Carlo truth (K continuations),
 the solver in a second process beside Monte Carlo (``--workers 2``). Metric names carry the
 truth: ``solver/pooled/vict`` is VICT's pooled Spearman against the solver truth,
 ``solver/pooled/vict-grpo`` the paired difference VICT − GRPO, with ``.low`` / ``.high`` its 95%

@@ -37,7 +37,7 @@ from agentcredit.jsonl_log import JsonlLog, finite_or_null
 from agentcredit.report.page import write_report
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.run.saved_rollouts import save_rollouts
-from agentcredit.train.evaluation.evaluate import rollout_metrics
+from agentcredit.train.rollout_metrics import rollout_metrics
 from agentcredit.train.scoring.verifier_traces import VerifierTracer
 from agentcredit.verifier.atoms import Verifier
 from bench_common import method_overrides, write_result

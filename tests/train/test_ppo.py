@@ -158,6 +158,30 @@ def test_rollout_mean_is_token_mean_with_each_rollouts_tokens_summing_alike():
                for name, weight in weighted.items())
 
 
+def test_rollout_mean_leaves_the_kl_and_entropy_terms_token_means():
+    """With every advantage 0 only the KL and entropy terms act: ``rollout_mean`` (rows 0-1,
+    2-3 and 4-11 three rollouts of unequal token counts) must update exactly as
+    ``token_mean``, since it reweights the policy-gradient term alone."""
+    steps = _steps()
+    batch = StepTensors(**{**steps.__dict__,
+                           "step_rollout": torch.tensor([0, 0, 1, 1] + [2] * 8)})
+    reference = torch.where(batch.loss_mask, -1.0, 0.0)  # [S, L] ℓ_ref away from ℓ^b
+
+    def update(loss_agg):
+        model = _model()
+        old = score_steps(model, batch, micro_batch_size=4)
+        ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.5),
+                   PPOBatch(batch, old, torch.zeros(ROWS, LENGTH), reference),
+                   OptimConfig(lr=0.5, kl_coef=0.1, entropy_coef=0.01, mini_batches=1,
+                               micro_batch_size=4, loss_agg=loss_agg), torch.Generator())
+        return model.state_dict()
+
+    weighted, plain, start = update("rollout_mean"), update("token_mean"), _model().state_dict()
+    assert any(not torch.equal(weight, start[name]) for name, weight in plain.items())
+    for name, weight in weighted.items():
+        assert torch.equal(weight, plain[name]), name
+
+
 def test_every_per_token_tensor_reaches_the_loss_under_its_own_name(monkeypatch):
     """With the reference, the teacher and the allowed sets all set, each micro-batch's loss
     reads the reference as ``ref`` and the teacher as the auxiliary loss's target: the rows

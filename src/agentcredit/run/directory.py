@@ -99,6 +99,17 @@ class RunDirectoryError(RuntimeError):
     """The run directory cannot be used as asked (exists already, or holds nothing to resume)."""
 
 
+def seed_global_generators(seed: int) -> None:
+    """Seed python's, numpy's and torch's global generators with ``seed``: code that takes no
+    generator of its own (a library's weight initialisation or dropout) draws from them, and
+    draws the same under the same seed."""
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
 @dataclass
 class RandomStreams:
     """Every random stream of a run.
@@ -114,12 +125,10 @@ class RandomStreams:
 
     @classmethod
     def seeded(cls, seed: int) -> RandomStreams:
-        """Fresh streams, with the global python / numpy / torch states seeded too."""
+        """Fresh streams of ``seed``; the global generators are left as they are
+        (``seed_global_generators`` seeds them)."""
         import torch
 
-        random.seed(seed)
-        np.random.seed(seed)
-        torch.manual_seed(seed)
         return cls(random.Random(seed), torch.Generator().manual_seed(seed))
 
     def state(self) -> dict[str, Any]:

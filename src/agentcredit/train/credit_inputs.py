@@ -3,8 +3,10 @@
 An estimator (``credit.registry``) and an auxiliary loss (``credit.aux_losses``)
 declare the inputs they read: verifier ``traces`` (VICT and its controls), the
 privileged ``teacher``'s scores ``ℓ^T`` (ADRS, OPSD, SDAR), the ``reference``
-policy's log-probs and HCAPO's ``hindsight`` scores. ``CreditInputs`` builds exactly
-those and nothing else, so the loop never asks which method it runs. It also adds
+policy's log-probs and HCAPO's ``hindsight`` scores. ``CreditInputs`` runs the ``teacher``,
+``hindsight`` and ``traces`` passes among ``scoring_passes(config)``
+(``train/scoring/passes.py``, which says why each runs) and nothing else, and puts the
+``reference`` log-probs it is given into the teacher's ``TokenScores``. It also adds
 DAPO's overlong penalty (``credit/overlong.py``) to the step rewards when
 ``rollout.overlong_buffer`` is set.
 """
@@ -27,6 +29,7 @@ from agentcredit.envs.suites import EnvSuite
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train.scoring.hindsight_pass import HindsightSplicer, hindsight_logprobs
+from agentcredit.train.scoring.passes import scoring_passes
 from agentcredit.train.scoring.teacher import teacher_logprobs
 from agentcredit.train.scoring.verifier_traces import VerifierTracer
 
@@ -49,7 +52,8 @@ class PreparedCredit:
 
 
 class CreditInputs:
-    """Prepares, each update, the inputs ``config.inputs`` names.
+    """Prepares, each update, the ``teacher``, ``hindsight`` and ``traces`` passes among
+    ``scoring_passes(config)``.
 
     Args:
         config: the run.
@@ -60,13 +64,13 @@ class CreditInputs:
 
     def __init__(self, config: TrainConfig, suite: EnvSuite, tokenizer,
                  provider: SkillProvider):
-        needs = config.inputs
-        self.tracer = VerifierTracer(suite.make_env) if "traces" in needs else None
+        passes = scoring_passes(config)
+        self.tracer = VerifierTracer(suite.make_env) if "traces" in passes else None
         # the skill shares the prompt budget: the privileged prompt is left-truncated to it
         self.splicer = (SkillSplicer(tokenizer, config.rollout.max_prompt_tokens)
-                        if "teacher" in needs else None)
+                        if "teacher" in passes else None)
         self.hindsight = (HindsightSplicer(tokenizer, config.rollout.max_prompt_tokens)
-                          if "hindsight" in needs else None)
+                          if "hindsight" in passes else None)
         self.rollout = config.rollout
         self.overlong = OverlongPenalty.of(config.rollout)
         self.provider = provider

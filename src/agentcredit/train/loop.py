@@ -12,7 +12,8 @@ evaluating and checkpointing when they are due. The stages and the modules that 
     warm_start/start_policy.py   the tiny-model bootstrap and the SFT warm start → ``reference/``
     batch_source.py              where each update's groups come from
     update.py                    one update: collect → score → credit → PPO (its own docstring)
-    evaluation/evaluate.py       validation success and rollout metrics
+    rollout_metrics.py           what an update logs about its rollouts (``rollout/*``)
+    evaluation/evaluate.py       validation success
     evaluation/credit_accuracy/  with ``run.credit_check_every``, the update's credit against
                                  the solver truth (``check.py``)
 
@@ -41,7 +42,7 @@ from agentcredit.envs.suites import EnvSuite
 from agentcredit.jsonl_log import JsonlLog, finite_or_null, read_jsonl
 from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.policy import PolicyDiverged
-from agentcredit.run.directory import RandomStreams, RunDirectory
+from agentcredit.run.directory import RandomStreams, RunDirectory, seed_global_generators
 from agentcredit.run.live_metrics import LiveMetrics
 from agentcredit.run.saved_rollouts import save_rollouts
 from agentcredit.skills import SkillProvider
@@ -63,6 +64,7 @@ from agentcredit.train.evaluation.credit_accuracy.check import (
 )
 from agentcredit.train.evaluation.evaluate import evaluate, evaluation_generator
 from agentcredit.train.evaluation.probes import probe_gap_metrics, probe_set
+from agentcredit.train.scoring.passes import scoring_passes
 from agentcredit.train.update import Learner, RunContext, UpdateArtifacts, update_step
 from agentcredit.train.warm_start.skill_texts import check_skill_texts
 from agentcredit.train.warm_start.start_policy import prepare_start_policy
@@ -215,7 +217,7 @@ def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
              "(run.save_rollouts=1 saves every update)")
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
-    RandomStreams.seeded(config.run.seed)
+    seed_global_generators(config.run.seed)  # what the warm start draws without a stream of its own
     live = LiveMetrics.open(config.run, run.path, config_to_dict(config),  # before any log line
                             point.update if point is not None else 0)
     logs = RunLogs(JsonlLog(run.metrics), live, JsonlLog(run.ledger))
@@ -242,9 +244,13 @@ def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
                                                 echo)
     else:
         model, tokenizer = load_model(config, point.policy_dir, training=True)
+    # again: the updates start from the same global state whether the start policy was
+    # trained, read from the cache or loaded
+    seed_global_generators(config.run.seed)
     streams = RandomStreams.seeded(config.run.seed)
+    passes = scoring_passes(config)
     reference = None
-    if config.optim.kl_coef > 0 or "reference" in config.inputs:
+    if "reference" in passes:
         reference, _ = load_model(config, run.reference)
         reference.eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.optim.lr,
@@ -260,7 +266,7 @@ def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
                           rollout.group_size, rollout.temperature, rollout.tasks_per_update,
                           rollout.dynamic_sampling_rounds, OverlongPenalty.of(rollout),
                           skills=provider if rollout.skills else None)
-    context = RunContext(config=config, tokenizer=tokenizer, reference=reference,
+    context = RunContext(config=config, passes=passes, tokenizer=tokenizer, reference=reference,
                          batches=batches, estimator=get_estimator(config.credit.estimator),
                          credit_options=estimator_config(config.credit),
                          inputs=CreditInputs(config, suite, tokenizer, provider))

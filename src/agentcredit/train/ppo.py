@@ -80,7 +80,10 @@ def ppo_update(model, optimizer, batch: PPOBatch, config: OptimConfig,
     the batch, renormalised over ``steps.allowed`` when it is set.
 
     With ``config.loss_agg = "rollout_mean"`` each row's advantages are first scaled by
-    ``rollout_weights``, so every rollout weighs alike in the token-mean loss.
+    ``rollout_weights``, so every rollout weighs alike in the policy-gradient term. Only that
+    term: the KL and auxiliary terms pull every token toward the reference or the teacher, and
+    the entropy bonus keeps every token's distribution wide, whatever its rollout's length,
+    so they stay token means (docs/backbones.md §1).
 
     Rows without a gradient (``_rows_with_gradient``: zero advantage everywhere, and nothing
     but the policy gradient in the loss) are not run; the loss keeps the mini-batch's whole

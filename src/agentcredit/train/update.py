@@ -3,16 +3,19 @@
 
 ``update_step(learner, context, update)`` runs update ``update`` on the ``Learner`` (what an
 update changes: the policy, its optimiser, its random streams, the updates stepped) with the
-``RunContext`` (what it only reads: the config, the batch source, the scorers, the
-estimator), and returns its ``metrics.jsonl`` record and its ``UpdateArtifacts``. Each stage
-passes plain records to the next:
+``RunContext`` (what it only reads: the config, the scoring passes, the batch source, the
+scorers, the estimator), and returns its ``metrics.jsonl`` record and its
+``UpdateArtifacts``. Which scoring passes run is decided once per run
+(``context.passes``, ``train/scoring/passes.py``: ``behaviour``, ``reference``, ``teacher``,
+``hindsight``, ``traces``, each with its reason). Each stage passes plain records to the next:
 
     train/batch_source.py             COLLECT: the groups, with DAPO's dynamic sampling when on
-    train/ppo.py                      SCORE: the behaviour ``ℓ^b`` and reference ``ℓ_ref``
-    train/credit_inputs.py            CREDIT: the credit batch with what the estimator declared
+    train/ppo.py                      SCORE: the ``behaviour`` ``ℓ^b`` and ``reference`` ``ℓ_ref``
+    train/credit_inputs.py            CREDIT: the ``teacher``, ``hindsight``, ``traces`` passes
     credit/step.py                    SCORE: the step rows (``tensorize_steps``)
     credit/result.py                  CREDIT: ``CreditResult.per_token``, shared with verl's path
     train/ppo.py                      PPO: one epoch of the clipped-ratio update
+    train/rollout_metrics.py          METRICS: the rollouts' reward, success, invalid rate
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ from agentcredit.rollout.records import Trajectory
 from agentcredit.run.directory import RandomStreams
 from agentcredit.train.batch_source import GroupSource, collect_with_signal
 from agentcredit.train.credit_inputs import CreditInputs
-from agentcredit.train.evaluation.evaluate import rollout_metrics
 from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
+from agentcredit.train.rollout_metrics import rollout_metrics
 
 
 @dataclass
@@ -60,20 +63,34 @@ class RunContext:
 
     Attributes:
         config: the run.
+        passes: the scoring passes each update makes (``scoring_passes(config)``).
         tokenizer: the policy's tokenizer.
-        reference: the frozen reference policy, or ``None`` (no KL, no estimator reads it).
+        reference: the frozen reference policy, loaded exactly when ``passes`` holds
+            ``reference``, else ``None``.
         batches: where each update's groups come from (its collector plays evaluation too).
         estimator: the registered estimator; credit_options: its config.
-        inputs: prepares the credit batch with what the estimator declared.
+        inputs: runs the ``teacher``, ``hindsight`` and ``traces`` passes and prepares the
+            credit batch.
+
+    Raises:
+        ValueError: ``reference`` is loaded without the ``reference`` pass, or missing with it.
     """
 
     config: TrainConfig
+    passes: frozenset[str]
     tokenizer: Any
     reference: nn.Module | None
     batches: GroupSource
     estimator: Callable
     credit_options: Any
     inputs: CreditInputs
+
+    def __post_init__(self) -> None:
+        if ("reference" in self.passes) != (self.reference is not None):
+            held = "no reference model" if self.reference is None else "a reference model"
+            raise ValueError(f"RunContext has {held} but passes = {sorted(self.passes)}: load "
+                             "the reference exactly when the passes hold 'reference' "
+                             "(scoring_passes)")
 
 
 @dataclass(frozen=True)
@@ -98,27 +115,29 @@ def update_step(learner: Learner, context: RunContext, update: int
     """Run update ``update`` (1-based): its ``kind: update`` metrics record and what it leaves
     for the loop to write. It changes ``learner`` and nothing else: no file is written."""
     config, model, times = context.config, learner.model, {}
+    passes = context.passes  # which scoring passes run, and why: train/scoring/passes.py
     temperature = config.rollout.policy_temperature
     # COLLECT: DAPO's dynamic sampling collects again while groups lack signal
     with _timed(times, "rollout"):
         sampled = collect_with_signal(context.batches, update, learner.streams)
         trajectories = sampled.trajectories
-    # SCORE
+    # SCORE: "behaviour" (ℓ^b again, else the log-probs recorded at sampling) and "reference"
+    # (ℓ_ref, for the KL term or an estimator that reads it)
     with _timed(times, "score"):
         steps = tensorize_steps(trajectories, context.tokenizer.pad_token_id)
         model.eval()
         score = config.optim.score_micro_batch_size
         layout = config.optim.layout
         old = (score_steps(model, steps, score, temperature, layout)
-               if config.optim.recompute_old_logprobs else steps.sampling_logprobs)
+               if "behaviour" in passes else steps.sampling_logprobs)
         ref = (score_steps(context.reference, steps, score, temperature, layout)
-               if context.reference is not None else None)
+               if "reference" in passes else None)
     # |ℓ^b − log-prob at sampling|: ~0, since the sampler and the scorer apply the same
     # temperature; a larger value flags a scorer that differs from the sampler.
     sampling_gap = ({"score/sampling_gap": float(
         (old - steps.sampling_logprobs)[steps.loss_mask].abs().mean())}
-        if config.optim.recompute_old_logprobs else {})
-    # CREDIT
+        if "behaviour" in passes else {})
+    # CREDIT: the "teacher", "hindsight" and "traces" passes among ``passes``, then the estimator
     prepared = context.inputs.prepare(model, trajectories, steps, old, ref, update)
     times.update(prepared.seconds)
     with _timed(times, "credit"):

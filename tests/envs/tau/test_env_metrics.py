@@ -12,7 +12,7 @@ from agentcredit.envs.tau.users import STOP
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.prompts import PromptConfig
-from agentcredit.train.evaluation.evaluate import rollout_metrics
+from agentcredit.train.rollout_metrics import rollout_metrics
 
 
 def tau_task(domain: str, tau_id: str):

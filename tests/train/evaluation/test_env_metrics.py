@@ -1,5 +1,6 @@
-"""An environment's per-episode metrics (``StepInfo.metrics`` on the last step) reach the update's
-and the evaluation's metrics, each averaged over the rollouts that report it."""
+"""An environment's per-episode metrics (``StepInfo.metrics`` on the last step) reach the
+evaluation's metrics, per split, each averaged over the rollouts that report it (the update's
+``rollout/env/*``: ``tests/train/test_rollout_metrics.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from agentcredit.envs.base import Observation, StepInfo, Task
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.prompts import PromptConfig
-from agentcredit.train.evaluation.evaluate import evaluate, rollout_metrics
+from agentcredit.train.evaluation.evaluate import evaluate
 
 MAX_STEPS = 3
 
@@ -61,19 +62,6 @@ def collector(tokenizer) -> RolloutCollector:
     return RolloutCollector(ActPolicy(tokenizer), CountdownEnv,
                             CollectorConfig(max_steps=MAX_STEPS, record_snapshots=False,
                                             prompt=PromptConfig()))
-
-
-def test_env_metrics_average_over_the_rollouts_that_report_them(fake_tokenizer):
-    trajectories = collector(fake_tokenizer).collect(
-        [A, B, C, D], 2, temperature=1.0, generator=torch.Generator().manual_seed(0))
-    assert [t.env_metrics for t in trajectories[::2]] == [
-        {"db": 1.0, "communicate": 0.0}, {"db": 0.0}, {}, {}]
-    metrics = rollout_metrics(trajectories)
-    # db: A's two rollouts say 1, B's two say 0, C and D say nothing -> (1+1+0+0)/4
-    assert metrics["rollout/env/db"] == 0.5
-    assert metrics["rollout/env/communicate"] == 0.0  # A's rollouts only
-    assert sorted(k for k in metrics if k.startswith("rollout/env/")) == [
-        "rollout/env/communicate", "rollout/env/db"]
 
 
 def test_the_evaluation_averages_env_metrics_per_split(fake_tokenizer):

@@ -46,6 +46,7 @@ from agentcredit.train.build import (
     make_collector,
     validation_tasks,
 )
+from agentcredit.train.rollout_metrics import env_metric_means
 
 
 def evaluation_generator(seed: int, update: int) -> torch.Generator:
@@ -149,34 +150,6 @@ def outcome_metrics(splits: Sequence[str], trajectories: Sequence[Trajectory],
 
 def _mean(values: Sequence[float]) -> float:
     return float(sum(values)) / len(values) if values else 0.0
-
-
-def env_metric_means(trajectories: Sequence[Trajectory], prefix: str) -> dict[str, float]:
-    """``{prefix}{name}``: each metric the environment reported (``Trajectory.env_metrics``),
-    averaged over the trajectories that report it; a name no trajectory reports is absent.
-
-    Only reporters count because an environment reports what applies to a task (tau: the
-    ``communicate`` component only for tasks whose reward basis has it).
-    """
-    values: dict[str, list[float]] = defaultdict(list)
-    for trajectory in trajectories:
-        for name, value in trajectory.env_metrics.items():
-            values[name].append(float(value))
-    return {f"{prefix}{name}": _mean(values[name]) for name in sorted(values)}
-
-
-def rollout_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Reward, success, invalid-action rate and episode length of a batch of rollouts, and
-    the environment's metrics (``rollout/env/{name}``, ``env_metric_means``)."""
-    num_steps = sum(len(t.steps) for t in trajectories)
-    return {
-        "rollout/reward": sum(t.total_reward for t in trajectories) / len(trajectories),
-        "rollout/success": sum(t.won for t in trajectories) / len(trajectories),
-        "rollout/invalid_rate": sum(t.num_invalid for t in trajectories) / num_steps,
-        "rollout/episode_length": num_steps / len(trajectories),
-        "rollout/steps": float(num_steps),
-        **env_metric_means(trajectories, "rollout/env/"),
-    }
 
 
 def evaluate_model(config: TrainConfig, model_dir: Path, update: int = 0
