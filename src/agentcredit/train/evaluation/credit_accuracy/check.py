@@ -55,6 +55,7 @@ from agentcredit.train.evaluation.credit_accuracy.truths import (
     solver_refusal,
 )
 from agentcredit.train.ppo import score_steps
+from agentcredit.train.scoring.passes import scoring_passes
 
 #: every estimator that runs on a collected batch: the backbones, VICT on each, VICT's six
 #: controls (on GRPO), the fine-grained baselines and ADRS.
@@ -320,7 +321,7 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     steps = tensorize_steps(trajectories, tokenizer.pad_token_id)
     temperature = base.rollout.policy_temperature
     old = (score_steps(model, steps, base.optim.score_micro_batch_size, temperature)
-           if base.optim.recompute_old_logprobs else steps.sampling_logprobs)
+           if "behaviour" in scoring_passes(base) else steps.sampling_logprobs)
     provider = SkillProvider(base.skills.root or None)
     prepared: dict[frozenset, object] = {}
     advantages: dict[str, np.ndarray] = {}
