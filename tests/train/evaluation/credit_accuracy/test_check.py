@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from agentcredit.cli import main
-from agentcredit.train.evaluation import credit_truths
+from agentcredit.train.evaluation.credit_accuracy import truths as credit_truths
 from agentcredit.train.evaluation.credit_accuracy.check import method_pairs, method_settings
 from agentcredit.train.evaluation.credit_accuracy.truths import register_solver
 
-from ...corridor import corridor_distance
-from ..test_loop_envs import ENVS, TINY
+from ....corridor import corridor_distance
+from ...test_loop_envs import ENVS, TINY
 
 START_RUN = ("run.updates=0", "sft.epochs=20", "sft.batch_size=4", "sft.lr=0.01",
              "rollout.group_size=4")

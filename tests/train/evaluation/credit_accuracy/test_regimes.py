@@ -19,7 +19,7 @@ from agentcredit.train.evaluation.credit_accuracy.regimes import (
     table12_row,
 )
 
-from ...conftest import FakeEnv
+from ....conftest import FakeEnv
 
 EPS, BUDGET = 0.3, 5
 TASK = Task("corridor", "fake", "train", "take the apple", "type0",

@@ -19,9 +19,9 @@ from agentcredit.train.evaluation.credit_accuracy.token_truth import (
     token_within,
 )
 
-from ...conftest import FakeEnv
-from ...corridor import corridor_distance
-from .test_credit_truths import corridor_task
+from ....conftest import FakeEnv
+from ....corridor import corridor_distance
+from .test_truths import corridor_task
 
 PROMPT = "PROMPT"
 

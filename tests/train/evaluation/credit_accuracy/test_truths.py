@@ -22,9 +22,9 @@ from agentcredit.train.evaluation.credit_accuracy.truths import (
     TieBreaks,
 )
 
-from ...conftest import FakeEnv
-from ...corridor import corridor_distance
-from ...played import played as played_in
+from ....conftest import FakeEnv
+from ....corridor import corridor_distance
+from ....played import played as played_in
 
 
 def corridor_task(start: int, apple: int) -> Task:
