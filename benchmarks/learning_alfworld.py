@@ -152,6 +152,16 @@ def paired_statistics(runs: list[dict], first: str, second: str) -> dict[str, fl
             **_with_interval("paired_auc_diff", pair, auc)}
 
 
+def result_metrics(metrics: dict[str, float], runs: list[dict], seeds: list[int],
+                   began: float) -> dict:
+    """The result file's ``metrics``: ``metrics`` rounded, with the seed and game counts of
+    ``runs`` and the wall time since ``began`` (``time.perf_counter``)."""
+    return {**{k: round(v, 4) for k, v in metrics.items()}, "seeds": len(seeds),
+            "pool_games": len(runs[0]["pool_start"]),
+            "held_out_games": len(runs[0]["held_out_start"]),
+            "wall_s": round(time.perf_counter() - began, 1)}
+
+
 def run_record(method: str, seed: int, evaluations: list[dict], updates: list[dict]) -> dict:
     """One run's record from its start evaluation and its ``metrics.jsonl`` lines: the pool's
     per-game shares at the start and the end, their ``per_game_auc``, the held-out splits'
@@ -301,10 +311,7 @@ def main() -> None:
         args.name,
         config={"protocol": PROTOCOL, "methods": methods, "seeds": seeds, "updates": updates,
                 "workers": args.workers, "overrides": common},
-        metrics={**{k: round(v, 4) for k, v in metrics.items()}, "seeds": len(seeds),
-                 "pool_games": len(runs[0]["pool_start"]),
-                 "held_out_games": len(runs[0]["held_out_start"]),
-                 "wall_s": round(time.perf_counter() - began, 1)},
+        metrics=result_metrics(metrics, runs, seeds, began),
         targets=TARGETS,
         notes=("Pool protocol: per seed one SFT start (sft.skill_share 0.5, for ADRS's "
                "teacher) and one RL pool of training games shared by every method, with the "

@@ -41,6 +41,7 @@ from learning_alfworld import (
     _start_eval,
     method_statistics,
     paired_statistics,
+    result_metrics,
     run_record,
 )
 
@@ -113,10 +114,7 @@ def main() -> None:
         "prefix_tree_learning",
         config={"seeds": seeds, "layouts": list(LAYOUTS), "workers": args.workers,
                 "overrides": common},
-        metrics={**{k: round(v, 4) for k, v in metrics.items()}, "seeds": len(seeds),
-                 "pool_games": len(runs[0]["pool_start"]),
-                 "held_out_games": len(runs[0]["held_out_start"]),
-                 "wall_s": round(time.perf_counter() - began, 1)},
+        metrics=result_metrics(metrics, runs, seeds, began),
         targets=TARGETS,
         notes=("GRPO on the embedded default, optim.layout=rows against trees from the same "
                "SFT start per seed (SFT itself runs on trees in both). Pool success is on the "

@@ -4,11 +4,19 @@ seed."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import bench_common
 from agentcredit.train.evaluation.outcomes import bootstrap_mean_interval
-from learning_alfworld import method_statistics, paired_statistics, per_game_auc, run_record
+from learning_alfworld import (
+    method_statistics,
+    paired_statistics,
+    per_game_auc,
+    result_metrics,
+    run_record,
+)
 
 
 def test_each_games_auc_weighs_its_trapezoids_by_the_updates_between_evaluations():
@@ -117,3 +125,14 @@ def test_the_start_is_evaluated_once_per_seed_and_evaluation_setting(monkeypatch
     assert evaluation("grpo", 1)["eval/success"] == 1.5
     evaluation("skill_grpo_star", 0)  # evaluated with skills: its own evaluation
     assert calls == [0, 1, 0]
+
+
+def test_the_result_metrics_are_rounded_to_four_places_with_the_counts_and_the_wall_time():
+    """Two seeds, 3 pool games and 2 held-out games a run; begun 2 s ago."""
+    runs = [_run("grpo", 0, (0.0, 1.0, 0.5), (1.0, 1.0, 0.5), (0.0, 0.0, 0.0),
+                 held_start=(0.0, 1.0), held_final=(1.0, 1.0))]
+    out = result_metrics({"success_gain_mean.grpo": 0.123456}, runs, [0, 1],
+                         time.perf_counter() - 2.0)
+    assert out["success_gain_mean.grpo"] == 0.1235
+    assert (out["seeds"], out["pool_games"], out["held_out_games"]) == (2, 3, 2)
+    assert 2.0 <= out["wall_s"] < 10.0
