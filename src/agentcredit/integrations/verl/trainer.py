@@ -56,7 +56,6 @@ from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 from verl.workers.utils.padding import response_from_nested, response_to_nested
 
 from agentcredit.config import TrainConfig, estimator_config, load_config
-from agentcredit.credit import get_estimator
 from agentcredit.credit.overlong import OverlongPenalty
 from agentcredit.integrations.verl import ESTIMATOR_PREFIX, PLUGIN_NAME, rows
 from agentcredit.integrations.verl.agent_loop import agentcredit_settings, run_setup
@@ -132,8 +131,8 @@ class AgentCreditTrainer(PPOTrainerSync):
 
     def _compute_old_log_prob(self, batch, metrics):
         batch = super()._compute_old_log_prob(batch, metrics)
-        setup, name, options = self._credit()
-        if "teacher" in get_estimator(name).inputs(options):
+        setup, _, _ = self._credit()
+        if "teacher" in setup.config.inputs:  # the one rule the embedded trainer reads too
             self._teacher_pass(batch, setup)
         return batch
 
@@ -180,7 +179,7 @@ class AgentCreditTrainer(PPOTrainerSync):
 
     def _compute_advantage(self, batch, metrics):
         setup, name, options = self._credit()
-        inputs = get_estimator(name).inputs(options)
+        inputs = setup.config.inputs
         tensors = ["response_mask", "old_log_probs"]
         tensors += ["ref_log_prob"] if self.use_reference_policy else []
         tensors += [rows.TEACHER] if "teacher" in inputs else []
