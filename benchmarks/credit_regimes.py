@@ -100,11 +100,10 @@ def figure_svg(cells: list[dict]) -> str:
     its 95% interval as a vertical bar; an SVG document."""
     envs = list(dict.fromkeys(c["env"] for c in cells))
     truths = ("mc", "solver")
-    lows = [r["low"] for c in cells for r in c["rows"] if r["metric"] == "pooled"
+    bars = [r for c in cells for r in c["rows"] if r["metric"] == "pooled"
             and r["method"] in FIGURE_METHODS and r["low"] is not None]
-    highs = [r["high"] for c in cells for r in c["rows"] if r["metric"] == "pooled"
-             and r["method"] in FIGURE_METHODS and r["high"] is not None]
-    y_lo, y_hi = min([0.0, *lows]), max([0.1, *highs])
+    y_lo = min([0.0, *(r["low"] for r in bars)])
+    y_hi = max([0.1, *(r["high"] for r in bars)])
     width = MARGIN + len(envs) * (PANEL_W + MARGIN)
     height = MARGIN + len(truths) * (PANEL_H + MARGIN) + 30
     out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '

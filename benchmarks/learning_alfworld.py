@@ -195,7 +195,8 @@ def run_record(method: str, seed: int, evaluations: list[dict], updates: list[di
 RETRIES, RETRY_WAIT_S = 8, 120
 
 
-def _run(start: Path, method: str, overrides: list[str], name: str, position: str) -> list[dict]:
+def run_with_retries(start: Path, method: str, overrides: list[str], name: str,
+                     position: str) -> list[dict]:
     """``run_method``, tried again after an OSError (``RETRIES`` times at most); a retry
     resumes from the run's last checkpoint. ``position`` (``"3/30"``) is printed with the
     method and seed as the run begins and as it ends."""
@@ -217,13 +218,15 @@ def _run(start: Path, method: str, overrides: list[str], name: str, position: st
     return records
 
 
-def _start(overrides: list[str], seed: int, position: str) -> Path:
-    """The seed's SFT start (trained once, then read back); ``position`` as ``_run``'s."""
+def seed_start(overrides: list[str], seed: int, position: str) -> Path:
+    """The seed's SFT start (trained once, then read back); ``position`` as
+    ``run_with_retries``'s."""
     print(f"start {position}: SFT of seed {seed} ...", file=sys.stderr, flush=True)
     return sft_start([*overrides, f"run.seed={seed}"], f"sft_seed{seed}")
 
 
-def _start_eval(start: Path, method: str, overrides: list[str], name: str, saved: Path) -> dict:
+def saved_start_evaluation(start: Path, method: str, overrides: list[str], name: str,
+                           saved: Path) -> dict:
     """The start's evaluation under the run's settings, kept in ``saved`` once computed."""
     if saved.is_file():
         return json.loads(saved.read_text())
@@ -278,17 +281,17 @@ def main() -> None:
               *args.overrides]
     # a killed benchmark must take its workers with it, or they keep writing run dirs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    starts = dict(zip(seeds, _map(args.workers, _start, [
+    starts = dict(zip(seeds, _map(args.workers, seed_start, [
         (common, seed, f"{n}/{len(seeds)}") for n, seed in enumerate(seeds, 1)]), strict=True))
     jobs = [(starts[seed], method, [*common, f"run.seed={seed}"],
              f"{method.replace('/', '-')}_seed{seed}") for seed in seeds for method in methods]
     # every method of a seed shares the evaluation settings: one start evaluation per seed
-    start_evals = dict(zip(seeds, _map(args.workers, _start_eval, [
+    start_evals = dict(zip(seeds, _map(args.workers, saved_start_evaluation, [
         (*jobs[n * len(methods)], root / f"start_eval_seed{seed}.json")
         for n, seed in enumerate(seeds)]), strict=True))
     jobs = [(*job[:2], [*job[2], "run.eval_at_start=false"], job[3], f"{n}/{len(jobs)}")
             for n, job in enumerate(jobs, 1)]
-    results = _map(args.workers, _run, jobs)
+    results = _map(args.workers, run_with_retries, jobs)
     runs = []
     for (seed, method), records in zip(itertools.product(seeds, methods), results, strict=True):
         evaluations = [start_evals[seed], *(r for r in records if r["kind"] == "eval")]

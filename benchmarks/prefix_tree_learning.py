@@ -36,13 +36,13 @@ from pathlib import Path
 from bench_common import write_result
 from learning_alfworld import (
     QUICK_OVERRIDES,
-    _run,
-    _start,
-    _start_eval,
     method_statistics,
     paired_statistics,
     result_metrics,
     run_record,
+    run_with_retries,
+    saved_start_evaluation,
+    seed_start,
 )
 
 LAYOUTS = ("rows", "trees")
@@ -56,7 +56,8 @@ def _run_layout(start: Path, layout: str, overrides: list[str], name: str,
                 position: str) -> tuple[list[dict], float]:
     """GRPO from ``start`` under ``optim.layout=layout``: the run's records and the peak
     resident set of this process in MB (each run has a process of its own)."""
-    records = _run(start, "grpo", [*overrides, f"optim.layout={layout}"], name, position)
+    records = run_with_retries(start, "grpo", [*overrides, f"optim.layout={layout}"], name,
+                               position)
     return records, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -81,10 +82,10 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     context = multiprocessing.get_context("spawn")
     with context.Pool(args.workers) as pool:
-        starts = dict(zip(seeds, pool.starmap(_start, [
+        starts = dict(zip(seeds, pool.starmap(seed_start, [
             (common, seed, f"{n}/{len(seeds)}") for n, seed in enumerate(seeds, 1)],
             chunksize=1), strict=True))
-        start_evals = dict(zip(seeds, pool.starmap(_start_eval, [
+        start_evals = dict(zip(seeds, pool.starmap(saved_start_evaluation, [
             (starts[seed], "grpo", [*common, f"run.seed={seed}"], f"trees_seed{seed}",
              root / f"start_eval_seed{seed}.json") for seed in seeds], chunksize=1),
             strict=True))

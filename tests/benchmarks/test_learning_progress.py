@@ -10,8 +10,9 @@ import learning_alfworld
 
 def test_each_run_names_its_position_method_and_seed_as_it_begins_and_ends(monkeypatch, capsys):
     monkeypatch.setattr(learning_alfworld, "run_method", lambda *args: [{"kind": "update"}])
-    records = learning_alfworld._run("start", "vict/grpo", ["run.seed=0", "run.seed=3"],
-                                     "vict-grpo_seed3", "4/30")
+    records = learning_alfworld.run_with_retries("start", "vict/grpo",
+                                                 ["run.seed=0", "run.seed=3"], "vict-grpo_seed3",
+                                                 "4/30")
     assert records == [{"kind": "update"}]
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "run 4/30: vict/grpo, seed 3 ..."
@@ -28,7 +29,7 @@ def test_a_run_is_tried_again_after_an_oserror_and_the_last_failure_is_raised(mo
     monkeypatch.setattr(learning_alfworld, "run_method", full_disk)
     monkeypatch.setattr(learning_alfworld, "RETRY_WAIT_S", 0)
     with pytest.raises(OSError, match="No space left"):
-        learning_alfworld._run("start", "grpo", ["run.seed=1"], "grpo_seed1", "1/2")
+        learning_alfworld.run_with_retries("start", "grpo", ["run.seed=1"], "grpo_seed1", "1/2")
     assert len(calls) == learning_alfworld.RETRIES + 1
 
 
@@ -43,5 +44,5 @@ def test_a_run_that_fails_once_is_finished_by_its_retry(monkeypatch):
 
     monkeypatch.setattr(learning_alfworld, "run_method", flaky)
     monkeypatch.setattr(learning_alfworld, "RETRY_WAIT_S", 0)
-    assert learning_alfworld._run("start", "grpo", ["run.seed=1"], "grpo_seed1", "1/2") == [
-        {"kind": "eval"}]
+    assert learning_alfworld.run_with_retries("start", "grpo", ["run.seed=1"], "grpo_seed1",
+                                              "1/2") == [{"kind": "eval"}]
