@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentcredit.cli import main
+from agentcredit.train.evaluation.credit_accuracy import check
 from agentcredit.train.evaluation.credit_accuracy import truths as credit_truths
 from agentcredit.train.evaluation.credit_accuracy.check import method_pairs, method_settings
 from agentcredit.train.evaluation.credit_accuracy.truths import register_solver
@@ -64,6 +65,22 @@ def test_the_solver_beside_monte_carlo_in_a_second_process_measures_the_same(sta
     one, two = results["1"], results["2"]
     assert one["truth_stats"]["solver"]["steps"] == one["steps"]
     assert one["rows"] == two["rows"] and one["pairs"] == two["pairs"]
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_the_check_scores_the_behaviour_pass_again_exactly_when_the_runs_passes_hold_it(
+        start, tmp_path, monkeypatch, recompute):
+    """As an update does: ``ℓ^b`` is scored again only with ``optim.recompute_old_logprobs``
+    (the ``behaviour`` pass); otherwise the log-probs recorded at sampling serve."""
+    calls = []
+    scorer = check.score_steps
+    monkeypatch.setattr(check, "score_steps",
+                        lambda *args, **kwargs: calls.append(1) or scorer(*args, **kwargs))
+    assert main(["credit-check", "--checkpoint", str(start), "--methods", "grpo",
+                 "--groups", "2", "--truths", "solver", "--boots", "10",
+                 "-o", str(tmp_path / "check.json"),
+                 f"optim.recompute_old_logprobs={str(recompute).lower()}"]) == 0
+    assert len(calls) == (1 if recompute else 0)
 
 
 def test_the_token_truth_scores_a_step_level_method_zero_within_steps(start, tmp_path, capsys):
