@@ -78,16 +78,26 @@ def write_result(name: str, config: dict, metrics: dict, targets: dict, notes: s
     return path
 
 
+#: the ``NAME+READING`` suffixes of ``method_overrides``: reading -> its settings
+READINGS = {"median": ("credit.options.centre=median",)}
+
+
 def method_overrides(method: str) -> list[str]:
     """``NAME[/BACKBONE[/GATE]]`` -> ``method=NAME`` plus the estimator options.
 
     ``vict/gigpo`` = VICT on GiGPO's step-level advantage, ``adrs/gigpo/L3`` =
     ADRS+TVA on GiGPO, ``grpo`` = plain GRPO. The VICT paper's baselines (issue 18):
     ``salt`` (``salt/rloo`` on RLOO), ``hcapo``, ``proxmo``, ``dapo``, and its
-    compatibility rows ``vict/salt``, ``vict/hcapo``, ``vict/gigpo``.
+    compatibility rows ``vict/salt``, ``vict/hcapo``, ``vict/gigpo``. A ``+READING`` after
+    the name sets one of ``READINGS``: ``vict+median/grpo`` = VICT on GRPO with the paper's
+    literal median centring.
     """
     name, *rest = method.split("/")
-    extra = [f"method={name}"]
+    name, _, reading = name.partition("+")
+    if reading and reading not in READINGS:
+        raise SystemExit(f"method {method!r}: unknown reading +{reading}; use one of "
+                         f"{', '.join('+' + r for r in READINGS)}")
+    extra = [f"method={name}", *READINGS.get(reading, ())]
     for key, value in zip(("backbone", "gate"), rest, strict=False):
         extra.append(f"credit.options.{key}={value}")
     return extra

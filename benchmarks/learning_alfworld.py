@@ -63,7 +63,8 @@ DEFAULT_METHODS = "grpo,gigpo,vict/grpo,vict/gigpo,adrs/grpo,adrs/gigpo"
 DEFAULT_SEEDS = "0,1,2,3,4"
 #: the paired comparisons: (A, B) reports A − B
 PAIRS = (("vict/grpo", "grpo"), ("vict/gigpo", "gigpo"), ("adrs/grpo", "grpo"),
-         ("adrs/gigpo", "gigpo"), ("vict/grpo", "random_edges/grpo"))
+         ("adrs/gigpo", "gigpo"), ("vict/grpo", "random_edges/grpo"),
+         ("vict/grpo", "vict+median/grpo"))
 #: every run's settings: the pool protocol (the embedded default's pool and its 16 updates,
 #: evaluated at the start and the end unless ``--evaluations`` asks for more), the
 #: skill-prefixed SFT that ADRS's teacher needs

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentcredit.config import load_config
+from agentcredit.config import estimator_config, load_config
 from bench_common import method_overrides
 
 
@@ -29,3 +29,12 @@ def test_the_new_method_names_resolve_to_their_estimators(method, estimator, bac
 def test_dapo_brings_its_sampling_and_hcapo_its_hindsight_pass():
     assert load_config(None, method_overrides("dapo")).rollout.dynamic_sampling_rounds == 3
     assert "hindsight" in load_config(None, method_overrides("vict/hcapo")).inputs
+
+
+def test_a_reading_suffix_sets_the_paper_literal_median_and_an_unknown_one_stops():
+    config = load_config(None, method_overrides("vict+median/gigpo"))
+    assert config.credit.options["centre"] == "median"
+    assert config.credit.options["backbone"]["name"] == "gigpo"
+    assert estimator_config(load_config(None, method_overrides("vict/grpo")).credit).centre == "mean"
+    with pytest.raises(SystemExit, match=r"\+mode"):
+        method_overrides("vict+mode/grpo")

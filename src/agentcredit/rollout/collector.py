@@ -164,6 +164,7 @@ class RolloutCollector:
                 ends = done or last_step
                 if ends:
                     r.trajectory.final_observation = obs.text
+                    r.trajectory.final_admissible = tuple(obs.admissible_actions)
                     r.trajectory.won = info.won
                     r.trajectory.env_metrics = dict(info.metrics)
                     signal = float(info.won) if cfg.outcome_signal == "won" else env_reward
@@ -183,6 +184,7 @@ class RolloutCollector:
                     sampling_logprobs=gen.logprobs,
                     env_reward=env_reward,
                     allowed_ids=gen.allowed_ids,
+                    admissible=tuple(r.admissible),
                 ))
                 r.history.append((r.observation, gen.text.strip() if action is None else action))
                 r.observation, r.admissible, r.done = obs.text, obs.admissible_actions, ends

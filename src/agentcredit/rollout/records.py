@@ -42,6 +42,9 @@ class Step:
         allowed_ids: with admissible decoding, per response token the ids it was
             sampled among (``rollout.admissible``); every scoring pass renormalises
             over them. ``None``: sampled from the whole vocabulary.
+        admissible: the actions the environment admitted in the state the step was taken in
+            (``Observation.admissible_actions`` of ``observation``); VICT's ``support`` edges
+            read them (docs/vict.md §4.3). ``None`` when not recorded.
     """
 
     observation: str
@@ -56,6 +59,7 @@ class Step:
     sampling_logprobs: list[float]
     env_reward: float = 0.0
     allowed_ids: list[list[int]] | None = None
+    admissible: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -74,6 +78,9 @@ class Trajectory:
             collector did not record snapshots); VICT's tracer needs it.
         final_observation: the environment text after the last step, which the
             policy never acted on; VICT's evidence extractors read it.
+        final_admissible: the actions admissible after the last step (``None`` when not
+            recorded); with each step's ``admissible``, the ``T+1`` sets VICT's support edges
+            read.
         env_metrics: the environment's metrics of the episode (``StepInfo.metrics`` of
             the last step).
     """
@@ -86,6 +93,7 @@ class Trajectory:
     truncated: bool = False
     initial_snapshot: dict[str, Any] | None = None
     final_observation: str = ""
+    final_admissible: tuple[str, ...] | None = None
     env_metrics: dict[str, float] = field(default_factory=dict)
 
     @property

@@ -100,11 +100,13 @@ def play(env: Environment, task: Task, policy: EpsilonPolicy, rng: random.Random
         planner.observe(action, after, info)
         traj.steps.append(Step(obs.text, action, action, info.valid,
                                0.0 if info.valid else rewards.invalid_penalty, obs.text,
-                               env.snapshot(), [], [], []))
+                               env.snapshot(), [], [], [],
+                               admissible=tuple(obs.admissible_actions)))
         obs, steps = after, steps + 1
     traj.won = bool(info.won)
     traj.truncated = not done
     traj.final_observation = obs.text
+    traj.final_admissible = tuple(obs.admissible_actions)
     traj.outcome_reward = rewards.outcome_reward * float(traj.won)
     if traj.steps:
         traj.steps[-1].reward += traj.outcome_reward

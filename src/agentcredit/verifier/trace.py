@@ -18,6 +18,11 @@ only data that pickles in proportion to the rollout:
   the variables that rollout's status rests on (an atom's ``binds``, else its ``state_vars``);
   a bound key may carry a guard (``guarded``): the change counts only while another
   variable holds a given value after the step (WebShop: while the bought product is open);
+  an atom that ends without SAT keeps only the writes after it was last SAT (the writes
+  that left it unsatisfied, not a good write a later one undid); ``support`` edges come
+  from the admissible sets before and after each step (the last step that made a later
+  write or commit of the atom admissible, after the atom's previous witness), and an atom's
+  reveal and support edges (its evidence path) share a weight of 1.0;
 - which atoms each step "mentions" (for the ``temporal_nearest`` control, docs/vict.md §4.8).
 
 Indexing: action ``a_t`` (``t = 0..T-1``) is taken in state ``Φ_t`` and leads
@@ -33,7 +38,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,13 +57,14 @@ class ProofEdge:
     Attributes:
         step: ``t``, the action's index in the rollout.
         atom_id: ``j``.
-        relation: ``write`` | ``commit`` | ``violation`` | ``reveal``.
+        relation: ``write`` | ``commit`` | ``violation`` | ``reveal`` | ``support``.
         weight: the witness weight ``ω``: 1 for write / commit / violation; the
-            valid reveal edges of one atom share 1.0 equally (an invalid reveal
-            edge has weight 0; invalid edges never carry credit).
+            valid reveal and support edges of one atom (its evidence path) share 1.0
+            equally (an invalid one has weight 0; invalid edges never carry credit).
         source: the evidence behind the edge, for the ledger
             (``state:ishot(egg 1)``, ``action:move egg 1 to countertop 1``,
-            ``status:premature_placement=viol``, ``observation:seen:egg 1``).
+            ``status:premature_placement=viol``, ``observation:seen:egg 1``,
+            ``enables:move egg 1 to countertop 1``).
         valid: the proof record satisfies the dependencies: every parent of ``j``
             is SAT at ``t+1`` ([choice] a parent that is not evaluable yet at
             ``t+1`` — terminal-only, or on-commit before its commit — must be SAT
@@ -153,7 +159,8 @@ class RolloutTrace:
 
 def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Sequence[State],
                   actions: Sequence[str | None], *, valid: Sequence[bool] | None = None,
-                  graph: DependencyGraph | None = None) -> RolloutTrace:
+                  graph: DependencyGraph | None = None,
+                  admissible: Sequence[Collection[str]] | None = None) -> RolloutTrace:
     """Trace a finished rollout post hoc (see the module docstring).
 
     Args:
@@ -164,6 +171,9 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
         valid: ``T`` flags, whether the environment accepted each action; an
             invalid action never commits. ``None`` means all valid.
         graph: the verifier's dependency graph, to share one across a group.
+        admissible: ``T+1`` sets of the actions the environment admitted in ``Φ_0..Φ_T``,
+            from which the ``support`` edges are read; ``None`` (an environment without
+            admissible sets) makes no support edge.
     """
     num_steps = len(actions)
     if len(observations) != num_steps + 1 or len(snapshots) != num_steps + 1:
@@ -174,6 +184,9 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
     valid = tuple(bool(v) for v in valid) if valid is not None else (True,) * num_steps
     if len(valid) != num_steps:
         raise ValueError(f"trace_rollout got {len(valid)} validity flags for {num_steps} actions")
+    if admissible is not None and len(admissible) != num_steps + 1:
+        raise ValueError(f"trace_rollout got {len(admissible)} admissible sets for {num_steps} "
+                         "actions; pass T+1 (the reset's first) or None")
     graph = graph or DependencyGraph.from_atoms(verifier.atoms)
     texts = tuple(a if isinstance(a, str) else "" for a in actions)
     atoms = verifier.atoms
@@ -244,6 +257,9 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
                 raw.append((t, j, "violation", f"status:{atom.atom_id}=viol"))
             if j in shown:
                 raw.append((t, j, "reveal", "observation:" + ", ".join(sorted(shown[j])[:3])))
+    raw = _settled_writes(raw, statuses)
+    if admissible is not None:
+        raw = _with_support(raw, texts, [frozenset(a) for a in admissible])
     edges = _proof_edges(raw, atoms, graph, statuses, evaluable)
 
     return RolloutTrace(
@@ -327,6 +343,49 @@ def _entity_pattern(state_vars: Sequence[str]) -> re.Pattern | None:
     return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)")
 
 
+def _settled_writes(raw: list[tuple[int, int, str, str]],
+                   statuses: list[tuple[Status, ...]]) -> list[tuple[int, int, str, str]]:
+    """``raw`` without the writes to an atom that ends without SAT made before it was last SAT
+    (docs/vict.md §4.3): the atom is blamed on the writes that left it unsatisfied, not on a
+    good write a later one undid (a placement taken back)."""
+    final = statuses[-1]
+    last_sat = {j: max(u for u, row in enumerate(statuses) if row[j] is Status.SAT)
+                for j, z in enumerate(final)
+                if z in (Status.UNSAT, Status.UNK) and any(row[j] is Status.SAT
+                                                          for row in statuses)}
+    return [e for e in raw if not (e[2] == "write" and e[1] in last_sat and e[0] < last_sat[e[1]])]
+
+
+#: the order of an edge's relation among the edges of one (step, atom)
+_RELATION_ORDER = {"write": 0, "commit": 1, "violation": 2, "reveal": 3, "support": 4}
+
+
+def _with_support(raw: list[tuple[int, int, str, str]], texts: Sequence[str],
+                  admissible: Sequence[frozenset[str]]) -> list[tuple[int, int, str, str]]:
+    """``raw`` with the ``support`` edges of docs/vict.md §4.3, ordered by step, atom, relation.
+
+    For each ``write`` or ``commit`` edge ``(t', j)`` whose action ``a_{t'}`` was not admissible
+    from the start, the last step ``t < t'`` with ``a_{t'} ∉ A_t`` and ``a_{t'} ∈ A_{t+1}``
+    (it made the action possible), if ``t`` comes after every earlier witness of ``j``;
+    ``admissible[t]`` = ``A_t``, the set of the state step ``t`` was taken in.
+    """
+    witnessed: dict[int, list[int]] = {}
+    for t, j, _, _ in raw:
+        witnessed.setdefault(j, []).append(t)
+    support: dict[tuple[int, int], str] = {}
+    for later, j, relation, _ in raw:
+        if relation not in ("write", "commit"):
+            continue
+        action = texts[later]
+        floor = max((u for u in witnessed[j] if u < later), default=-1)
+        for t in range(later - 1, floor, -1):
+            if action not in admissible[t] and action in admissible[t + 1]:
+                support.setdefault((t, j), f"enables:{action}")
+                break
+    edges = raw + [(t, j, "support", source) for (t, j), source in support.items()]
+    return sorted(edges, key=lambda e: (e[0], e[1], _RELATION_ORDER[e[2]]))
+
+
 def _proof_edges(raw: list[tuple[int, int, str, str]], atoms, graph: DependencyGraph,
                  statuses: list[tuple[Status, ...]],
                  evaluable: list[tuple[bool, ...]]) -> tuple[ProofEdge, ...]:
@@ -344,15 +403,15 @@ def _proof_edges(raw: list[tuple[int, int, str, str]], atoms, graph: DependencyG
             if status is not Status.SAT:
                 unmet.append(parent)
         checked[t, j] = tuple(unmet)
-    reveals: dict[int, int] = {}
+    evidence_path: dict[int, int] = {}  # valid reveal and support edges per atom
     for t, j, relation, _ in raw:
-        if relation == "reveal" and not checked[t, j]:
-            reveals[j] = reveals.get(j, 0) + 1
+        if relation in ("reveal", "support") and not checked[t, j]:
+            evidence_path[j] = evidence_path.get(j, 0) + 1
     edges = []
     for t, j, relation, source in raw:
         unmet = checked[t, j]
-        if relation == "reveal":
-            weight = 1.0 / reveals[j] if not unmet else 0.0
+        if relation in ("reveal", "support"):
+            weight = 1.0 / evidence_path[j] if not unmet else 0.0
         else:
             weight = 1.0
         edges.append(ProofEdge(t, graph.atom_ids[j], relation, weight, source, not unmet, unmet))

@@ -1,8 +1,9 @@
 """The VICT paper's ALFWorld case study (appendix F.1) as a real generated game.
 
 "Heat some egg and put it in countertop": a kitchen from FloorPlan4 with two
-countertops, a dining table holding three eggs, a fridge holding a potato, a
-bowl and a plate, a microwave, a sink and a cabinet. Rollouts are played on the
+countertops, the second holding three eggs (so the eggs start on the goal type, as in
+the paper's trace and in official games), a fridge holding a potato, a bowl and a plate,
+a microwave, a sink and a cabinet. Rollouts are played on the
 real ALFWorld engine and traced through its verifier.
 """
 
@@ -23,39 +24,48 @@ OUTCOME_REWARD = 10.0  # docs/backbones.md §2: ALFWorld 10·1[won]
 
 @dataclass(frozen=True)
 class CaseStudy:
-    """The rollouts of the case study. ``mixed``: one success, the three near misses of
-    Table 14 and four rollouts that never find the egg (so most of the group never
-    holds it: median centring, docs/vict.md §4.5, credits the rollouts that differ from the
-    majority). ``failed``: eight failures, equal rewards."""
+    """The rollouts of the case study (VICT paper, Tables 13 and 14), the eggs on countertop 2
+    as in the paper's kitchen (a countertop is also the goal type).
+
+    ``success``: Table 13. The near misses of Table 14: ``wrong_take`` (row 1, takes the potato
+    after failing to find an egg), ``premature`` (row 2, moves the egg before heating it),
+    ``sink`` (row 3, heats it, then puts it in the sink basin), ``looping`` (row 4, loops on
+    look and container openings after the egg is held). ``wandering``: rollouts that never
+    find the egg. ``failures``: every failure, in the order a group of ``k`` successes takes
+    its ``8 − k`` failures from (``group``)."""
 
     success: tuple[str, ...] = (
-        "go to fridge 1", "open fridge 1", "go to diningtable 1", "take egg 1 from diningtable 1",
-        "go to microwave 1", "heat egg 1 with microwave 1", "go to countertop 1",
-        "move egg 1 to countertop 1")
+        "go to fridge 1", "open fridge 1", "go to countertop 2", "take egg 1 from countertop 2",
+        "go to microwave 1", "open microwave 1", "heat egg 1 with microwave 1",
+        "go to countertop 1", "move egg 1 to countertop 1")
+    wrong_take: tuple[str, ...] = (
+        "go to fridge 1", "open fridge 1", "take potato 1 from fridge 1", "look")
     premature: tuple[str, ...] = (
-        "go to diningtable 1", "take egg 1 from diningtable 1", "go to countertop 1",
+        "go to countertop 2", "take egg 1 from countertop 2", "go to countertop 1",
         "move egg 1 to countertop 1", "look")
+    sink: tuple[str, ...] = (
+        "go to countertop 2", "take egg 1 from countertop 2", "go to microwave 1",
+        "heat egg 1 with microwave 1", "go to sinkbasin 1", "move egg 1 to sinkbasin 1")
     looping: tuple[str, ...] = (
-        "go to diningtable 1", "take egg 2 from diningtable 1", "look", "look", "look", "look",
-        "look")
-    wrong_object: tuple[str, ...] = (
-        "go to fridge 1", "open fridge 1", "take potato 1 from fridge 1", "go to countertop 1",
-        "move potato 1 to countertop 1")
+        "go to countertop 2", "take egg 2 from countertop 2", "look", "go to cabinet 1",
+        "open cabinet 1", "close cabinet 1", "open cabinet 1", "look")
     wandering: tuple[tuple[str, ...], ...] = (
-        ("go to countertop 2", "go to countertop 1", "look", "inventory"),
-        ("go to microwave 1", "open microwave 1", "close microwave 1", "go to cabinet 1"),
-        ("go to fridge 1", "open fridge 1", "close fridge 1", "go to countertop 2"),
+        ("go to microwave 1", "open microwave 1", "close microwave 1", "look"),
+        ("go to fridge 1", "open fridge 1", "close fridge 1", "go to cabinet 1"),
         ("go to cabinet 1", "open cabinet 1", "close cabinet 1", "look"),
     )
 
     @property
-    def mixed(self) -> tuple[tuple[str, ...], ...]:
-        return (self.success, self.premature, self.looping, self.wrong_object) + self.wandering
+    def failures(self) -> tuple[tuple[str, ...], ...]:
+        return (self.wrong_take, self.premature, self.sink, self.looping) + self.wandering
 
-    @property
-    def failed(self) -> tuple[tuple[str, ...], ...]:
-        return (self.premature, self.looping, self.wrong_object) + self.wandering + (
-            self.premature,)
+    def group(self, successes: int, first: tuple[str, ...] | None = None
+              ) -> tuple[tuple[str, ...], ...]:
+        """A group of 8: ``successes`` copies of ``success``, then ``first`` (a failure the test
+        is about) and the other failures in ``failures`` order, up to 8."""
+        rest = [f for f in self.failures if f != first]
+        failures = ([first] if first is not None else []) + rest
+        return (self.success,) * successes + tuple(failures[:8 - successes])
 
 
 @pytest.fixture(scope="session")
@@ -70,6 +80,7 @@ class Played:
     actions: tuple[str, ...]
     observations: tuple[str, ...]
     snapshots: tuple[dict, ...]
+    admissible: tuple[tuple[str, ...], ...]
     won: bool
     trace: RolloutTrace
 
@@ -87,11 +98,11 @@ def heat_egg_task(tmp_path_factory):
     def first(rtype, k=1):
         return [r for r in scene.receptacles if r.rtype == rtype][:k]
 
-    room = tuple(first("CounterTop", 2) + first("DiningTable") + first("Fridge")
-                 + first("Microwave") + first("SinkBasin") + first("Cabinet"))
-    table, fridge = first("DiningTable")[0].rid, first("Fridge")[0].rid
-    objects = (("Egg|+01.00|+01.00|+01.00", table), ("Egg|+01.10|+01.00|+01.00", table),
-               ("Egg|+01.20|+01.00|+01.00", table), ("Potato|+00.50|+01.00|+01.00", fridge),
+    room = tuple(first("CounterTop", 2) + first("Fridge") + first("Microwave")
+                 + first("SinkBasin") + first("Cabinet"))
+    counter, fridge = first("CounterTop", 2)[0].rid, first("Fridge")[0].rid
+    objects = (("Egg|+01.00|+01.00|+01.00", counter), ("Egg|+01.10|+01.00|+01.00", counter),
+               ("Egg|+01.20|+01.00|+01.00", counter), ("Potato|+00.50|+01.00|+01.00", fridge),
                ("Bowl|+00.40|+01.00|+01.00", fridge), ("Plate|+00.30|+01.00|+01.00", fridge))
     sentence = goal_sentence("pick_heat_then_place", 0, "Egg", "CounterTop")
     spec = GameSpec("pick_heat_then_place", 4, room, objects, "Egg", "CounterTop", "", sentence)
@@ -122,15 +133,19 @@ def play(heat_egg_env, heat_egg_task):
         if actions not in cache:
             obs = heat_egg_env.reset(heat_egg_task)
             observations, snapshots, valid, won = [obs.text], [heat_egg_env.snapshot()], [], False
+            admissible = [obs.admissible_actions]
             for action in actions:
                 obs, _, _, info = heat_egg_env.step(action)
                 assert info.valid, f"case-study action {action!r} is not admissible"
                 observations.append(obs.text)
                 snapshots.append(heat_egg_env.snapshot())
                 valid.append(info.valid)
+                admissible.append(obs.admissible_actions)
                 won = info.won
-            trace = trace_rollout(verifier, observations, snapshots, actions, valid=valid)
-            cache[actions] = Played(actions, tuple(observations), tuple(snapshots), won, trace)
+            trace = trace_rollout(verifier, observations, snapshots, actions, valid=valid,
+                                  admissible=admissible)
+            cache[actions] = Played(actions, tuple(observations), tuple(snapshots),
+                                    tuple(admissible), won, trace)
         return cache[actions]
 
     return run

@@ -112,21 +112,20 @@ def test_atoms_name_the_facts_they_read_and_their_dependencies(env, games_by_typ
     task = games_by_type["pick_cool_then_place"][0]
     verifier = env.verifier(task)
     ids = [a.atom_id for a in verifier.atoms]
-    assert ids == ["target_seen", "receptacle_found", "object_held", "transformation",
-                   "premature_placement", "final_placement", "wrong_object_placed",
-                   "target_misplaced", "wrong_object_held"]
+    # F.1: identity (held), transformation and placement; seeing is evidence, not an atom
+    assert ids == ["object_held", "transformation", "premature_placement", "final_placement",
+                   "wrong_object_placed", "target_misplaced", "wrong_object_held"]
     # lasting evidence cannot be undone; cooling is undone by heating (alfred.pddl), a
     # placement by taking the object back, each penalty by the move that clears it
-    assert [j for j in ids if verifier.atom(j).irreversible] == [
-        "target_seen", "receptacle_found", "object_held"]
+    assert [j for j in ids if verifier.atom(j).irreversible] == ["object_held"]
     assert {j: verifier.atom(j).level for j in ids} == {
-        "target_seen": 2, "receptacle_found": 2, "object_held": 2, "transformation": 0,
-        "premature_placement": 2, "final_placement": 0, "wrong_object_placed": 2,
-        "target_misplaced": 2, "wrong_object_held": 2}
-    assert verifier.atom("final_placement").dependencies == (
-        "object_held", "receptacle_found", "transformation")
+        "object_held": 2, "transformation": 0, "premature_placement": 2, "final_placement": 0,
+        "wrong_object_placed": 2, "target_misplaced": 2, "wrong_object_held": 2}
+    assert verifier.atom("final_placement").dependencies == ("object_held", "transformation")
     assert all(v.startswith("iscool(") for v in verifier.atom("transformation").state_vars)
     assert all(v.startswith("inreceptacle(") for v in verifier.atom("final_placement").state_vars)
+    held = verifier.atom("object_held").state_vars
+    assert {v.partition("(")[0].partition(":")[0] for v in held} == {"holds", "seen"}
 
 
 def test_look_tasks_commit_on_the_lamp_and_need_the_object_in_hand(env, games_by_type, play):

@@ -42,8 +42,12 @@ class VICTConfig:
             default) or ``counterfactual`` (``F(z̄_i) − F(z̄_i with atom j UNSAT)``: what the
             atom's final status is worth to the verifier's score given the rest of the
             rollout; an atom without a score role is worth 0).
-        centre: ``median`` (the paper's median and 1.4826·MAD, the default) or ``mean``
-            (the group mean and population std).
+        centre: ``mean`` (the group mean and population std, the default) or ``median``
+            (the paper's literal median and 1.4826·MAD). With binary atom statuses the median
+            puts every rollout on its group's majority side at ``δ̂ = 0``, so the correction
+            could only repeat the sign of the rollout's own base advantage; the mean gives
+            every rollout that differs from the group's average a signed marginal
+            (docs/vict.md §4.5).
 
     Conformance (docs/vict.md §4.2):
         conformance_tolerance: ``η_x`` ≥ 0; a task whose rollouts or mutants
@@ -78,7 +82,7 @@ class VICTConfig:
     clip_quantile: float = 0.95
     lambda_base_steps: Literal["signal", "all", "nonzero"] = "signal"
     marginal: Literal["status", "counterfactual"] = "status"
-    centre: Literal["median", "mean"] = "median"
+    centre: Literal["mean", "median"] = "mean"
     seed: int = 0
 
     def __post_init__(self) -> None:

@@ -1,15 +1,18 @@
-"""Group-robust normalisation of atom marginals (docs/vict.md §4.5).
+"""Group normalisation of atom marginals (docs/vict.md §4.5).
 
-``δ̂_{i,j} = (δ_{i,j} − med_j) / (s_j + ε)`` within one task group, with
-``med_j`` the group median of atom ``j``'s raw signed values and
-``s_j = 1.4826 · MAD_j``, falling back to the population std when the MAD is 0.
-[choice] An atom that is constant in the group gets ``δ̂ = 0``: it tells the
-rollouts apart in no way, so it carries no differential credit.
+``δ̂_{i,j} = (δ_{i,j} − m_j) / (s_j + ε)`` within one task group. The default centre
+(``centre="mean"``) is the group mean ``m_j`` with the population std ``s_j``; the paper's
+literal reading (``centre="median"``) is the group median with ``s_j = 1.4826 · MAD_j``,
+falling back to the population std when the MAD is 0. [choice] An atom that is constant in
+the group gets ``δ̂ = 0``: it tells the rollouts apart in no way, so it carries no
+differential credit.
 
-Median centring means an atom most of the group reached earns nothing for
-reaching it; the credit goes to the rollouts that differ from the majority. ``centre="mean"``
-centres on the group mean and scales by the population std instead, so a majority that
-reached an atom shares a small positive ``δ̂``.
+Why the mean: atom statuses are binary, so the median sits on the group's majority, and
+every rollout on the majority side gets ``δ̂ = 0`` on every atom; the correction could then
+only add weight to the minority, always with the sign of its own base advantage. Centred on
+the mean, a failed rollout that reached an atom most of its group missed keeps positive
+credit on that atom while its failed commit is blamed, and a success is still credited for
+an atom part of its group missed.
 
 ``atom_marginals`` gives the raw ``δ`` of one rollout under the reading
 ``VICTConfig.marginal`` names: the trace's signed statuses, or each atom's counterfactual
@@ -48,11 +51,12 @@ def atom_marginals(trace: RolloutTrace, reading: str) -> tuple[float, ...]:
                  if z in (Status.SAT, Status.VIOL) else 0.0 for j, z in final.items())
 
 
-def robust_normalise(delta: Tensor, eps: float, centre: str = "median") -> Tensor:
+def robust_normalise(delta: Tensor, eps: float, centre: str = "mean") -> Tensor:
     """``δ̂ [..., N, J]`` from the raw atom values ``δ [..., N, J]`` of ``N`` rollouts.
 
     Leading dimensions are independent groups of the same size (normalised in one call).
-    ``centre="mean"``: ``(δ − mean_j) / (std_j + ε)`` instead of the median and MAD.
+    ``centre="mean"``: ``(δ − mean_j) / (std_j + ε)``; ``centre="median"``: the median and
+    ``1.4826·MAD`` (std when the MAD is 0).
     Tested properties: a constant column gives exactly 0; rollouts on the
     centre get 0; the sign of ``δ̂`` is the sign of ``δ`` less the centre.
     """

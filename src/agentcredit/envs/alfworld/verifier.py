@@ -2,55 +2,60 @@
 
 States are the engine's snapshots: positive PDDL facts such as
 ``"inreceptacle(egg 1, countertop 1)": True``. Evidence is cumulative:
-``seen:<entity>`` (named in an observation), ``visited:<receptacle>`` (the agent
-stood at it), ``held:<object>`` (the agent held it at some point) and
-``moved:<object>:<receptacle>`` (the agent put it there).
+``seen:<entity>`` (named in an observation), ``held:<object>`` (the agent held it at some
+point) and ``moved:<object>:<receptacle>`` (the agent put it there).
 
-Atoms (ids are stable across tasks; each task uses the ones it needs), as
+The atoms a core is made of are the facts the goal checks, as the VICT paper's case study
+(appendix F.1) reads them: object identity (held), transformation and placement. Seeing a
+target or a lamp is no atom of its own but evidence on the path to the atom it grounds (a
+reveal edge), and walking to a receptacle is a support edge of the move it makes possible
+(docs/vict.md §4.3). Placements count only when the agent made them (``moved:`` evidence
+and the fact still true): a target that starts in a goal-type receptacle, as in official
+games and in the paper's F.1 kitchen, is neither a placement at reset nor a penalty when
+taken. Atoms (ids are stable across tasks; each task uses the ones it needs), as
 ``atom`` (role): status:
 
-- ``target_seen`` (prerequisite): SAT once an instance of the target type was named.
-- ``receptacle_found`` (prerequisite): SAT once the agent stood at a goal-type receptacle
-  (reads ``visited:``: walking away later changes nothing it reads).
-- ``lamp_found`` (prerequisite): look: SAT once a lamp of the goal type was named.
 - ``object_held`` (prerequisite; hard for look): a target was held at some point, read from
-  ``held:`` so a put-down is no write (look: is held now, read from ``holds``).
-- ``transformation`` (hard): clean/heat/cool: the placed target has the flag (or, with none
-  placed, any target); bound to the placed target, so heating another one is no witness.
-- ``light_toggled`` (hard): look: a toggled goal lamp stands where the agent is.
-- ``final_placement`` (hard): a target is in a goal-type receptacle.
+  ``held:`` (look: is held now); bound to the target the agent placed (else the ones it
+  held): its witnesses are the take (``holds`` turning true; a put-down writes nothing) and
+  the observation that first named that target.
+- ``transformation`` (hard): clean/heat/cool: the target the agent placed has the flag (or,
+  with none placed, any target); bound to that target, so heating another one is no witness.
+- ``light_toggled`` (hard): look: a toggled goal lamp stands where the agent is; seeing the
+  lamp is evidence on its path.
+- ``final_placement`` (hard): the agent moved a target into a goal-type receptacle and it lies
+  there; bound to the agent's own moves into goal receptacles (and their take-backs).
 - ``second_object`` (hard): pick two: one goal-type receptacle holds two targets.
 - ``premature_placement`` (penalty): VIOL: the agent placed a target without the flag and
-  none placed has it; reads the placements and the flags of the placed targets only.
-- ``wrong_object_placed`` (penalty): VIOL: the agent put a non-target in a goal receptacle
-  and no target is placed.
+  none it placed has it; bound to the agent's placements and the flags of those targets.
+- ``wrong_object_placed`` (penalty): VIOL: the agent put a non-target in a goal receptacle,
+  it lies there and no target is placed; bound to that violating placement turning true, so
+  taking a distractor off a goal receptacle (an undo) is not blamed.
 - ``target_misplaced`` (penalty): VIOL: the agent put a target in a non-goal receptacle, it
   lies there at the end and no target is placed (VICT paper Table 14, row 3); bound to
-  those placements.
+  those placements turning true (not to taking a target from where it started).
 - ``wrong_object_held`` (penalty): VIOL: the agent held a non-target, has never held a
-  target and none is placed (VICT paper Table 14, row 1); reads ``held:`` and the
-  placements, so its witnesses are the reveal and the violation of the first wrong take.
+  target and none is placed (VICT paper Table 14, row 1); bound to the wrong objects held,
+  so its witnesses are the reveal and the violation of the first wrong take.
 
 Irreversibility (``Atom.irreversible``; the paper's Table 9 flag, metadata for the audit
-and the ledger): ``target_seen``, ``lamp_found``, ``receptacle_found`` and ``object_held``
-(``held:``) read lasting evidence, so no action undoes them. Every other atom can be
-undone by an admissible action: a placement by taking the object back, the heat or cool
-flag by the opposite transformation (``alfred.pddl``: heating clears ``isCool``, cooling
-``isHot``) or by placing another target it is then bound to, holding (look) by putting the
-object down, the lit lamp by walking away, and each penalty by the move that clears its
-condition (taking a target, placing a target).
+and the ledger): ``object_held`` (``held:``) reads lasting evidence, so no action undoes
+it. Every other atom can be undone by an admissible action: a placement by taking the
+object back, the heat or cool flag by the opposite transformation (``alfred.pddl``: heating
+clears ``isCool``, cooling ``isHot``) or by placing another target it is then bound to,
+holding (look) by putting the object down, the lit lamp by walking away, and each penalty
+by the move that clears its condition (taking a target, placing a target).
 
 Instrumentation level (``Atom.level``, the paper's appendix C): goal conjuncts of the PDDL
 goal (``transformation``, ``final_placement``, ``second_object``, look's ``object_held`` and
 ``light_toggled``) are Level 0; atoms read off evidence that an adapter extracts from the
-observations and the state history (``seen:``, ``visited:``, ``held:``, ``moved:``) are
-Level 2. No atom is Level 1: ALFWorld's verifier is the goal test, with no branch or score
-term of its own.
+observations and the state history (``held:``, ``moved:``) are Level 2. No atom is Level 1:
+ALFWorld's verifier is the goal test, with no branch or score term of its own.
 
 Witness variables (``Atom.state_vars``, narrowed by ``Atom.binds`` on the terminal state)
-are exactly what can change an atom's status (docs/vict.md §4.3). Evidence variables
-(``visited:``, ``held:``) are witnessed by reveal edges; ``moved:`` evidence always comes
-with the placement fact it names, so the placement fact stands for it.
+are what can change an atom's status, plus the ``seen:`` evidence on its path
+(docs/vict.md §4.3). ``moved:`` evidence always comes with the placement fact it names,
+so the placement fact stands for it.
 
 ``F`` = 1 when every hard atom is SAT and no penalty atom is VIOL, else 0
 (``verifier.aggregators.ConjunctiveAggregator``, plain data a trace carries).
@@ -72,6 +77,7 @@ from agentcredit.envs.alfworld.tasks import TRANSFORMS, check_task_type
 from agentcredit.envs.base import Task
 from agentcredit.verifier.aggregators import ConjunctiveAggregator
 from agentcredit.verifier.atoms import Atom, State, Status, Verifier
+from agentcredit.verifier.trace import guarded
 
 AGENT = "agent1"
 _DECL = re.compile(r"^\s*(\S+) - (object|receptacle|location)\s*$", re.MULTILINE)
@@ -175,67 +181,89 @@ def _status(ok: bool) -> Status:
     return Status.SAT if ok else Status.UNSAT
 
 
+def _moved_in(g: GameFacts, e: Any, objects: tuple[str, ...]) -> list[tuple[str, str]]:
+    """``(o, r)`` the agent itself moved into a goal receptacle (``moved:`` evidence), whether or
+    not ``o`` is still there."""
+    return [(o, r) for o in objects for r in g.goal_receptacles if f"moved:{o}:{r}" in e]
+
+
+def _agent_placed(g: GameFacts, s: State, e: Any) -> list[tuple[str, str]]:
+    """Targets the agent moved into a goal receptacle that lie there now: a target that starts
+    in a goal-type receptacle (official games have such starts) is not a placement."""
+    return [(o, r) for o, r in _moved_in(g, e, g.targets) if _inr(o, r) in s]
+
+
+def _held_guarded(o: str) -> str:
+    """The witness key of taking ``o``: ``holds(agent1, o)`` changed and is true after the step,
+    so a put-down writes nothing to "held"."""
+    held = f"holds({AGENT}, {o})"
+    return guarded(held, held, True)
+
+
+def _arrived(fact: str) -> str:
+    """The witness key of a placement ``fact`` turning true: taking the object from where it
+    started there writes nothing."""
+    return guarded(fact, fact, True)
+
+
 def _atoms(g: GameFacts) -> tuple[Atom, ...]:
     placement_vars = tuple(_inr(o, r) for o in g.targets for r in g.goal_receptacles)
-    held_vars = tuple(f"holds({AGENT}, {o})" for o in g.targets)
-    seen = Atom("target_seen", lambda s, e: _status(any(f"seen:{o}" in e for o in g.targets)),
-                "on_evidence", (), tuple(f"seen:{o}" for o in g.targets), "prerequisite",
-                audit_source="observation names an instance of the target type",
-                irreversible=True, level=2)
+    seen_vars = tuple(f"seen:{o}" for o in g.targets)
     if g.task_type == "look_at_obj_in_light":
+        held_vars = tuple(f"holds({AGENT}, {o})" for o in g.targets)
         lamp_host_vars = tuple(f"atlocation({AGENT}, {g.location_of[r]})"
                                for r in sorted(g.location_of))
         return (
-            seen,
-            Atom("lamp_found", lambda s, e: _status(any(f"seen:{x}" in e for x in g.lamps)),
-                 "on_evidence", (), tuple(f"seen:{x}" for x in g.lamps), "prerequisite",
-                 audit_source="observation names the goal lamp", irreversible=True, level=2),
             Atom("object_held", lambda s, e: _status(any(v in s for v in held_vars)), "online",
-                 ("target_seen",), held_vars, "hard",
-                 audit_source="goal: (holds ?a ?o) with (objectType ?o target)", level=0),
+                 (), held_vars + seen_vars, "hard",
+                 audit_source="goal: (holds ?a ?o) with (objectType ?o target); seeing a target "
+                              "is evidence on its path", level=0),
             Atom("light_toggled",
-                 lambda s, e: _status(_lamp_lit(g, s)), "online",
-                 ("lamp_found",),
-                 tuple(f"istoggled({x})" for x in g.lamps) + lamp_host_vars, "hard",
-                 audit_source="goal: toggled lamp in a receptacle at the agent's location",
-                 level=0),
+                 lambda s, e: _status(_lamp_lit(g, s)), "online", (),
+                 tuple(f"istoggled({x})" for x in g.lamps) + lamp_host_vars
+                 + tuple(f"seen:{x}" for x in g.lamps), "hard",
+                 audit_source="goal: toggled lamp in a receptacle at the agent's location; "
+                              "seeing the lamp is evidence on its path", level=0),
             _wrong_object_held(g),
         )
+
+    def bound_targets(s: State, e: Any) -> tuple[str, ...]:
+        placed = [o for o, _ in _agent_placed(g, s, e)]
+        held = [o for o in g.targets if f"held:{o}" in e]
+        return tuple(placed or held or g.targets)
+
     atoms = [
-        seen,
-        Atom("receptacle_found",
-             lambda s, e: _status(any(f"visited:{r}" in e for r in g.goal_receptacles)),
-             "online", (), tuple(f"visited:{r}" for r in g.goal_receptacles),
-             "prerequisite", audit_source="agent stood at a goal-type receptacle",
-             irreversible=True, level=2),
         Atom("object_held", lambda s, e: _status(any(f"held:{o}" in e for o in g.targets)),
-             "online", ("target_seen",), tuple(f"held:{o}" for o in g.targets), "prerequisite",
-             audit_source="inventory held a target instance", irreversible=True, level=2),
+             "online", (), tuple(_held_guarded(o) for o in g.targets) + seen_vars,
+             "prerequisite",
+             audit_source="inventory held a target instance; seeing one is evidence on its path",
+             binds=lambda s, e: tuple(k for o in bound_targets(s, e)
+                                      for k in (_held_guarded(o), f"seen:{o}")),
+             irreversible=True, level=2),
     ]
-    placement_parents = ("object_held", "receptacle_found")
+    placement_parents: tuple[str, ...] = ("object_held",)
     if g.task_type in TRANSFORMS:
         flag = TRANSFORMS[g.task_type][1]
         flag_vars = tuple(f"{flag}({o})" for o in g.targets)
 
-        def pool(s: State) -> list[str]:
-            placed = _placed(g, s)
+        def pool(s: State, e: Any) -> list[str]:
+            placed = _agent_placed(g, s, e)
             return [o for o, _ in placed] if placed else list(g.targets)
 
         def transformed(s: State, e: Any) -> Status:
-            return _status(any(f"{flag}({o})" in s for o in pool(s)))
+            return _status(any(f"{flag}({o})" in s for o in pool(s, e)))
 
         def flags_of_bound(s: State, e: Any) -> tuple[str, ...]:
-            return tuple(f"{flag}({o})" for o in pool(s))
+            return tuple(f"{flag}({o})" for o in pool(s, e))
 
         def premature_reads(s: State, e: Any) -> tuple[str, ...]:
-            return placement_vars + tuple(f"{flag}({o})" for o, _ in _placed(g, s))
+            moved = _moved_in(g, e, g.targets)
+            return (tuple(_inr(o, r) for o, r in moved)
+                    + tuple(dict.fromkeys(f"{flag}({o})" for o, _ in moved)))
 
         def premature(s: State, e: Any) -> Status:
-            # Only the agent's own move counts: a target that starts in a goal-type
-            # receptacle (possible in official games) is no violation.
-            placed = _placed(g, s)
-            moved = any(f"moved:{o}:{r}" in e for o, r in placed)
-            bad = moved and not any(f"{flag}({o})" in s for o, _ in placed)
+            placed = _agent_placed(g, s, e)
+            bad = bool(placed) and not any(f"{flag}({o})" in s for o, _ in placed)
             return Status.VIOL if bad else Status.UNSAT
 
         atoms += [
@@ -248,38 +276,50 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
                  binds=premature_reads, level=2),
         ]
         placement_parents += ("transformation",)
-    atoms.append(Atom("final_placement", lambda s, e: _status(bool(_placed(g, s))), "online",
-                      placement_parents, placement_vars, "hard",
-                      audit_source="goal: (inReceptacle ?o ?r) with the goal types", level=0))
+    atoms.append(Atom("final_placement", lambda s, e: _status(bool(_agent_placed(g, s, e))),
+                      "online", placement_parents, placement_vars, "hard",
+                      audit_source="goal: (inReceptacle ?o ?r) with the goal types, by the "
+                                   "agent's own move",
+                      binds=lambda s, e: tuple(_inr(o, r)
+                                               for o, r in _moved_in(g, e, g.targets)),
+                      level=0))
     if g.task_type == "pick_two_obj_and_place":
         atoms.append(Atom("second_object", lambda s, e: _status(original_score(g, s) == 1.0),
                           "online", ("final_placement",), placement_vars, "hard",
                           audit_source="goal: two distinct targets in one goal receptacle",
                           level=0))
 
+    def wrong_placements(s: State, e: Any) -> tuple[str, ...]:
+        return tuple(_inr(o, r) for o, r in _moved_in(g, e, g.other_objects) if _inr(o, r) in s)
+
+    def wrong_placement_keys(s: State, e: Any) -> tuple[str, ...]:
+        return tuple(_arrived(fact) for fact in wrong_placements(s, e))
+
     def wrong_object(s: State, e: Any) -> Status:
-        wrong = any(f"moved:{o}:{r}" in e and _inr(o, r) in s
-                    for o in g.other_objects for r in g.goal_receptacles)
-        return Status.VIOL if wrong and not _placed(g, s) else Status.UNSAT
+        wrong = wrong_placements(s, e) and not _agent_placed(g, s, e)
+        return Status.VIOL if wrong else Status.UNSAT
 
     atoms.append(Atom("wrong_object_placed", wrong_object, "online", (),
                       tuple(_inr(o, r) for o in g.other_objects for r in g.goal_receptacles)
                       + placement_vars,
-                      "penalty", audit_source="a non-target put in a goal receptacle", level=2))
+                      "penalty", audit_source="a non-target put in a goal receptacle",
+                      binds=wrong_placement_keys, level=2))
 
     def misplaced_facts(s: State, e: Any) -> tuple[str, ...]:
         return tuple(_inr(o, r) for o in g.targets for r in g.other_receptacles
                      if f"moved:{o}:{r}" in e and _inr(o, r) in s)
 
     def misplaced(s: State, e: Any) -> Status:
-        return Status.VIOL if misplaced_facts(s, e) and not _placed(g, s) else Status.UNSAT
+        bad = misplaced_facts(s, e) and not _agent_placed(g, s, e)
+        return Status.VIOL if bad else Status.UNSAT
 
     atoms.append(Atom("target_misplaced", misplaced, "online", ("object_held",),
                       tuple(_inr(o, r) for o in g.targets for r in g.other_receptacles)
                       + placement_vars, "penalty",
                       audit_source="the agent put a target in a non-goal receptacle and none is "
                                    "in a goal receptacle",
-                      binds=lambda s, e: misplaced_facts(s, e) + placement_vars, level=2))
+                      binds=lambda s, e: tuple(_arrived(f) for f in misplaced_facts(s, e))
+                      + tuple(_inr(o, r) for o, r in _moved_in(g, e, g.targets)), level=2))
     atoms.append(_wrong_object_held(g))
     return tuple(atoms)
 
@@ -287,19 +327,22 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
 def _wrong_object_held(g: GameFacts) -> Atom:
     """VIOL: the agent held a non-target, never a target, and no target is placed (VICT paper
     Table 14, row 1: "takes potato 1 from the fridge"). Violation implies the goal is unmet
-    (no target held means none placed and none in hand), so ``F`` still reproduces ``V``."""
+    (no target held means none placed and none in hand), so ``F`` still reproduces ``V``.
+    Bound to the wrong objects held: its witnesses are the reveal and the violation of the
+    wrong take."""
     wrong_vars = tuple(f"held:{o}" for o in g.other_objects)
     target_vars = tuple(f"held:{o}" for o in g.targets)
-    placement_vars = tuple(_inr(o, r) for o in g.targets for r in g.goal_receptacles)
 
     def wrong_held(s: State, e: Any) -> Status:
         wrong = any(v in e for v in wrong_vars)
-        target = any(v in e for v in target_vars) or _placed(g, s)
+        target = any(v in e for v in target_vars) or _agent_placed(g, s, e)
         return Status.VIOL if wrong and not target else Status.UNSAT
 
     return Atom("wrong_object_held", wrong_held, "online", (),
-                wrong_vars + target_vars + placement_vars, "penalty",
-                audit_source="a non-target held and no target ever held", level=2)
+                wrong_vars + target_vars + tuple(_inr(o, r) for o in g.targets
+                                                 for r in g.goal_receptacles), "penalty",
+                audit_source="a non-target held and no target ever held",
+                binds=lambda s, e: tuple(v for v in wrong_vars if v in e), level=2)
 
 
 # EVIDENCE, COMMITS, MUTATIONS
@@ -307,13 +350,11 @@ def _wrong_object_held(g: GameFacts) -> Atom:
 def _evidence_extractor(g: GameFacts):
     entities = g.targets + g.lamps + g.other_objects + g.goal_receptacles + g.other_receptacles
     patterns = [(x, re.compile(rf"(?<![\w]){re.escape(x)}(?![\w])")) for x in entities]
-    at_receptacle = sorted((f"atlocation({AGENT}, {loc})", r) for r, loc in g.location_of.items())
 
     def extract(text: str, state: State) -> dict[str, Any]:
         found: dict[str, Any] = {f"seen:{x}": True for x, pat in patterns if pat.search(text)}
         found |= {f"held:{o}": True for o in g.targets + g.other_objects
                   if f"holds({AGENT}, {o})" in state}
-        found |= {f"visited:{r}": True for fact, r in at_receptacle if fact in state}
         found |= {f"moved:{o}:{r}": True for o, r in _MOVE.findall(text)}
         return found
 

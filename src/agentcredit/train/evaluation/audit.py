@@ -72,6 +72,7 @@ def scripted_traces(env, tasks: Sequence, source: str, copies: int, max_steps: i
             rng = random.Random(f"{seed}/{k}/{copy}")
             obs = env.reset(task)
             observations, snapshots, actions, valid = [obs.text], [env.snapshot()], [], []
+            admissible = [obs.admissible_actions]
             for t in range(len(plan) if plan is not None else max_steps):
                 action = plan[t] if plan is not None else rng.choice(obs.admissible_actions)
                 obs, _, done, info = env.step(action)
@@ -79,10 +80,11 @@ def scripted_traces(env, tasks: Sequence, source: str, copies: int, max_steps: i
                 snapshots.append(env.snapshot())
                 actions.append(action)
                 valid.append(info.valid)
+                admissible.append(obs.admissible_actions)
                 if done:
                     break
             traces.append(trace_rollout(verifier, observations, snapshots, actions, valid=valid,
-                                        graph=graph))
+                                        graph=graph, admissible=admissible))
         if bar is not None:
             bar.update(source=source)
     return traces

@@ -57,4 +57,12 @@ class VerifierTracer:
             actions=[s.action for s in steps],
             valid=[s.valid for s in steps],
             graph=graph,
+            admissible=self.admissible_sets(trajectory),
         )
+
+    @staticmethod
+    def admissible_sets(trajectory: Trajectory) -> list[tuple[str, ...]] | None:
+        """The ``T+1`` admissible sets of a trajectory for its support edges, or ``None`` when the
+        collector did not record them (docs/vict.md §4.3)."""
+        sets = [s.admissible for s in trajectory.steps] + [trajectory.final_admissible]
+        return None if any(a is None for a in sets) else sets
