@@ -180,3 +180,95 @@ def test_a_guarded_witness_key_counts_only_while_its_guard_holds():
                           ["open a", "pick L", "open b", "pick L"])
     # steps 0-1 act on item a; step 2 opens b (item and size change while b is open)
     assert {(e.step, e.relation) for e in trace.edges} == {(2, "write"), (3, "write")}
+
+
+# SUPPORT EDGES AND SETTLED WRITES (docs/vict.md §4.3)
+
+def _stove():
+    """``hot`` (reads ``ishot``) and ``placed`` (reads ``in``, committed by ``place egg``), no
+    dependencies, ``F`` = both; ``seen`` evidence is on ``placed``'s path."""
+    atoms = (Atom("hot", _has("ishot"), "online", (), ("ishot",), "hard"),
+             Atom("placed", _has("in"), "online", (), ("in", "seen:egg"), "hard"))
+    return Verifier("stove", atoms, ConjunctiveAggregator.from_atoms(atoms),
+                    lambda s: float(bool(s.get("ishot") and s.get("in"))),
+                    is_commit=lambda a: a == "place egg",
+                    commit_scope=lambda a: ("placed",) if a == "place egg" else (),
+                    extract_evidence=_evidence)
+
+
+# (action, observation, facts added, facts removed, admissible after the step)
+WALK = [("go to stove", "a stove", [], [], {"heat egg", "go to table", "look"}),
+        ("look", "a stove", [], [], {"heat egg", "go to table", "look"}),
+        ("heat egg", "hot", ["ishot"], [], {"go to table", "look"}),
+        ("go to table", "an egg spot", [], [], {"place egg", "go to stove", "look"}),
+        ("go to stove", "a stove", [], [], {"go to table", "look"}),
+        ("go to table", "a table", [], [], {"place egg", "go to stove", "look"}),
+        ("place egg", "placed", ["in"], [], {"take egg", "look"}),
+        ("take egg", "taken", [], ["in"], {"place egg", "look"})]
+START = {"go to stove", "go to table", "look"}
+
+
+def _walk(steps):
+    observations, snapshots, actions = _play([s[:4] for s in steps])
+    return observations, snapshots, actions, [START] + [s[4] for s in steps]
+
+
+def _relations(trace, *relations):
+    return [(e.step, e.atom_id, e.relation, e.weight) for e in trace.edges
+            if e.relation in relations]
+
+
+def test_support_is_the_last_step_that_made_a_witness_action_admissible():
+    observations, snapshots, actions, admissible = _walk(WALK[:7])
+    trace = trace_rollout(_stove(), observations, snapshots, actions, admissible=admissible)
+    # the heat became admissible at the first walk to the stove (the look changed nothing);
+    # the place at the second walk to the table, not the first (the stove walk undid it)
+    assert _relations(trace, "support") == [(0, "hot", "support", 1.0),
+                                        (5, "placed", "support", 0.5)]
+    # "egg" named by the observation of step 3 reveals evidence on placed's path: the reveal
+    # and the support share the evidence-path weight 1.0
+    assert _relations(trace, "reveal") == [(3, "placed", "reveal", 0.5)]
+    plain = trace_rollout(_stove(), observations, snapshots, actions)  # no admissible sets
+    assert _relations(plain, "support") == [] and _relations(plain, "reveal") == [
+        (3, "placed", "reveal", 1.0)]
+
+
+def test_support_never_reaches_behind_the_atoms_previous_witness():
+    observations, snapshots, actions, admissible = _walk(WALK)
+    trace = trace_rollout(_stove(), observations, snapshots, actions, admissible=admissible)
+    # the place (step 6) made "take egg" admissible, but it is placed's previous witness; the
+    # walk (step 5) supported the place, which the take undid, so it supports nothing
+    assert [e for e in _relations(trace, "support") if e[1] == "placed"] == []
+
+
+def test_an_atom_that_ends_unsat_keeps_only_the_steps_that_left_it_unsat():
+    observations, snapshots, actions, admissible = _walk(WALK)
+    trace = trace_rollout(_stove(), observations, snapshots, actions, admissible=admissible)
+    assert trace.terminal["placed"] is Status.UNSAT
+    # the place (write + commit) was undone by the take: only the take is placed's witness
+    # there (the reveal on its path stays)
+    assert [(s, r) for s, j, r, _ in _relations(trace, "write", "commit") if j == "placed"] == [
+        (7, "write")]
+    won = trace_rollout(_stove(), *_walk(WALK[:7])[:3], admissible=_walk(WALK[:7])[3])
+    assert [(s, r) for s, j, r, _ in _relations(won, "write", "commit") if j == "placed"] == [
+        (6, "write"), (6, "commit")]
+
+
+def test_the_take_back_carries_the_blame_of_the_placement_it_undid():
+    """Group of two, GRPO: ``won`` (WALK without the take back, reward 1) and ``undone`` (reward
+    0). ``placed``: δ = (1, 0), mean 0.5, std 0.5, so δ̂ = ∓0.5/(0.5 + ε) for the loser; its
+    core (q = −1) is {placed}; its only write or commit is the take (step 7), weight 1, and
+    its evidence path is the reveal at 3, weight 1: Z = 2."""
+    import torch
+
+    from agentcredit.credit import CreditBatch
+    from agentcredit.credit.vict import VICTConfig, compute_credit
+
+    traces = [trace_rollout(_stove(), *_walk(steps)[:3], admissible=_walk(steps)[3])
+              for steps in (WALK[:7], WALK)]
+    batch = CreditBatch.from_lists([[0.0] * 6 + [1.0], [0.0] * 8], [0, 0], traces=traces,
+                                   dtype=torch.float64)
+    computation = compute_credit(batch, VICTConfig())
+    d = 0.5 / (0.5 + 1e-6)
+    undone = computation.vict[batch.step_rollout == 1].tolist()
+    assert undone == pytest.approx([0, 0, 0, -d / 2, 0, 0, 0, -d / 2])

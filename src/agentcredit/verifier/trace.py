@@ -18,8 +18,8 @@ only data that pickles in proportion to the rollout:
   the variables that rollout's status rests on (an atom's ``binds``, else its ``state_vars``);
   a bound key may carry a guard (``guarded``): the change counts only while another
   variable holds a given value after the step (WebShop: while the bought product is open);
-  an atom that ends without SAT keeps only the writes after it was last SAT (the writes
-  that left it unsatisfied, not a good write a later one undid); ``support`` edges come
+  an atom that ends without SAT keeps only the writes and commits after it was last SAT
+  (the steps that left it unsatisfied, not a good move a later one undid); ``support`` edges come
   from the admissible sets before and after each step (the last step that made a later
   write or commit of the atom admissible, after the atom's previous witness), and an atom's
   reveal and support edges (its evidence path) share a weight of 1.0;
@@ -257,9 +257,10 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
                 raw.append((t, j, "violation", f"status:{atom.atom_id}=viol"))
             if j in shown:
                 raw.append((t, j, "reveal", "observation:" + ", ".join(sorted(shown[j])[:3])))
-    raw = _settled_writes(raw, statuses)
+    settled = _settled_writes(raw, statuses)
     if admissible is not None:
-        raw = _with_support(raw, texts, [frozenset(a) for a in admissible])
+        settled = _with_support(settled, raw, texts, [frozenset(a) for a in admissible])
+    raw = settled
     edges = _proof_edges(raw, atoms, graph, statuses, evaluable)
 
     return RolloutTrace(
@@ -345,35 +346,39 @@ def _entity_pattern(state_vars: Sequence[str]) -> re.Pattern | None:
 
 def _settled_writes(raw: list[tuple[int, int, str, str]],
                    statuses: list[tuple[Status, ...]]) -> list[tuple[int, int, str, str]]:
-    """``raw`` without the writes to an atom that ends without SAT made before it was last SAT
-    (docs/vict.md §4.3): the atom is blamed on the writes that left it unsatisfied, not on a
-    good write a later one undid (a placement taken back)."""
+    """``raw`` without the writes and commits of an atom that ends without SAT made before it
+    was last SAT (docs/vict.md §4.3): the atom is blamed on the steps that left it
+    unsatisfied, not on a good move a later one undid (a placement taken back)."""
     final = statuses[-1]
     last_sat = {j: max(u for u, row in enumerate(statuses) if row[j] is Status.SAT)
                 for j, z in enumerate(final)
                 if z in (Status.UNSAT, Status.UNK) and any(row[j] is Status.SAT
                                                           for row in statuses)}
-    return [e for e in raw if not (e[2] == "write" and e[1] in last_sat and e[0] < last_sat[e[1]])]
+    return [e for e in raw if not (e[2] in ("write", "commit") and e[1] in last_sat
+                                   and e[0] < last_sat[e[1]])]
 
 
 #: the order of an edge's relation among the edges of one (step, atom)
 _RELATION_ORDER = {"write": 0, "commit": 1, "violation": 2, "reveal": 3, "support": 4}
 
 
-def _with_support(raw: list[tuple[int, int, str, str]], texts: Sequence[str],
+def _with_support(edges: list[tuple[int, int, str, str]], raw: list[tuple[int, int, str, str]],
+                  texts: Sequence[str],
                   admissible: Sequence[frozenset[str]]) -> list[tuple[int, int, str, str]]:
-    """``raw`` with the ``support`` edges of docs/vict.md §4.3, ordered by step, atom, relation.
+    """``edges`` with the ``support`` edges of docs/vict.md §4.3, ordered by step, atom, relation.
 
-    For each ``write`` or ``commit`` edge ``(t', j)`` whose action ``a_{t'}`` was not admissible
-    from the start, the last step ``t < t'`` with ``a_{t'} ∉ A_t`` and ``a_{t'} ∈ A_{t+1}``
-    (it made the action possible), if ``t`` comes after every earlier witness of ``j``;
-    ``admissible[t]`` = ``A_t``, the set of the state step ``t`` was taken in.
+    For each ``write`` or ``commit`` edge ``(t', j)`` of ``edges`` whose action ``a_{t'}`` was not
+    admissible from the start, the last step ``t < t'`` with ``a_{t'} ∉ A_t`` and
+    ``a_{t'} ∈ A_{t+1}`` (it made the action possible), if ``t`` comes after every earlier
+    witness of ``j`` in ``raw`` (the edges before ``_settled_writes``: a move a later take-back
+    undid still bounds the take-back's path); ``admissible[t]`` = ``A_t``, the set of the state
+    step ``t`` was taken in.
     """
     witnessed: dict[int, list[int]] = {}
     for t, j, _, _ in raw:
         witnessed.setdefault(j, []).append(t)
     support: dict[tuple[int, int], str] = {}
-    for later, j, relation, _ in raw:
+    for later, j, relation, _ in edges:
         if relation not in ("write", "commit"):
             continue
         action = texts[later]
@@ -382,8 +387,8 @@ def _with_support(raw: list[tuple[int, int, str, str]], texts: Sequence[str],
             if action not in admissible[t] and action in admissible[t + 1]:
                 support.setdefault((t, j), f"enables:{action}")
                 break
-    edges = raw + [(t, j, "support", source) for (t, j), source in support.items()]
-    return sorted(edges, key=lambda e: (e[0], e[1], _RELATION_ORDER[e[2]]))
+    out = edges + [(t, j, "support", source) for (t, j), source in support.items()]
+    return sorted(out, key=lambda e: (e[0], e[1], _RELATION_ORDER[e[2]]))
 
 
 def _proof_edges(raw: list[tuple[int, int, str, str]], atoms, graph: DependencyGraph,

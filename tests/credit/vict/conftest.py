@@ -59,6 +59,16 @@ class CaseStudy:
     def failures(self) -> tuple[tuple[str, ...], ...]:
         return (self.wrong_take, self.premature, self.sink, self.looping) + self.wandering
 
+    @property
+    def mixed(self) -> tuple[tuple[str, ...], ...]:
+        """One success and every failure."""
+        return self.group(1)
+
+    @property
+    def failed(self) -> tuple[tuple[str, ...], ...]:
+        """Eight failures, equal rewards."""
+        return self.failures + (self.premature,)
+
     def group(self, successes: int, first: tuple[str, ...] | None = None
               ) -> tuple[tuple[str, ...], ...]:
         """A group of 8: ``successes`` copies of ``success``, then ``first`` (a failure the test

@@ -1,5 +1,6 @@
 """VICT on one hand-built heat task at three success mixes, checked against numbers worked out
-by hand from docs/vict.md §4.4-4.6 (not from the pipeline's own outputs).
+by hand from docs/vict.md §4.4-4.6 (not from the pipeline's own outputs): under the paper's
+literal median centring (``MEDIAN``), and under the default mean centring.
 
 Atoms: ``held`` (prerequisite, reads ``held``), ``hot`` (hard, needs ``held``, reads ``hot``),
 ``placed`` (hard, needs ``held``, reads ``in``); ``F = hot ∧ placed``. Rollouts of three steps:
@@ -20,6 +21,7 @@ from agentcredit.verifier.trace import trace_rollout
 
 EPS = 1e-6
 MAD_SCALE = 1.4826
+MEDIAN = VICTConfig(centre="median")
 
 
 def _has(var):
@@ -71,7 +73,7 @@ TWO_OF_8 = 1.0 / (math.sqrt(3) / 4 + EPS)  # 2 of 8 (or 6 of 8 missing it): 2.30
 
 def test_one_success_in_eight_credits_its_writes_and_the_near_miss_take():
     batch = _batch(["SPPPNNNN"])
-    computation = compute_credit(batch, VICTConfig())
+    computation = compute_credit(batch, MEDIAN)
     # A^base: success (7/8)/(√7/8 + ε) = 2.6458, failures −(1/8)/(√7/8 + ε) = −0.3780
     fail = (1 / 8) / (math.sqrt(7) / 8 + EPS)
     win = (7 / 8) / (math.sqrt(7) / 8 + EPS)
@@ -89,7 +91,7 @@ def test_one_success_in_eight_credits_its_writes_and_the_near_miss_take():
 
 def test_two_successes_in_eight_clip_the_placement_at_the_base_quantile():
     batch = _batch(["SSPPNNNN"])
-    computation = compute_credit(batch, VICTConfig())
+    computation = compute_credit(batch, MEDIAN)
     fail = 0.25 / (math.sqrt(3) / 4 + EPS)
     win = 0.75 / (math.sqrt(3) / 4 + EPS)
     lam = 0.5 * fail / (SPLIT + EPS)
@@ -104,7 +106,7 @@ def test_two_successes_in_eight_clip_the_placement_at_the_base_quantile():
 
 def test_four_successes_in_eight_credit_only_the_placement_the_majority_missed():
     batch = _batch(["SSSSPPNN"])
-    computation = compute_credit(batch, VICTConfig())
+    computation = compute_credit(batch, MEDIAN)
     # held and hot: 6 of 8, median 1 → δ̂ = 0 for S and P; placed: 4 of 8 → ±SPLIT
     lam = 0.5 * 1.0 / (SPLIT + EPS)  # A^base = ±1 everywhere (mean 0.5, std 0.5)
     assert computation.lam == pytest.approx(lam, rel=1e-5)
@@ -123,3 +125,25 @@ def test_adding_groups_without_signal_leaves_a_groups_credit_unchanged(mix):
                  for c in row]
     got = [c for row in _corrections(crowded, compute_credit(crowded, VICTConfig())) for c in row]
     assert got == pytest.approx(reference) and any(reference)
+
+
+def test_mean_centring_credits_the_near_misses_take_on_a_failed_rollout():
+    """``SPPPNNNN`` under the default mean centring. ``held`` and ``hot``: 4 of 8, mean 0.5,
+    std 0.5, so δ̂ = ±0.5/(0.5 + ε) ≈ ±1; ``placed``: 1 of 8, δ̂ = 7/√7 for S and
+    −(1/8)/(√7/8) for the rest. S (q = +1): every SAT atom is decisive, core = all three:
+    [take, heat, place] = [1, 1, 7/√7]. P (q = −1): core {placed} with its closure {held};
+    held's δ̂ ≈ +1 sits on the take, placed has no witness: [1, 0, 0] — a failed rollout
+    credited for its useful step. N: core {placed, held}, no witness. λ = 0.5 · 0.378 /
+    median{1 ×5, 2.6458} = 0.5 · 0.378 / 1; c = 2.6458 as under the median."""
+    batch = _batch(["SPPPNNNN"])
+    computation = compute_credit(batch, VICTConfig())
+    half = 0.5 / (0.5 + EPS)
+    one_of_8 = (7 / 8) / (math.sqrt(7) / 8 + EPS)
+    fail = (1 / 8) / (math.sqrt(7) / 8 + EPS)
+    lam = 0.5 * fail / (half + EPS)
+    assert computation.lam == pytest.approx(lam) and computation.clip == pytest.approx(one_of_8)
+    got = _corrections(batch, computation)
+    assert got[0] == pytest.approx([lam * half, lam * half, lam * one_of_8])
+    for near_miss in got[1:4]:
+        assert near_miss == pytest.approx([lam * half, 0.0, 0.0])
+    assert got[4:] == [[0.0] * 3] * 4
