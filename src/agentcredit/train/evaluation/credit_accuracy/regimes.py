@@ -1,4 +1,4 @@
-"""The credit check on scripted policies of chosen skill (docs/credit_check.md §5).
+"""The credit check on scripted policies of chosen skill (docs/credit_check.md §6).
 
 ``regime_cell`` plays ``groups`` task groups with ``rollout.scripted.EpsilonPolicy`` at one ``ε``,
 computes every credit method that needs no language model on that batch, estimates both
