@@ -1,6 +1,6 @@
 """Credit regimes: every credit method that needs no language model against both truths, on
 scripted policies of chosen skill ε, per environment and success rate (docs/credit_check.md
-§5; ``train.evaluation.credit_accuracy.regimes``).
+§6; ``train.evaluation.credit_accuracy.regimes``).
 
 For each environment and each ``ε`` of its grid (chosen so that the measured success rates
 fall near 90, 70, 50, 30 and 10%; the rates are measured again in every cell), ``--groups``
@@ -8,9 +8,12 @@ groups of 8 rollouts of the ε policy are scored against the solver truth and th
 truth (``--continuations`` continuations of the same policy per state). Metric names:
 ``<env>/<eps>/<truth>/<metric>/<method>``, a paired difference
 ``…/<method>-<versus>`` with ``.low`` / ``.high`` its 95% interval over groups; every cell's
-full table and VICT's Table-12 rows are under ``cells``. ``<name>.svg`` beside the result is the
-picture of pooled ρ against success rate (``figure_svg``; ``--figure`` redraws it from a
-result).
+full table and VICT's Table-12 rows are under ``cells``. The sign agreement of each VICT
+variant's correction and of its base at the corrected steps is
+``<env>/<eps>/<truth>/corrected_sign/<method>/{correction,base,diff}``; VICT's Table-12 row at
+the cell nearest the success rate of the paper's policy, beside the paper's with the ratio
+ours / paper, is under ``table12_vs_paper``. ``<name>.svg`` beside the result is the picture
+of pooled ρ against success rate (``figure_svg``; ``--figure`` redraws it from a result).
 
 ``--groups`` and ``--continuations`` take one number for every environment or
 ``env=N,...`` (the others keep ``GROUPS`` / ``CONTINUATIONS``); ``--workers`` plays cells in
@@ -31,10 +34,11 @@ import torch
 
 from agentcredit.train.evaluation.credit_accuracy.regimes import (
     METHODS,
-    PAPER_TABLE12_ALFWORLD,
+    PAPER_TABLE12,
     READINGS,
     CellOptions,
     regime_cell,
+    table12_vs_paper,
 )
 from bench_common import RESULTS, write_result
 
@@ -83,8 +87,17 @@ def cell_metrics(cell: dict) -> dict:
            if p["metric"] == "pooled" and (p["method"], p["versus"]) in KEY_PAIRS
            and p["low"] is not None]
     out[f"{prefix}/key_pooled_pair_halfwidth"] = max(key) if key else None
+    for row in cell["corrected"]:
+        key = f"{prefix}/{row['truth']}/corrected_sign/{row['method']}"
+        out[f"{key}/steps"] = row["steps"]
+        for name in ("correction", "base"):
+            out[f"{key}/{name}"], out[f"{key}/{name}.low"], out[f"{key}/{name}.high"] = (
+                row[name], row[f"{name}_low"], row[f"{name}_high"])
+        out[f"{key}/diff"], out[f"{key}/diff.low"], out[f"{key}/diff.high"] = (
+            row["diff"], row["low"], row["high"])
     for name, value in cell["table12"]["vict"].items():
-        out[f"{prefix}/table12/{name}"] = value
+        if isinstance(value, float):  # the top reason's name stays in the cell's row
+            out[f"{prefix}/table12/{name}"] = value
     return out
 
 
@@ -159,6 +172,22 @@ def figure_svg(cells: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def format_table12_vs_paper(side: dict[str, dict]) -> str:
+    """``table12_vs_paper``'s rows as text: per environment, ours, the paper's and the ratio."""
+    lines = []
+    for env, row in side.items():
+        lines.append(f"Table 12, {env}: our cell ε={row['epsilon']:g} at "
+                     f"{100 * row['success_rate']:.0f}% success, the paper's policy at "
+                     f"{100 * row['paper_success']:.1f}%")
+        lines.append(f"  {'':<30}{'ours':>8}{'paper':>8}{'ratio':>8}")
+        for key, ratio in row["ratio"].items():
+            lines.append(f"  {key:<30}{row['ours'][key]:>8.2f}{row['paper'][key]:>8.2f}"
+                         f"{ratio:>8.2f}")
+        lines.append(f"  {'top fact reason':<30}{row['ours']['abstain_fact_top_reason']}  |  "
+                     f"{row['paper']['top_reason']}")
+    return "\n".join(lines)
+
+
 def per_env(value: str, defaults: dict[str, int], flag: str) -> dict[str, int]:
     """``--groups`` / ``--continuations``: one number for every environment, or ``env=N,...``
     over ``defaults``."""
@@ -227,7 +256,8 @@ def main() -> None:
               "continuations": {e: options[e].continuations for e in envs},
               "boots": args.boots if not args.quick else 50, "workers": args.workers,
               "tie_breaks": CellOptions.tie_breaks, "methods": list(METHODS),
-              "readings": {r: list(v[0]) for r, v in READINGS.items()},
+              "readings": {r: {"settings": list(v.settings), "envs": list(v.envs),
+                               "success": v.success} for r, v in READINGS.items()},
               "grids": {e: GRIDS[e] for e in envs}, "overrides": args.overrides}
     context = multiprocessing.get_context("spawn")
     with context.Pool(args.workers) as pool:
@@ -248,11 +278,13 @@ def main() -> None:
                 {"wall_s": "<= 3600 on 2 cores", "key paired half-width": "<= 0.02"},
                 "Scripted ε policies (rollout/scripted.py); truths: solver regret and Monte Carlo "
                 "A^π of the same policy. key_pooled_pair_halfwidth: the widest of "
-                "vict-grpo, vict-random_edges, vict/gigpo-gigpo (pooled, either truth). The "
-                "paper's Table 12 (ALFWorld) is under paper_table12.",
+                "vict-grpo, vict-random_edges, vict/gigpo-gigpo (pooled, either truth). "
+                "table12_vs_paper: VICT's Table-12 row at the cell nearest the success rate of "
+                "the paper's VICT policy, beside the paper's Table 12 (paper_table12).",
                 args.quick, cells=cells, cells_done=len(cells), cells_planned=len(grid),
-                paper_table12=PAPER_TABLE12_ALFWORLD)
+                paper_table12=PAPER_TABLE12, table12_vs_paper=table12_vs_paper(cells))
     wall = metrics["wall_s"]
+    print(format_table12_vs_paper(table12_vs_paper(cells)))
     figure = path.with_suffix(".svg")
     figure.write_text(figure_svg(cells))
     print(f"wrote {path} and {figure.name} ({wall:.0f} s)")

@@ -6,7 +6,14 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from credit_regimes import FIGURE_METHODS, GROUPS, figure_svg, per_env
+from credit_regimes import (
+    FIGURE_METHODS,
+    GROUPS,
+    cell_metrics,
+    figure_svg,
+    format_table12_vs_paper,
+    per_env,
+)
 
 
 def test_groups_take_one_number_for_all_or_a_number_per_environment():
@@ -33,3 +40,32 @@ def test_the_picture_has_a_panel_per_environment_and_truth_and_a_point_per_metho
     titles = [e.text for e in svg.iter() if e.tag.endswith("text")]
     assert "searchqa: pooled ρ vs mc truth" in titles
     assert "webshop: pooled ρ vs solver truth" in titles
+
+
+def test_a_cells_metrics_carry_the_corrected_step_sign_agreement_and_the_numeric_table12():
+    corrected = {"method": "vict", "truth": "mc", "steps": 4, "correction": 0.75,
+                 "correction_low": 0.5, "correction_high": 1.0, "base": 0.25, "base_low": 0.0,
+                 "base_high": 0.5, "diff": 0.5, "low": 0.0, "high": 1.0}
+    cell = {"env": "webshop", "epsilon": 0.3, "success_rate": 0.5, "rows": [], "pairs": [],
+            "corrected": [corrected],
+            "table12": {"vict": {"trigger_pct": 60.0, "abstain_fact_top_reason": "no_edge"}}}
+    metrics = cell_metrics(cell)
+    key = "webshop/0.3/mc/corrected_sign/vict"
+    assert metrics[f"{key}/steps"] == 4
+    assert (metrics[f"{key}/correction"], metrics[f"{key}/base"]) == (0.75, 0.25)
+    assert (metrics[f"{key}/diff"], metrics[f"{key}/diff.low"], metrics[f"{key}/diff.high"]) == (
+        0.5, 0.0, 1.0)
+    assert metrics["webshop/0.3/table12/trigger_pct"] == 60.0
+    assert "webshop/0.3/table12/abstain_fact_top_reason" not in metrics  # a name, not a number
+
+
+def test_table12_beside_the_papers_prints_ours_the_papers_and_the_ratio():
+    side = {"alfworld": {"epsilon": 0.44, "success_rate": 0.83, "paper_success": 0.9235,
+                         "ours": {"trigger_pct": 30.9, "abstain_fact_top_reason": "no_edge"},
+                         "paper": {"trigger_pct": 61.8, "top_reason": "terminal-only fact"},
+                         "ratio": {"trigger_pct": 0.5}}}
+    lines = format_table12_vs_paper(side).splitlines()
+    assert lines[0] == ("Table 12, alfworld: our cell ε=0.44 at 83% success, the paper's policy "
+                        "at 92.3%")
+    assert lines[2].split() == ["trigger_pct", "30.90", "61.80", "0.50"]
+    assert lines[3].split("|")[1].strip() == "terminal-only fact"

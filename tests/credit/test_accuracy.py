@@ -166,3 +166,34 @@ def test_misaligned_inputs_are_refused(corridor):
     with pytest.raises(ValueError, match="no advantages for 'absent'"):
         accuracy_table({"m": truth}, {"t": TruthValues(truth, 0.5)}, layout,
                        pairs=[("m", "absent")])
+
+
+def test_sign_agreement_at_the_corrected_steps_sets_the_correction_against_the_base():
+    # three groups of one rollout; θ = 0.25. Counted: steps with a truth, correction ≠ 0 and
+    # |g| ≥ θ: step 0 (corr + g +: agrees; base −), step 1 (corr + g −; base − agrees),
+    # step 4 (corr − g −: agrees; base 0 agrees with nothing), step 6 (corr + g +; base −).
+    # Left out: step 2 (|g| = 0.1 < θ), step 3 (no correction), step 5 (no truth).
+    layout = StepLayout.from_lists([0, 1, 2], [3, 2, 2], [1.0, 0.0, 1.0])
+    truth = TruthValues(np.array([0.5, -0.5, 0.1, 1.0, -1.0, np.nan, 0.8]), 0.25)
+    correction = np.array([0.2, 0.3, 0.4, 0.0, -0.2, 0.5, 0.1])
+    base = np.array([-1.0, -1.0, 1.0, 1.0, 0.0, -2.0, -2.0])
+    table = accuracy_table({"vict": base + correction}, {"mc": truth}, layout,
+                           corrections={"vict": (correction, base)}, boots=200,
+                           random_row=False)
+    (row,) = table.corrected
+    assert (row["method"], row["truth"], row["steps"]) == ("vict", "mc", 4)
+    assert row["correction"] == pytest.approx(0.75) and row["base"] == pytest.approx(0.25)
+    assert row["diff"] == pytest.approx(0.5)
+    # per group (counted, correction agrees, base agrees): (2, 1, 1), (1, 1, 0), (1, 1, 0), so
+    # a draw's paired difference is (c1 + c2) / (2 c0 + c1 + c2) with c_g the draws of group
+    # g: between 0 (only group 0 drawn) and 1
+    assert 0.0 <= row["low"] <= 0.5 <= row["high"] <= 1.0
+    assert row["correction_low"] <= 0.75 <= row["correction_high"]
+    assert table.to_dict()["corrected"] == [row]
+
+
+def test_corrected_sign_agreement_needs_one_correction_and_base_per_step():
+    layout = StepLayout.from_lists([0], [2], [1.0])
+    with pytest.raises(ValueError, match="'vict': its correction and base have shapes"):
+        accuracy_table({"vict": np.zeros(2)}, {"mc": TruthValues(np.ones(2), 0.25)}, layout,
+                       corrections={"vict": (np.zeros(3), np.zeros(2))})

@@ -235,3 +235,30 @@ def test_the_vict_audit_shows_whole_group_ties_apart_and_the_corrected_share(tmp
     assert cell["whole group tied %"].mean == pytest.approx(25.0)
     assert cell["corrected share"].mean == pytest.approx(0.2)
     assert cell["actions / rollout"].mean == pytest.approx(2.0)
+
+
+def test_the_vict_audit_shows_abstention_per_fact_with_its_top_reason_and_the_core_split(
+        tmp_path):
+    run = tmp_path / "vict_seed0"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump({"run": {"updates": 2, "seed": 0}}))
+    # no_edge 10 then 2 (mean 6), terminal_only 4 then 6 (mean 5): no_edge leads on the mean
+    # although terminal_only leads the last update
+    lines = [{"kind": "update", "update": u, "credit/vict/atoms_per_task": 6.0,
+              "credit/vict/abstain_fact_pct": fact, "credit/vict/abstain_fact/no_edge_pct": edge,
+              "credit/vict/abstain_fact/terminal_only_pct": terminal,
+              "credit/vict/abstain_fact/tie_pct": 0.0,
+              "credit/vict/nonzero_steps_per_triggered": 4.0,
+              "credit/vict/core_picked_mean": picked, "credit/vict/core_closure_mean": 1.0}
+             for u, fact, edge, terminal, picked in ((1, 14.0, 10.0, 4.0, 2.0),
+                                                     (2, 8.0, 2.0, 6.0, 3.0))]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    runs, _ = find_runs([tmp_path])
+    table = vict_audit_table(runs)
+    (row,) = table.rows
+    cell = dict(zip(table.header, row, strict=True))
+    assert cell["fact abstain %"].mean == pytest.approx(11.0)
+    assert cell["top fact reason"] == "no_edge"
+    assert cell["actions / triggered"].mean == pytest.approx(4.0)
+    assert cell["core picked"].mean == pytest.approx(2.5)
+    assert cell["core closure"].mean == pytest.approx(1.0)

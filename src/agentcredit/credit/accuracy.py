@@ -19,6 +19,12 @@ Metrics, each with a 95% bootstrap interval that resamples groups:
 
 Paired differences ``metric(X) − metric(Y)`` use the same bootstrap draws for both methods,
 so they are much narrower than the two intervals side by side.
+
+For a method that adds a correction to a base advantage (VICT: ``A^final = A^base +
+λ·clip(A^VICT)``), ``corrected_sign``: at the steps where the correction is non-zero and
+``|g| ≥ θ``, the share where ``sign(correction) = sign(g)`` against the share where
+``sign(A^base) = sign(g)`` (0 agrees with nothing, as in ``sign``), and their paired
+difference, on the same draws.
 """
 
 from __future__ import annotations
@@ -233,12 +239,17 @@ class AccuracyTable:
             ``metric``, ``diff`` (method − versus), ``low``, ``high``.
         truths: per truth, ``steps`` (with a value), ``groups`` (with such steps),
             ``signal_groups`` and ``clear_steps`` (``|g| ≥ θ``).
+        corrected: one per corrected method × truth (``corrected_sign``): ``method``,
+            ``truth``, ``steps`` (corrected steps with ``|g| ≥ θ``), ``correction`` and
+            ``base`` (their sign agreement) with ``…_low`` / ``…_high``, ``diff``
+            (correction − base) with ``low`` / ``high``.
         boots: the number of bootstrap draws.
     """
 
     rows: list[dict] = field(default_factory=list)
     pairs: list[dict] = field(default_factory=list)
     truths: dict[str, dict] = field(default_factory=dict)
+    corrected: list[dict] = field(default_factory=list)
     boots: int = 0
 
     def value(self, method: str, truth: str, metric: str) -> float:
@@ -259,7 +270,7 @@ class AccuracyTable:
     def to_dict(self) -> dict:
         """Plain JSON-ready data."""
         return {"rows": self.rows, "pairs": self.pairs, "truths": self.truths,
-                "boots": self.boots}
+                "corrected": self.corrected, "boots": self.boots}
 
 
 def _interval(samples: np.ndarray) -> tuple[float | None, float | None]:
@@ -274,8 +285,38 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
+def _corrected_sign_draws(correction: np.ndarray, base: np.ndarray, prep: _Prepared,
+                         layout: StepLayout, draws: np.ndarray
+                         ) -> tuple[int, dict[str, np.ndarray]]:
+    """Sign agreement at the corrected steps on every row of ``draws`` (``[n, k]`` group ids).
+
+    ``correction [S]`` is ``λ·clip(A^VICT)``, ``base [S]`` is ``A^base``. Counted: the steps
+    with a finite truth, ``correction ≠ 0`` and ``|g| ≥ θ``; a sign of 0 agrees with nothing
+    (``np.sign(0) = 0 ≠ sign(g)``). Returns the number of counted steps on the batch and,
+    per draw, ``correction`` and ``base`` (the share of counted steps whose sign agrees with
+    ``g``) and ``diff`` = correction − base, NaN where a draw counts no step.
+    """
+    g = prep.truth
+    counted = (correction[prep.steps] != 0) & (np.abs(g) >= prep.threshold)  # [S']
+    step_groups = layout.step_group[prep.steps]
+    per_group = {name: np.bincount(step_groups[mask], minlength=layout.num_groups).astype(float)
+                 for name, mask in (
+                     ("n", counted),
+                     ("correction", counted & (np.sign(correction[prep.steps]) == np.sign(g))),
+                     ("base", counted & (np.sign(base[prep.steps]) == np.sign(g))))}  # [G]
+    counts = np.zeros((draws.shape[0], layout.num_groups))
+    np.add.at(counts, (np.arange(draws.shape[0])[:, None], draws), 1.0)  # [n, G]
+    n = counts @ per_group["n"]  # [n]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = {k: np.where(n > 0, counts @ per_group[k] / n, np.nan)
+               for k in ("correction", "base")}
+    out["diff"] = out["correction"] - out["base"]
+    return int(counted.sum()), out
+
+
 def accuracy_table(advantages: Mapping[str, np.ndarray], truths: Mapping[str, TruthValues],
                    layout: StepLayout, pairs: Sequence[tuple[str, str]] = (), *,
+                   corrections: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
                    boots: int = 1000, seed: int = 0, random_row: bool = True) -> AccuracyTable:
     """Score every method's step advantages against every truth (see the module docstring).
 
@@ -285,6 +326,9 @@ def accuracy_table(advantages: Mapping[str, np.ndarray], truths: Mapping[str, Tr
         layout: the batch's groups and rollouts.
         pairs: ``(method, versus)`` pairs whose paired differences are reported; a pair
             naming a method not in ``advantages`` (or the random row) is an error.
+        corrections: method name -> ``(correction [S], A^base [S])`` for the methods whose
+            advantage is a base plus a correction (VICT: ``result.extras["correction"]`` and
+            ``["base_advantage"]``); each gets ``corrected_sign`` rows (module docstring).
         boots: bootstrap draws of groups (with replacement), shared by every method.
         seed: seeds the draws and the random row.
         random_row: add the chance row ``RANDOM_ROW`` (i.i.d. normal numbers).
@@ -300,6 +344,13 @@ def accuracy_table(advantages: Mapping[str, np.ndarray], truths: Mapping[str, Tr
         if a.shape != (layout.num_steps,):
             raise ValueError(f"method {name!r} has {a.shape} advantages but the batch has "
                              f"{layout.num_steps} steps; pass one advantage per step.")
+    corrections = {name: (np.asarray(c, dtype=np.float64), np.asarray(b, dtype=np.float64))
+                   for name, (c, b) in (corrections or {}).items()}
+    for name, arrays in corrections.items():
+        if any(a.shape != (layout.num_steps,) for a in arrays):
+            raise ValueError(f"method {name!r}: its correction and base have shapes "
+                             f"{[a.shape for a in arrays]} but the batch has {layout.num_steps} "
+                             "steps; pass one value per step for both.")
     for pair in pairs:
         missing = [m for m in pair if m not in methods]
         if missing:
@@ -336,6 +387,15 @@ def accuracy_table(advantages: Mapping[str, np.ndarray], truths: Mapping[str, Tr
                 table.pairs.append({"method": method, "versus": versus, "truth": truth_name,
                                     "metric": metric, "diff": _finite(diff[0]), "low": low,
                                     "high": high})
+        for name, (correction, base) in corrections.items():
+            steps, shares = _corrected_sign_draws(correction, base, prep, layout, draws)
+            row = {"method": name, "truth": truth_name, "steps": steps}
+            for key, values in shares.items():
+                low, high = _interval(values[1:])
+                prefix = "" if key == "diff" else f"{key}_"
+                row.update({key: _finite(values[0]), f"{prefix}low": low,
+                            f"{prefix}high": high})
+            table.corrected.append(row)
     return table
 
 

@@ -32,8 +32,9 @@ from agentcredit.report.run_files import RunData
 
 Cell = str | int | float | Summary | None
 
-#: the VICT audit's columns: ``credit/vict/…`` key → header (docs/vict.md §4.9; abstention by
-#: reason with the whole-group ties apart, the paper's Table 12 beside its Table 5)
+#: the VICT audit's columns: ``credit/vict/…`` key → header (docs/vict.md §4.9; abstention of
+#: rollouts by reason with the whole-group ties apart, abstention per fact, the paper's Table 12
+#: beside its Table 5); the table adds the top reason a fact abstained
 VICT_AUDIT = (
     ("atoms_per_task", "atoms / task"), ("reconstruction_pct", "reconstr. %"),
     ("mutation_pct", "mutation %"), ("conforming_task_pct", "conforming %"),
@@ -41,9 +42,12 @@ VICT_AUDIT = (
     ("abstain_pct", "abstain %"), ("abstain/tie_pct", "tie %"),
     ("abstain_tie_group_pct", "whole group tied %"), ("abstain/non_conforming_pct", "non-conf. %"),
     ("abstain/budget_pct", "budget %"), ("abstain/no_edge_pct", "no edge %"),
-    ("abstain/terminal_only_pct", "terminal-only %"), ("trigger_pct", "trigger %"),
-    ("sparsity_pct", "sparsity %"), ("nonzero_steps_per_rollout", "actions / rollout"),
-    ("core_size_mean", "core size"), ("budget_hit_pct", "budget hit %"), ("lambda", "λ"),
+    ("abstain/terminal_only_pct", "terminal-only %"), ("abstain_fact_pct", "fact abstain %"),
+    ("trigger_pct", "trigger %"), ("sparsity_pct", "sparsity %"),
+    ("nonzero_steps_per_rollout", "actions / rollout"),
+    ("nonzero_steps_per_triggered", "actions / triggered"), ("core_size_mean", "core size"),
+    ("core_picked_mean", "core picked"), ("core_closure_mean", "core closure"),
+    ("budget_hit_pct", "budget hit %"), ("lambda", "λ"),
     ("corrected_share", "corrected share"), ("mean_abs_correction", "mean |corr.|"),
     ("credit_ms", "credit ms"),
 )
@@ -56,6 +60,7 @@ CREDIT_CHECK = (
 #: update phases in the order an update runs them (``time/…`` of ``train/update.py``); any other
 #: phase a run logs follows them
 PHASES = ("rollout", "score", "teacher", "trace", "credit", "save_rollouts", "update")
+_FACT_REASON = re.compile(r"^credit/vict/abstain_fact/(?P<reason>.+)_pct$")
 _SPLIT_TYPE = re.compile(r"^eval/(?P<split>[^/]+)/success(?:/(?P<type>[^/]+))?$")
 
 
@@ -142,9 +147,13 @@ def success_tables(runs: Sequence[RunData]) -> list[Table]:
 def vict_audit_table(runs: Sequence[RunData]) -> Table | None:
     """The VICT diagnostics of every method that logged them, mean over updates and seeds."""
     table = Table("vict-audit", "VICT audit (docs/vict.md §4.9)",
-                  ["method", "seeds", *(h for _, h in VICT_AUDIT), "λ = 0 batches"],
+                  ["method", "seeds", *(h for _, h in VICT_AUDIT), "λ = 0 batches",
+                   "top fact reason"],
                   note="Each figure is averaged over a run's updates, then mean ± sd over "
-                       "seeds; λ = 0 batches is the count per run. Eligibility must be 100.")
+                       "seeds; λ = 0 batches is the count per run. Eligibility must be 100. "
+                       "Abstention % counts rollouts; fact abstain % counts the (rollout, atom) "
+                       "facts VICT would credit, whole-group ties left out (the paper's "
+                       "reading); top fact reason is the largest of its per-reason shares.")
     for method, members in by_method(runs).items():
         if not any(number(r, "credit/vict/atoms_per_task") is not None
                    for run in members for r in run.updates):
@@ -152,8 +161,21 @@ def vict_audit_table(runs: Sequence[RunData]) -> Table | None:
         table.rows.append([method, len(members),
                            *(over_seeds(members, lambda r, k=k: mean_over_updates(
                                r, f"credit/vict/{k}")) for k, _ in VICT_AUDIT),
-                           over_seeds(members, _lambda_zero_batches)])
+                           over_seeds(members, _lambda_zero_batches),
+                           _top_fact_reason(members)])
     return table if table.rows else None
+
+
+def _top_fact_reason(members: Sequence[RunData]) -> str | None:
+    """The reason with the largest share of abstaining facts (mean over updates, then seeds),
+    from the ``credit/vict/abstain_fact/<reason>_pct`` the runs logged; ``None`` when no fact
+    abstained."""
+    reasons = sorted({m["reason"] for run in members for record in run.updates
+                      for key in record if (m := _FACT_REASON.match(key))})
+    shares = [(summary.mean, reason) for reason in reasons
+              if (summary := over_seeds(members, lambda run, r=reason: mean_over_updates(
+                  run, f"credit/vict/abstain_fact/{r}_pct"))) is not None and summary.mean > 0]
+    return max(shares)[1] if shares else None
 
 
 def credit_check_table(runs: Sequence[RunData]) -> Table | None:

@@ -49,6 +49,8 @@ def test_success_core_takes_every_atom_whose_removal_alone_fails_the_task():
     assert core == {"target_seen", "receptacle_found", "object_held", "transformation",
                     "final_placement"}
     assert search.reached and search.gain == 1.0 and search.additions == 1
+    # all five were picked by the search itself; the closure added none
+    assert search.picked == search.core
 
 
 @pytest.mark.parametrize("statuses,direction", [((S, S, S, S, U, S, U), +1),
@@ -74,6 +76,20 @@ def test_a_failed_rollouts_core_includes_the_sat_prerequisite_its_fix_relies_on(
     # enter together, and their closure pulls in the held egg
     assert search.reached and search.additions == 1
     assert core == {"transformation", "premature_placement", "object_held", "target_seen"}
+
+
+def test_the_core_tells_the_atoms_the_search_picked_from_those_its_closure_added():
+    premature = (S, S, S, U, V, S, U)
+    search, _ = _core(premature, -1, 0.0625)
+    picked = {GRAPH.atom_ids[j] for j in indices_of(search.picked)}
+    closure = {GRAPH.atom_ids[j] for j in indices_of(search.core & ~search.picked)}
+    # the two tied candidates were picked; the SAT ancestors they rely on came with the closure
+    assert picked == {"transformation", "premature_placement"}
+    assert closure == {"object_held", "target_seen"}
+    # a search cut short by the budget still reports what it picked
+    search, _ = _core(premature, -1, 2.0, budget=1)
+    assert {GRAPH.atom_ids[j] for j in indices_of(search.picked)} == {
+        "transformation", "premature_placement"}
 
 
 def test_penalty_atoms_are_candidates_only_when_violated_and_the_rollout_failed():

@@ -11,9 +11,13 @@ from agentcredit.credit.vict import (
     format_audit_table,
     interface_audit,
 )
-from agentcredit.credit.vict.diagnostics import irreversibility_breaks
+from agentcredit.credit.vict.diagnostics import (
+    fact_abstention,
+    irreversibility_breaks,
+    whole_group_ties,
+)
 from agentcredit.credit.vict.ledger import LEDGER_FIELDS
-from agentcredit.credit.vict.method import OUTCOMES
+from agentcredit.credit.vict.method import OUTCOMES, RolloutCredit
 from agentcredit.jsonl_log import JsonlLog, read_jsonl
 from agentcredit.verifier.aggregators import ConjunctiveAggregator
 from agentcredit.verifier.atoms import Atom, Status, Verifier
@@ -83,8 +87,11 @@ def test_the_interface_audit_flags_a_verifier_that_disagrees_with_the_environmen
     lines = table.splitlines()
     assert lines[0].startswith("| rollouts | n | atoms/task") and len(lines) == 4
     assert lines[3].startswith("| liar | 32 | 6.0 | 75.0 |")
-    # then the Level-0/1/2 mix, irreversible % and breaks: synthetic atoms declare none
-    assert lines[3].endswith(f"| {liar.top_abstention_reason} | 0.0 | 0.0 | 0.0 | 0.0 | 0 |")
+    # then abstention per fact and the whole-group ties, the Level-0/1/2 mix, irreversible %
+    # and breaks: synthetic atoms declare none
+    assert lines[3].endswith(
+        f"| {liar.top_abstention_reason} | {liar.abstain_fact_pct:.1f} | {liar.top_fact_reason} "
+        f"| {liar.tie_group_pct:.1f} | 0.0 | 0.0 | 0.0 | 0.0 | 0 |")
 
 
 def _has(var):
@@ -163,3 +170,93 @@ def test_corrected_share_is_the_scaled_correction_over_the_base_advantage_mass()
     share = (final.step_advantages.double() - base).abs().sum() / base.abs().sum()
     assert final.diagnostics["vict/corrected_share"] == pytest.approx(float(share))
     assert final.diagnostics["vict/corrected_share"] > 0
+
+
+# TABLE 12 READ THE PAPER'S WAY (docs/vict.md §4.9)
+
+def _hand_batch():
+    """Two atoms: ``held`` (prerequisite) and ``placed`` (hard, needs ``held``); ``V`` = placed.
+    Group 0 (one task): A takes then places (wins), B takes then looks, C and D only look.
+    Group 1: E takes then looks, F only looks; both fail, so the whole group ties.
+
+    Worked by hand with mean centring (docs/vict.md §4.5; ``std`` the population std):
+    group 0: held 1,1,0,0 → mean 0.5, std 0.5, δ̂ = ±1; placed 1,0,0,0 → δ̂ A > 0, others < 0.
+    Cores (docs/vict.md §4.4): A (q = +1): held and placed tie at Δ = 1, both picked, no
+    closure. B, C, D (q = −1): only fixing ``placed`` gains (Δ = 1); its closure adds ``held``:
+    picked 1, closure 1. Core sizes 2, 2, 2, 2 → mean 2, picked 1.25, closure 0.75.
+    Witnesses: A: take writes held, move writes placed; B: take writes held, nothing writes
+    placed; C, D: nothing. So A has 2 corrected steps, B 1 (its take), C, D abstain no_edge.
+    """
+    atoms = (Atom("held", _has("held"), "online", (), ("held",), "prerequisite"),
+             Atom("placed", _has("in"), "online", ("held",), ("in",), "hard"))
+    verifier = Verifier("hand", atoms, ConjunctiveAggregator.from_atoms(atoms),
+                        lambda s: float(bool(s.get("in"))), is_commit=lambda a: False,
+                        commit_scope=lambda a: (), extract_evidence=lambda text, state: {})
+    plays = {"take+place": [{"held": True}, {"held": True, "in": True}],
+             "take+look": [{"held": True}, {"held": True}],
+             "look+look": [{}, {}]}
+    actions = {"take+place": ["take x", "move x"], "take+look": ["take x", "look"],
+               "look+look": ["look", "look"]}
+    names = ["take+place", "take+look", "look+look", "look+look", "take+look", "look+look"]
+    traces = [trace_rollout(verifier, ["start", "ok", "ok"], [{}, *plays[n]], actions[n])
+              for n in names]
+    rewards = [[0.0, 10.0 * t.v_score] for t in traces]
+    return CreditBatch.from_lists(rewards, [0, 0, 0, 0, 1, 1], traces=traces)
+
+
+def test_table12_reads_abstention_per_fact_actions_per_triggered_rollout_and_the_core_split():
+    diagnostics = get_estimator("vict")(_hand_batch(), VICTConfig(centre="mean")).diagnostics
+    # facts: 2 atoms with δ̂ ≠ 0 in each of A, B, C, D's cores = 8; E and F (a whole-group tie)
+    # are left out. No witness: B's placed, C's two, D's two = 5 → 62.5%, all no_edge
+    assert diagnostics["vict/abstain_fact_pct"] == pytest.approx(62.5)
+    assert diagnostics["vict/abstain_fact/no_edge_pct"] == pytest.approx(62.5)
+    assert diagnostics["vict/abstain_fact/tie_pct"] == 0.0
+    assert diagnostics["vict/abstain_tie_group_pct"] == pytest.approx(100 * 2 / 6)
+    # the old figure counts rollouts: C and D (no_edge), E and F (tie) of 6
+    assert diagnostics["vict/abstain_pct"] == pytest.approx(100 * 4 / 6)
+    # 3 corrected steps: over all 6 rollouts 0.5, over the 2 triggered ones (A, B) 1.5
+    assert diagnostics["vict/nonzero_steps_per_rollout"] == pytest.approx(0.5)
+    assert diagnostics["vict/nonzero_steps_per_triggered"] == pytest.approx(1.5)
+    assert diagnostics["vict/core_size_mean"] == pytest.approx(2.0)
+    assert diagnostics["vict/core_picked_mean"] == pytest.approx(1.25)
+    assert diagnostics["vict/core_closure_mean"] == pytest.approx(0.75)
+
+
+def test_the_audit_ranks_the_reasons_facts_abstained_and_reports_whole_group_ties_apart():
+    row = interface_audit(_hand_batch().traces, [0, 0, 0, 0, 1, 1], VICTConfig(centre="mean"))
+    assert row.abstain_fact_pct == pytest.approx(62.5)
+    assert row.abstain_fact_by_reason == (("no_edge", pytest.approx(62.5)),)
+    assert row.top_fact_reason == "no_edge" and row.top_abstention_reason == "tie"
+    assert row.tie_group_pct == pytest.approx(100 * 2 / 6)
+    line = format_audit_table({"hand": row}).splitlines()[2]
+    assert "| tie | 62.5 | no_edge | 33.3 |" in line
+
+
+def _decided(rollout, group, direction, outcome, delta, core=(), unproven=()):
+    return RolloutCredit(rollout, group, direction, 0.5, outcome, frozenset(core), 1,
+                         dict(zip("abcd", delta, strict=True)), tuple(unproven))
+
+
+def test_facts_are_core_atoms_with_a_marginal_or_every_marginal_of_a_rollout_without_a_core():
+    rollouts = [
+        # group 0 has directions: its tie is a rollout alone at the median
+        _decided(0, 0, 1, "credited", (0.5, 0.0, -1.0, 2.0), "abc", [("c", "terminal_only")]),
+        _decided(1, 0, -1, "budget", (1.0, 0.0, 0.3, 0.0)),
+        _decided(2, 0, 0, "tie", (-1.0, 1.0, 0.0, 0.0)),
+        # group 1: every rollout tied, left out whatever its marginals
+        _decided(3, 1, 0, "tie", (1.0, 1.0, 1.0, 1.0)),
+        _decided(4, 1, 0, "tie", (-1.0, -1.0, -1.0, -1.0)),
+        _decided(5, 2, 1, "non_conforming", (0.2, -0.2, 0.0, 0.0)),
+        _decided(6, 2, -1, "no_edge", (0.4, 0.1, 0.0, 0.0), "ab",
+                 [("a", "no_edge"), ("b", "no_edge")]),
+        _decided(7, 2, 1, "zero_marginal", (0.0, 0.0, 1.0, 1.0), "b"),
+        _decided(8, 2, 1, "credited", (1.0, 1.0, 1.0, 1.0), "abcd"),
+    ]
+    tied = whole_group_ties(rollouts)
+    assert tied == [False, False, False, True, True, False, False, False, False]
+    facts, abstained = fact_abstention(rollouts, tied)
+    # facts: 0: a, c (d is outside the core, b has δ̂ = 0); 1: a, c; 2: a, b; 5: a, b;
+    # 6: a, b; 7: none (its core atom has δ̂ = 0); 8: a, b, c, d → 2+2+2+2+2+0+4 = 14
+    assert facts == 14
+    assert abstained == {"terminal_only": 1, "budget": 2, "tie": 2, "non_conforming": 2,
+                         "no_edge": 2}

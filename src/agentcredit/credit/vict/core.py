@@ -6,7 +6,8 @@ Symbols → variables:
     ``ρ_i`` → ``magnitude``: ``0.5 · |R_i − μ|`` in verifier-score units.
     ``Δ(C)`` → ``CoreSearch.gain``: ``q = +1``: ``F(z̄) − F(z̄[cl(C) → UNSAT])``;
     ``q = −1``: ``F(z̄[cl(C) → SAT]) − F(z̄)``.
-    ``C*_i`` → ``CoreSearch.core``: a bit mask over the trace's atoms.
+    ``C*_i`` → ``CoreSearch.core``: a bit mask over the trace's atoms; ``CoreSearch.picked``
+    the atoms the search itself chose, ``core & ~picked`` the atoms their closure added.
 
 [choice] ``R_i`` in score units is the rollout's original verifier score
 ``V_x(τ_i)`` (the trace's ``v_score``), ``μ`` its group mean. docs/vict.md §4.4 writes
@@ -34,12 +35,16 @@ class CoreSearch:
 
     Attributes:
         core: bit mask of ``C*_i``, closure atoms included (0 when none is needed or found).
+        picked: bit mask of the atoms the greedy search chose (every atom tied at a step's
+            maximum); ``core & ~picked`` are the atoms only the closure pulled in
+            (docs/vict.md §4.9 reports the two apart).
         reached: ``Δ(core) ≥ ρ_i``; False means the rollout abstains with reason ``budget``.
         additions: greedy additions made (≤ ``B``).
         gain: ``Δ(core)``.
     """
 
     core: int
+    picked: int
     reached: bool
     additions: int
     gain: float
@@ -74,9 +79,10 @@ def greedy_core(statuses: Sequence[Status], direction: int, magnitude: float,
     Atoms with a non-deterministic closure (``graph.excluded``) are never candidates.
     ``ρ ≤ 0`` (nothing to explain) returns the empty core, reached.
 
-    Tested properties: the core is closed under ``cl``; ``Δ(core) ≥ ρ`` when
-    reached; a SAT prerequisite of a failed rollout's fix enters its core; permuting the
-    verifier's atoms permutes the core and changes no credit.
+    Tested properties: the core is closed under ``cl``; ``Δ(core) ≥ ρ`` when reached; the
+    picked atoms are in the core and are exactly the tied maxima added; a SAT prerequisite of
+    a failed rollout's fix enters its core; permuting the verifier's atoms permutes the core
+    and changes no credit.
     """
     if direction not in (1, -1):
         raise ValueError(f"greedy_core needs a direction of +1 or -1; got {direction!r} "
@@ -114,9 +120,9 @@ def greedy_core(statuses: Sequence[Status], direction: int, magnitude: float,
                     changed[ids[j]] = Status.UNSAT  # "set SAT" clears a violation
             return aggregate(changed) - score
 
-    core, gain = 0, 0.0
+    core, picked, gain = 0, 0, 0.0
     if gain >= magnitude - _TOL:
-        return CoreSearch(core=0, reached=True, additions=0, gain=0.0)
+        return CoreSearch(core=0, picked=0, reached=True, additions=0, gain=0.0)
     cache: dict[int, float] = {}
 
     def gain_of(mask: int) -> float:
@@ -127,13 +133,16 @@ def greedy_core(statuses: Sequence[Status], direction: int, magnitude: float,
     for addition in range(1, budget + 1):
         options = {j: close(core | 1 << j) for j in indices_of(candidates & ~core)}
         if not options:
-            return CoreSearch(core=core, reached=False, additions=addition - 1, gain=gain)
+            return CoreSearch(core=core, picked=picked, reached=False, additions=addition - 1,
+                              gain=gain)
         best = max(gain_of(mask) for mask in options.values())
         tied = [j for j, mask in options.items() if gain_of(mask) >= best - _TOL]
         # every atom tied at the maximum enters with its closure: the core never depends on
         # the order in which the verifier declares its atoms
-        core = close(core | sum(1 << j for j in tied))
+        picked |= sum(1 << j for j in tied)
+        core = close(core | picked)
         gain = gain_of(core)
         if gain >= magnitude - _TOL:
-            return CoreSearch(core=core, reached=True, additions=addition, gain=gain)
-    return CoreSearch(core=core, reached=False, additions=budget, gain=gain)
+            return CoreSearch(core=core, picked=picked, reached=True, additions=addition,
+                              gain=gain)
+    return CoreSearch(core=core, picked=picked, reached=False, additions=budget, gain=gain)

@@ -14,12 +14,16 @@ Definitions (shares in percent):
     proof coverage: ``Σ p_{i,j} / (Σ 1[δ_{i,j} ≠ 0] + ε)``, ``p_{i,j} = 1`` when a
         non-zero-marginal atom has a valid proof edge;
     abstain: rollouts that abstained (``ABSTAIN_REASONS``), per reason too;
+    abstain per fact (the paper's reading of Table 12): facts with ``δ̂ ≠ 0`` that would carry
+        credit but get none, per reason too (``fact_abstention`` defines the facts);
     whole group tied: rollouts that abstained for ``tie`` in a group where every rollout has
         ``q_i = 0`` (its outcomes all tied), apart from a rollout that alone sits at its
         group's median;
     corrected share: ``Σ_s |λ·clip(A^VICT_s, −c, c)| / Σ_s |A^base_s|`` (0 when ``A^base``
         is 0 everywhere);
     trigger: rollouts with a non-zero correction; sparsity: steps with one;
+    non-zero steps per rollout, over all rollouts and over the triggered ones;
+    core size, and apart the atoms the greedy search picked and those its closure added;
     level mix: the share of atoms instrumented at Level 0, 1 and 2, each task's atoms
         counted once;
     irreversible: the share of atoms flagged irreversible; irreversibility breaks: (rollout,
@@ -43,6 +47,7 @@ from agentcredit.credit.vict.method import (
     ABSTAIN_REASONS,
     OUTCOMES,
     VICT_RULE,
+    RolloutCredit,
     VictComputation,
     compute_credit,
 )
@@ -50,6 +55,8 @@ from agentcredit.verifier.atoms import LEVELS, Status
 from agentcredit.verifier.trace import RolloutTrace
 
 _HAS_CORE = ("credited", "zero_marginal", "no_edge", "terminal_only")
+#: outcomes decided before any core existed: every atom with ``δ̂ ≠ 0`` is a fact that abstains
+_BEFORE_CORE = ("non_conforming", "tie", "budget")
 
 
 def interface_shares(traces: Sequence[RolloutTrace], tolerance: float) -> dict[str, float]:
@@ -99,6 +106,45 @@ def irreversibility_breaks(trace: RolloutTrace) -> tuple[str, ...]:
     return tuple(broken)
 
 
+def whole_group_ties(rollouts: Sequence[RolloutCredit]) -> list[bool]:
+    """``[B]``: the rollout abstained for ``tie`` in a group where every rollout has ``q_i = 0``
+    (the group's outcomes all tied), as opposed to a rollout alone at its group's median."""
+    all_tied: dict[int, bool] = {}
+    for r in rollouts:
+        all_tied[r.group] = all_tied.get(r.group, True) and r.direction == 0
+    return [r.outcome == "tie" and all_tied[r.group] for r in rollouts]
+
+
+def fact_abstention(rollouts: Sequence[RolloutCredit],
+                    group_tie: Sequence[bool]) -> tuple[int, Counter]:
+    """The facts that would carry credit, and those that abstain by reason (docs/vict.md §4.9).
+
+    A *fact* is a (rollout ``i``, atom ``j``) pair with ``δ̂_{i,j} ≠ 0`` that VICT would
+    credit if it could: ``j ∈ C*_i`` for a rollout whose core search returned a core, and
+    every atom with ``δ̂ ≠ 0`` for a rollout that abstained before a core existed
+    (``non_conforming``, ``budget``, a lone ``tie``). The rollouts of a whole-group tie
+    (``group_tie [B]``, from ``whole_group_ties``) are left out: they are reported apart, as
+    a share of rollouts. A fact abstains with its rollout's reason when the rollout abstained
+    before a core, with ``no_edge`` or ``terminal_only`` when its core atom has no witness
+    (``RolloutCredit.unproven``).
+
+    Returns ``(facts, abstained)``: the number of facts and a ``Counter`` reason → abstained
+    facts (reasons from ``ABSTAIN_REASONS``; its total ≤ ``facts``).
+    """
+    facts, abstained = 0, Counter()
+    for r, tied in zip(rollouts, group_tie, strict=True):
+        if tied:
+            continue
+        if r.outcome in _BEFORE_CORE:
+            count = sum(v != 0.0 for v in r.delta_hat.values())
+            facts += count
+            abstained[r.outcome] += count
+        else:
+            facts += sum(r.delta_hat[a] != 0.0 for a in r.core)
+            abstained.update(reason for _, reason in r.unproven)
+    return facts, abstained
+
+
 def credit_diagnostics(batch: CreditBatch, computation: VictComputation) -> dict[str, float]:
     """docs/vict.md §4.9's per-update diagnostics as a flat ``vict/…`` float dict."""
     traces = batch.traces
@@ -108,14 +154,17 @@ def credit_diagnostics(batch: CreditBatch, computation: VictComputation) -> dict
     nonzero = computation.correction != 0  # [S]
     per_rollout = torch.zeros(num_rollouts, dtype=torch.long, device=nonzero.device)
     per_rollout.index_add_(0, batch.step_rollout, nonzero.long())  # [B]
-    cores = [len(r.core) for r in computation.rollouts if r.outcome in _HAS_CORE]
+    with_core = [r for r in computation.rollouts if r.outcome in _HAS_CORE]
+    cores = [len(r.core) for r in with_core]
+    picked = [len(r.picked) for r in with_core]
     searched = sum(r.outcome in _HAS_CORE + ("budget", "empty_core")
                    for r in computation.rollouts)
-    groups, all_tied = {}, {}
+    groups = {}
     for i, g in enumerate(batch.group_index.tolist()):
         groups[g] = computation.conforming[i]
-        all_tied[g] = all_tied.get(g, True) and computation.rollouts[i].direction == 0
-    group_ties = sum(r.outcome == "tie" and all_tied[r.group] for r in computation.rollouts)
+    group_tie = whole_group_ties(computation.rollouts)
+    facts, fact_abstained = fact_abstention(computation.rollouts, group_tie)
+    triggered = per_rollout[per_rollout > 0]  # [B'] corrected steps of the triggered rollouts
     base_mass = float(computation.base.double().abs().sum())
     checked, failures = computation.eligibility_checked, 0
     if not computation.rule.eligibility:
@@ -130,11 +179,16 @@ def credit_diagnostics(batch: CreditBatch, computation: VictComputation) -> dict
         "vict/eligibility_pass_pct": 100.0 * (checked - failures) / checked if checked else 100.0,
         "vict/eligibility_checked": float(checked),
         "vict/abstain_pct": 100.0 * sum(outcomes[r] for r in ABSTAIN_REASONS) / num_rollouts,
-        "vict/abstain_tie_group_pct": 100.0 * group_ties / num_rollouts,
+        "vict/abstain_tie_group_pct": 100.0 * sum(group_tie) / num_rollouts,
+        "vict/abstain_fact_pct": 100.0 * sum(fact_abstained.values()) / facts if facts else 0.0,
         "vict/trigger_pct": 100.0 * float((per_rollout > 0).double().mean()),
         "vict/sparsity_pct": 100.0 * float(nonzero.double().mean()),
         "vict/nonzero_steps_per_rollout": float(per_rollout.double().mean()),
+        "vict/nonzero_steps_per_triggered": (float(triggered.double().mean())
+                                             if triggered.numel() else 0.0),
         "vict/core_size_mean": sum(cores) / len(cores) if cores else 0.0,
+        "vict/core_picked_mean": sum(picked) / len(picked) if picked else 0.0,
+        "vict/core_closure_mean": ((sum(cores) - sum(picked)) / len(cores)) if cores else 0.0,
         "vict/core_size_std": _std(cores),
         "vict/budget_hit_pct": 100.0 * outcomes["budget"] / searched if searched else 0.0,
         "vict/lambda": computation.lam,
@@ -152,6 +206,9 @@ def credit_diagnostics(batch: CreditBatch, computation: VictComputation) -> dict
     for outcome in OUTCOMES:
         key = "abstain" if outcome in ABSTAIN_REASONS else "outcome"
         out[f"vict/{key}/{outcome}_pct"] = 100.0 * outcomes[outcome] / num_rollouts
+    for reason in ABSTAIN_REASONS:
+        out[f"vict/abstain_fact/{reason}_pct"] = (100.0 * fact_abstained[reason] / facts
+                                                  if facts else 0.0)
     return out
 
 
@@ -176,6 +233,9 @@ class AuditRow:
         proof_coverage_pct: non-zero-marginal atoms with a valid proof edge.
         abstain_pct: rollouts that abstained; ``abstain_by_reason`` ranks the reasons.
         trigger_pct: rollouts with a non-zero correction.
+        abstain_fact_pct: facts (``fact_abstention``) that abstained, the paper's per-fact
+            reading; ``abstain_fact_by_reason`` ranks the reasons.
+        tie_group_pct: rollouts of whole-group ties (left out of the per-fact figure).
         level_pct: the share of atoms at instrumentation Level 0, 1 and 2 (``Atom.level``).
         irreversible_pct: the share of atoms flagged irreversible (``Atom.irreversible``).
         irreversible_breaks: (rollout, atom) pairs contradicting the flag (should be 0).
@@ -191,6 +251,9 @@ class AuditRow:
     abstain_pct: float
     trigger_pct: float
     abstain_by_reason: tuple[tuple[str, float], ...]
+    abstain_fact_pct: float = 0.0
+    abstain_fact_by_reason: tuple[tuple[str, float], ...] = ()
+    tie_group_pct: float = 0.0
     level_pct: tuple[float, float, float] = (0.0, 0.0, 0.0)
     irreversible_pct: float = 0.0
     irreversible_breaks: int = 0
@@ -199,6 +262,18 @@ class AuditRow:
     def top_abstention_reason(self) -> str:
         """The most frequent abstention reason (``"-"`` when none abstained)."""
         return self.abstain_by_reason[0][0] if self.abstain_by_reason else "-"
+
+    @property
+    def top_fact_reason(self) -> str:
+        """The most frequent reason a fact abstained (``"-"`` when none did)."""
+        return self.abstain_fact_by_reason[0][0] if self.abstain_fact_by_reason else "-"
+
+
+def ranked_reasons(diagnostics: Mapping[str, float], prefix: str) -> tuple[tuple[str, float], ...]:
+    """``(reason, share)`` for each of ``ABSTAIN_REASONS`` with a positive ``<prefix>/<reason>_pct``
+    in ``diagnostics``, largest first (ties in ``ABSTAIN_REASONS`` order)."""
+    shares = [(r, diagnostics[f"{prefix}/{r}_pct"]) for r in ABSTAIN_REASONS]
+    return tuple(sorted(((r, v) for r, v in shares if v > 0), key=lambda x: -x[1]))
 
 
 def interface_audit(traces: Sequence[RolloutTrace], group_ids: Sequence[int] | None = None,
@@ -224,8 +299,6 @@ def interface_audit(traces: Sequence[RolloutTrace], group_ids: Sequence[int] | N
                                    dtype=torch.float64)
     computation = compute_credit(batch, config, replace(VICT_RULE, eligibility=False))
     diagnostics = credit_diagnostics(batch, computation)
-    reasons = sorted(((r, diagnostics[f"vict/abstain/{r}_pct"]) for r in ABSTAIN_REASONS
-                      if diagnostics[f"vict/abstain/{r}_pct"] > 0), key=lambda x: -x[1])
     mix = instrumentation_mix(traces)
     return AuditRow(
         rollouts=len(traces), tasks=len({t.task_id for t in traces}),
@@ -235,7 +308,10 @@ def interface_audit(traces: Sequence[RolloutTrace], group_ids: Sequence[int] | N
         eligibility_pass_pct=diagnostics["vict/eligibility_pass_pct"],
         proof_coverage_pct=diagnostics["vict/proof_coverage_pct"],
         abstain_pct=diagnostics["vict/abstain_pct"], trigger_pct=diagnostics["vict/trigger_pct"],
-        abstain_by_reason=tuple(reasons),
+        abstain_by_reason=ranked_reasons(diagnostics, "vict/abstain"),
+        abstain_fact_pct=diagnostics["vict/abstain_fact_pct"],
+        abstain_fact_by_reason=ranked_reasons(diagnostics, "vict/abstain_fact"),
+        tie_group_pct=diagnostics["vict/abstain_tie_group_pct"],
         level_pct=tuple(mix[f"level{k}_pct"] for k in LEVELS),
         irreversible_pct=mix["irreversible_pct"],
         irreversible_breaks=sum(len(irreversibility_breaks(t)) for t in traces))
@@ -244,14 +320,16 @@ def interface_audit(traces: Sequence[RolloutTrace], group_ids: Sequence[int] | N
 def format_audit_table(rows: Mapping[str, AuditRow]) -> str:
     """Markdown table of audit rows keyed by their label (``expert``, ``random``, ``policy``)."""
     head = ("| rollouts | n | atoms/task | recon. % | mutation % | elig. pass % | proof cov. % "
-            "| abstain % | top abstention reason | L0 % | L1 % | L2 % | irrev. % "
-            "| irrev. breaks |")
-    lines = [head, "|" + " --- |" * 14]
+            "| abstain % | top abstention reason | fact abstain % | top fact reason "
+            "| whole-group tie % | L0 % | L1 % | L2 % | irrev. % | irrev. breaks |")
+    lines = [head, "|" + " --- |" * 17]
     for label, row in rows.items():
         lines.append(f"| {label} | {row.rollouts} | {row.atoms_per_task:.1f} | "
                      f"{row.reconstruction_pct:.1f} | {row.mutation_pct:.1f} | "
                      f"{row.eligibility_pass_pct:.1f} | {row.proof_coverage_pct:.1f} | "
                      f"{row.abstain_pct:.1f} | {row.top_abstention_reason} | "
+                     f"{row.abstain_fact_pct:.1f} | {row.top_fact_reason} | "
+                     f"{row.tie_group_pct:.1f} | "
                      + " | ".join(f"{p:.1f}" for p in row.level_pct)
                      + f" | {row.irreversible_pct:.1f} | {row.irreversible_breaks} |")
     return "\n".join(lines)

@@ -100,6 +100,8 @@ class RolloutCredit:
         delta_hat: ``δ̂_{i,j}`` per atom id.
         unproven: core atoms with ``δ̂ ≠ 0`` but no witness, with their reason
             (``no_edge`` or ``terminal_only``).
+        picked: the core atoms the greedy search chose (``CoreSearch.picked``); the rest of
+            ``core`` came with their closure. Without a core search (``no_core``) every atom.
     """
 
     rollout: int
@@ -111,6 +113,7 @@ class RolloutCredit:
     additions: int
     delta_hat: dict[str, float]
     unproven: tuple[tuple[str, str], ...] = ()
+    picked: frozenset[str] = frozenset()
 
     @property
     def abstained(self) -> bool:
@@ -270,10 +273,12 @@ def _credit_rollout(i: int, group: int, trace: RolloutTrace, conforming: bool, d
                     magnitude: float, delta_hat: dict[str, float], config: VICTConfig,
                     rule: CreditRule) -> tuple[RolloutCredit, list[tuple[str, Witness, float]]]:
     """The decision and the witness shares ``(atom, witness, ω/Z)`` of one rollout."""
+    picked: frozenset[str] = frozenset()  # set by the core search below, read by decided()
+
     def decided(outcome: str, core: frozenset[str] = frozenset(), additions: int = 0,
                 unproven: tuple = ()) -> RolloutCredit:
         return RolloutCredit(i, group, direction, magnitude, outcome, core, additions,
-                             delta_hat, unproven)
+                             delta_hat, unproven, picked)
 
     if not conforming:
         return decided("non_conforming"), []
@@ -287,12 +292,14 @@ def _credit_rollout(i: int, group: int, trace: RolloutTrace, conforming: bool, d
         if not search.reached:
             return decided("budget", additions=search.additions), []
         core = frozenset(ids[j] for j in indices_of(search.core))
+        picked = frozenset(ids[j] for j in indices_of(search.picked))
         additions = search.additions
         if not core:
             return decided("empty_core"), []
     else:
         core = frozenset(a for j, a in enumerate(ids)
                          if delta_hat[a] != 0.0 and not graph.excluded >> j & 1)
+        picked = core
         additions = 0
     active = [a for a in ids if a in core and delta_hat[a] != 0.0]
     if not active:

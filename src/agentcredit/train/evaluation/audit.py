@@ -4,7 +4,8 @@ Rollouts come from three sources, each traced through the tasks' verifiers and
 audited as one row: the expert's plan, uniformly random admissible actions, and,
 given a checkpoint, the policy itself (sampled at the rollout temperature).
 Every row reports atoms per task, reconstruction %, mutation conformance %,
-eligibility pass %, proof coverage % and abstention %, then the atoms' Level-0/1/2
+eligibility pass %, proof coverage % and abstention % (of rollouts, and per fact with the
+whole-group ties apart), then the atoms' Level-0/1/2
 instrumentation mix, the share flagged irreversible and the (rollout, atom) pairs that
 broke that flag (VICT paper appendix C and Table 9; docs/vict.md §4.1, §4.9).
 """
@@ -33,6 +34,13 @@ AUDIT_LEGEND = (
     ("abstain %", "rollouts VICT gives no correction (it keeps the backbone's advantage)"),
     ("top abstention reason", ("the most frequent reason: tie (the task's rollouts all scored "
                                "alike), non_conforming, budget, no_edge or terminal_only")),
+    ("fact abstain %", ("(rollout, atom) facts with a non-zero normalised marginal that VICT "
+                        "would credit but cannot: no proof edge, a terminal-only atom, or the "
+                        "rollout abstained before a core (non_conforming, budget, alone at its "
+                        "group's median); the VICT paper's per-fact abstention")),
+    ("top fact reason", "the most frequent reason a fact abstained"),
+    ("whole-group tie %", ("rollouts of groups whose outcomes all tied, left out of the "
+                           "per-fact figure")),
     ("L0 % / L1 % / L2 %", ("atoms instrumented at level 0 (a final-state difference), 1 (a "
                             "verifier branch or score term) or 2 (an adapter over observations "
                             "or history)")),

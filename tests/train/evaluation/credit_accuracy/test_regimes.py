@@ -13,10 +13,12 @@ from agentcredit.envs.base import Task
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.rollout.scripted import EpsilonPolicy, play
 from agentcredit.train.evaluation.credit_accuracy.regimes import (
+    PAPER_TABLE12,
     ScriptedMonteCarlo,
     cell_method_settings,
     cell_methods,
     table12_row,
+    table12_vs_paper,
 )
 
 from ....conftest import FakeEnv
@@ -96,12 +98,20 @@ def test_continuations_differ_from_a_policy_that_does_not_slip():
     assert noisy.estimate([traj]).values == pytest.approx(expected, abs=0.04)
 
 
-def _diagnostics(**abstain) -> dict[str, float]:
+REASONS = ("non_conforming", "tie", "budget", "no_edge", "terminal_only")
+
+
+def _diagnostics(facts=None, **abstain) -> dict[str, float]:
     out = {f"vict/{k}": 1.0 for k in ("trigger_pct", "sparsity_pct", "nonzero_steps_per_rollout",
-                                     "core_size_mean", "budget_hit_pct", "lambda")}
-    for reason in ("non_conforming", "tie", "budget", "no_edge", "terminal_only"):
+                                     "nonzero_steps_per_triggered", "core_size_mean",
+                                     "core_picked_mean", "core_closure_mean", "budget_hit_pct",
+                                     "lambda")}
+    facts = facts or {}
+    for reason in REASONS:
         out[f"vict/abstain/{reason}_pct"] = abstain.get(reason, 0.0)
+        out[f"vict/abstain_fact/{reason}_pct"] = facts.get(reason, 0.0)
     out["vict/abstain_pct"] = sum(abstain.values())
+    out["vict/abstain_fact_pct"] = sum(facts.values())
     out["vict/abstain_tie_group_pct"] = 30.0
     out["vict/corrected_share"] = 0.25
     return out
@@ -117,14 +127,60 @@ def test_table12_counts_tie_abstention_apart_from_the_other_reasons():
     assert row["abstain_tie_median_pct"] == 20.0  # the tie less the whole-group ties
     assert row["tied_group_rollout_pct"] == 75.0
     assert row["corrected_share"] == 0.25
+    assert row["abstain_fact_top_reason"] == "-"  # no fact abstained
+
+
+def test_table12_ranks_the_reasons_facts_abstained_for_apart_from_the_rollouts():
+    row = table12_row(_diagnostics(facts={"no_edge": 2.0, "terminal_only": 6.0}, tie=50.0),
+                      untied_rollout_share=0.5)
+    assert row["abstain_fact_pct"] == 8.0 and row["abstain_pct"] == 50.0
+    assert row["abstain_fact_terminal_only_pct"] == 6.0
+    assert row["abstain_fact_top_reason"] == "terminal_only"
+
+
+def _cell(env: str, eps: float, success: float, trigger: float) -> dict:
+    row = {"trigger_pct": trigger, "sparsity_pct": 10.0, "nonzero_steps_per_triggered": 2.35,
+           "core_size_mean": 2.9, "budget_hit_pct": 0.0, "abstain_fact_pct": 4.05}
+    return {"env": env, "epsilon": eps, "success_rate": success, "table12": {"vict": row}}
+
+
+def test_table12_beside_the_paper_takes_the_cell_nearest_the_papers_success_rate():
+    # the paper's ALFWorld policy: 92.35% success; WebShop 82.65%; Search-QA has no row
+    cells = [_cell("alfworld", 0.44, 0.83, 30.9), _cell("alfworld", 0.53, 0.62, 50.0),
+             _cell("webshop", 0.2, 0.91, 57.2), _cell("webshop", 0.3, 0.77, 28.6),
+             _cell("searchqa", 0.05, 0.92, 40.0)]
+    side = table12_vs_paper(cells)
+    assert set(side) == {"alfworld", "webshop"}
+    assert (side["alfworld"]["epsilon"], side["alfworld"]["success_rate"]) == (0.44, 0.83)
+    # |0.91 − 0.8265| = 0.0835 > |0.77 − 0.8265| = 0.0565: the 77% cell is nearer
+    assert side["webshop"]["epsilon"] == 0.3
+    ratio = side["alfworld"]["ratio"]
+    assert ratio["trigger_pct"] == pytest.approx(0.5)  # 30.9 / 61.8
+    assert ratio["nonzero_steps_per_triggered"] == pytest.approx(0.5)  # 2.35 / 4.7
+    assert ratio["core_size_mean"] == pytest.approx(1.0)
+    assert ratio["abstain_fact_pct"] == pytest.approx(0.5)  # 4.05 / 8.1
+    assert side["webshop"]["ratio"]["trigger_pct"] == pytest.approx(0.5)  # 28.6 / 57.2
+    assert side["alfworld"]["paper"]["top_reason"] == "terminal-only fact"
+    assert side["alfworld"]["paper_success"] == PAPER_TABLE12["alfworld"]["success"]
 
 
 def test_a_reading_runs_only_on_the_environments_it_applies_to():
-    assert cell_methods("searchqa", ("grpo", "vict")) == [
-        "grpo", "vict", "vict+mean", "vict+counterfactual", "vict+decided"]
-    assert cell_methods("webshop", ("grpo", "vict")) == [
-        "grpo", "vict", "vict+mean", "vict+counterfactual"]  # no answer scope to choose
+    assert cell_methods("searchqa", 0.9, ("grpo", "vict")) == [
+        "grpo", "vict", "vict+median", "vict+counterfactual", "vict+decided"]
+    assert cell_methods("webshop", 0.9, ("grpo", "vict")) == [
+        "grpo", "vict", "vict+median", "vict+counterfactual"]  # no answer scope to choose
     assert cell_method_settings("vict+decided") == ["method=vict",
                                                 "env.searchqa.answer_scope=decided"]
+    assert cell_method_settings("vict+median") == ["method=vict", "credit.options.centre=median"]
     with pytest.raises(KeyError, match="vict\\+mode"):
-        cell_methods("searchqa", readings=("vict+mode",))
+        cell_methods("searchqa", 0.5, readings=("vict+mode",))
+
+
+def test_the_gamma_sweep_runs_only_in_the_mid_success_cells():
+    sweep = ["vict+gamma0.25", "vict+gamma1"]
+    for success in (0.3, 0.5, 0.7):  # the range is closed
+        assert cell_methods("webshop", success, ("vict",))[-2:] == sweep
+    for success in (0.29, 0.71, 0.92):
+        assert not set(sweep) & set(cell_methods("webshop", success, ("vict",)))
+    assert cell_method_settings("vict+gamma1") == ["method=vict",
+                                                   "credit.options.gamma_lambda=1.0"]
