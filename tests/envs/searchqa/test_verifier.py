@@ -86,3 +86,29 @@ def test_a_decided_answer_scope_commits_only_the_answer_not_the_hops(test_tasks,
     # the answer is step 3; "all" makes it a witness of the three hops too
     assert scoped["all"] == {(3, "answer"), (3, "hop:0"), (3, "hop:1"), (3, "hop:2")}
     assert scoped["decided"] == {(3, "answer")}
+
+
+def _trace_with_menus(env, task, actions):
+    obs = env.reset(task)
+    texts, states, menus = [obs.text], [env.snapshot()], [obs.admissible_actions]
+    for action in actions:
+        obs, _, _, _ = env.step(action)
+        texts.append(obs.text)
+        states.append(env.snapshot())
+        menus.append(obs.admissible_actions)
+    return trace_rollout(env.verifier(task), texts, states, actions, admissible=menus)
+
+
+def test_the_search_that_first_showed_the_answer_supports_the_answer_commit(env, test_tasks):
+    # docs/searchqa.md (support rule): the menu holds the answers for the spans shown, so the
+    # last search, which showed the answer span, made <answer> admissible; with the default
+    # answer_scope=all it is already a witness (a reveal) of the hop it showed, but not of
+    # the answer atom, whose evidence path it is
+    task = next(t for t in test_tasks if t.task_type == "composition")
+    actions = env.expert(task)
+    trace = _trace_with_menus(env, task, actions)
+    support = {(e.step, e.atom_id) for e in trace.edges if e.relation == "support" and e.valid}
+    assert (2, "answer") in support
+    answer = [e for e in trace.edges if e.atom_id == "answer" and e.valid]
+    assert {(e.step, e.relation) for e in answer} == {(2, "support"), (3, "write"), (3, "commit")}
+    assert [e.weight for e in answer if e.relation == "support"] == [1.0]

@@ -66,9 +66,10 @@ def test_atoms_follow_the_golden_diff_and_writes_depend_on_their_reveals():
     assert "write:orders/#W2378156" in ids
     write = ids["write:orders/#W2378156"]
     assert write.score_role == "hard"
-    # the order id comes from the user, the new item ids and the card from lookups
-    assert {"reveal:#W2378156", "reveal:7706410293", "reveal:credit_card_9513926"} <= set(
-        write.dependencies)
+    # the order id comes from the user, the new item ids and the card from lookups, the
+    # owner's id from the user lookup (tau2's policy: authenticate before a write)
+    assert {"reveal:#W2378156", "reveal:7706410293", "reveal:credit_card_9513926",
+            "reveal:yusuf_rossi_9620"} <= set(write.dependencies)
     assert ids["no_extra_writes"].score_role == "penalty"
     texts, states = _play(env, task, env.expert(task))
     timeline = evidence_timeline(verifier, texts, states)

@@ -141,7 +141,14 @@ def test_atoms_cover_type_attributes_options_price_commit_and_wrong_purchase(env
     assert roles["product_type"] == "graded" and roles["wrong_purchase"] == "penalty"
     assert verifier.atom("category_match").dependencies == ("title_overlap",)
     assert verifier.atom("title_overlap").dependencies == ("product_type",)
-    assert all(verifier.atom(j).dependencies == ("product_type",) for j in ids[3:-2])
+    attributes = [j for j in ids if j.startswith("attribute:")]
+    selection = tuple(j for j in ids if j.startswith("option:")) + ("price_under_budget",)
+    assert all(verifier.atom(j).dependencies == ("product_type",) for j in attributes)
+    # the VICT paper's Table 15: a selected option is a valid write while the type is UNSAT,
+    # and the purchase (and a wrong one) commits the selection
+    assert all(verifier.atom(j).dependencies == () for j in selection)
+    assert verifier.atom("purchase_committed").dependencies == selection
+    assert verifier.atom("wrong_purchase").dependencies == selection
     name = goal.option_names[0]
     assert f"selected:{name}" in verifier.atom(f"option:{goal.goal_options[0]}").state_vars
 

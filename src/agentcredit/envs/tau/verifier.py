@@ -7,7 +7,10 @@ States are the engine's snapshots (``snapshot.py``: the changed ``db:`` records,
 Replaying the golden actions on a fresh database gives the golden diff (every
 record they change) and, for each write action, the records it changed and the
 ids it needed: the id-like values of its arguments (strings holding a digit)
-that an earlier golden read result or the user's scenario shows.
+that an earlier golden read result or the user's scenario shows, and the id of the user
+the record belongs to (its ``user_id``, or the key of a ``users/`` record) when one of
+those shows it: tau2's policy authenticates that user before any write, so the lookup that
+showed the id is evidence on the write's path (the VICT paper's Table 17, step 1).
 
 Atoms, ``atom`` (role, timing): status:
 
@@ -94,11 +97,24 @@ def golden_plan(domain: str, task: dict[str, Any]) -> tuple[dict[str, str], dict
                    if any(c.isdigit() for c in s) and any(s in text for text in shown)}
             for key in set(before) | set(after):
                 if before.get(key) != after.get(key):
-                    needs.setdefault(key, set()).update(ids)
+                    owner = _owner(key, after.get(key) or before[key])
+                    shown_owner = {owner} if owner and any(owner in t for t in shown) else set()
+                    needs.setdefault(key, set()).update(ids | shown_owner)
         else:
             shown.append(outcome.content)
     diff = _records(db)
     return diff, {key: ids for key, ids in needs.items() if key in diff}
+
+
+def _owner(key: str, record: str) -> str | None:
+    """The user a changed record belongs to (its ``user_id``; a ``users/`` record is its own
+    key): tau2's policy authenticates that user before any write (the VICT paper's Table 17,
+    step 1), so the observation that showed the id is evidence on the write's path."""
+    table, _, name = key.partition("/")
+    if table == "users":
+        return name
+    owner = json.loads(record).get("user_id")
+    return owner if isinstance(owner, str) else None
 
 
 def _records(db: Database) -> dict[str, str]:

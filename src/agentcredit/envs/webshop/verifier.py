@@ -38,9 +38,21 @@ term, so ``F`` reproduces ``V`` exactly; ``wrong_purchase`` is VIOL only when
 ids), so a trace carries it without the catalogue the predicates close over.
 
 Dependencies: ``category_match`` -> ``title_overlap`` -> ``product_type``, and
-every attribute, option and price atom -> ``product_type`` (a fact about the
-requested kind of product). The commit is ``click[buy now]``; it finalises
-every atom.
+every attribute atom -> ``product_type`` (a fact about the requested kind of product).
+The option and price atoms depend on nothing: the VICT paper's failed purchase (Table 15)
+writes ``color_option_selected=sat`` with a ``+`` while the type is UNSAT, which a
+dependency on the type would make an invalid edge. ``purchase_committed`` and
+``wrong_purchase`` depend on the selection (every option atom and the price): a purchase
+commits the product with its chosen options at its price, so a success's core holds the
+option writes (setting an option UNSAT voids the purchase) and a wrong purchase's core pulls
+in the SAT selection as ancestors of the violation, crediting the option clicks ``+`` while
+``buy now`` is blamed (as ALFWorld's premature placement pulls in the held object). The
+commit is ``click[buy now]``; it finalises every atom.
+
+Support edges (docs/vict.md §4.3): clicking a product makes its option clicks and
+``buy now`` admissible, but that click changes ``product:asin``, which every product atom
+reads, so it is a witness of them all, not their support; the search (or page turn) that
+listed the product made the click admissible and is the support of the click's writes.
 
 Witnesses (docs/vict.md §4.3): every atom about the product is bound
 (``_bound_to_product``) to the product the rollout ends on, bought or else open,
@@ -196,21 +208,23 @@ def build_atoms(goal: Goal) -> tuple[Atom, ...]:
                                      strict=True):
         option_vars = (ASIN, *((SELECTED + name,) if name else ()), EV + "options")
         atoms.append(Atom(atom_id, _on_product(lambda p, o=option: option_matched(o, p.selected)),
-                          "online", ("product_type",), option_vars,
+                          "online", (), option_vars,
                           "hard", audit_source="get_option_reward: selected value matches",
                           binds=_bound_to_product(option_vars), level=1))
     price_vars = (ASIN, PRICE, EV + "price", EV + "results")
+    selection = (*(a.atom_id for a in atoms if a.atom_id.startswith("option:")),
+                 "price_under_budget")
     atoms += [
         Atom("price_under_budget",
              _on_product(lambda p: price_ok(p.price, spec.price_upper)), "on_evidence",
-             ("product_type",), price_vars, "hard",
+             (), price_vars, "hard",
              audit_source="get_reward: price <= price_upper", binds=_bound_to_product(price_vars),
              level=1),
         Atom("purchase_committed",
-             lambda s, e: Status.SAT if s.get(PURCHASED) else Status.UNSAT, "on_commit", (),
-             (PURCHASED,), "hard", audit_source="click[buy now] ends the episode",
+             lambda s, e: Status.SAT if s.get(PURCHASED) else Status.UNSAT, "on_commit",
+             selection, (PURCHASED,), "hard", audit_source="click[buy now] ends the episode",
              irreversible=True, level=0),
-        Atom("wrong_purchase", lambda s, e: _wrong_purchase(spec, s), "on_commit", (),
+        Atom("wrong_purchase", lambda s, e: _wrong_purchase(spec, s), "on_commit", selection,
              (PURCHASED, ASIN, TITLE), "penalty",
              audit_source="bought a product whose title shares no noun with the target's",
              binds=_bound_to_product((PURCHASED, ASIN, TITLE)), irreversible=True, level=1),
