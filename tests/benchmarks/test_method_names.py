@@ -35,6 +35,7 @@ def test_a_reading_suffix_sets_the_paper_literal_median_and_an_unknown_one_stops
     config = load_config(None, method_overrides("vict+median/gigpo"))
     assert config.credit.options["centre"] == "median"
     assert config.credit.options["backbone"]["name"] == "gigpo"
-    assert estimator_config(load_config(None, method_overrides("vict/grpo")).credit).centre == "mean"
+    default = load_config(None, method_overrides("vict/grpo"))
+    assert estimator_config(default.credit).centre == "mean"
     with pytest.raises(SystemExit, match=r"\+mode"):
         method_overrides("vict+mode/grpo")

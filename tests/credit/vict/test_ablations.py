@@ -39,11 +39,10 @@ def test_commit_only_credits_the_success_only_at_its_final_move(mixed, case):
 
 def test_temporal_nearest_credits_the_nearest_mention_before_each_atom_settles(mixed, case):
     result = get_estimator("temporal_nearest")(mixed, VICTConfig())
-    # object_held settles at the take (step 3), transformation at the heat (5), final_placement
-    # at the move (7); target_seen settles at "go to diningtable 1" (2), which names no egg and
-    # has no earlier mention, so it gets no step. commit_only credits the move alone.
+    # object_held settles at the take (step 3), transformation at the heat (6), final_placement
+    # at the move (8), each step naming the egg. commit_only credits the move alone.
     assert _credited(mixed, result, case.mixed.index(case.success)) == [
-        "take egg 1 from diningtable 1", "heat egg 1 with microwave 1",
+        "take egg 1 from countertop 2", "heat egg 1 with microwave 1",
         "move egg 1 to countertop 1"]
     commit = get_estimator("commit_only")(mixed, VICTConfig())
     assert not torch.equal(result.step_advantages, commit.step_advantages)
@@ -65,13 +64,16 @@ def test_no_core_keeps_the_direction_so_a_tied_group_abstains(group_batch, case)
 
 def test_no_core_credits_every_nonzero_marginal_of_a_rollout_with_a_direction(mixed, case):
     computed = compute_credit(mixed, VICTConfig(), RULES["no_core"])
-    wrong = case.mixed.index(case.wrong_object)
-    # VICT's core of the potato rollout has seven atoms; only the two wrong-object penalties
-    # have δ̂ ≠ 0 (the rollout alone violates them)
-    assert [r.core for r in computed.rollouts][wrong] == {"wrong_object_placed",
-                                                          "wrong_object_held"}
+    wrong = case.mixed.index(case.wrong_take)
+    # mean centring: every atom on which the potato rollout differs from its group's average
+    # (held by 4 of 8, heated by 2, placed by 2, premature and misplaced in one other rollout,
+    # the wrong take its own); no one placed a wrong object, so that atom is constant
+    assert [r.core for r in computed.rollouts][wrong] == {
+        "object_held", "transformation", "final_placement", "premature_placement",
+        "target_misplaced", "wrong_object_held"}
+    # only the wrong take has a witness in this rollout (its reveal and violation)
     assert {(c.step, c.atom_id) for c in computed.contributions if c.rollout == wrong} == {
-        (2, "wrong_object_held"), (4, "wrong_object_placed")}
+        (2, "wrong_object_held")}
 
 
 def _credited_counts(computed, num_rollouts):
@@ -82,9 +84,11 @@ def _credited_counts(computed, num_rollouts):
 def test_random_edges_deals_credit_across_the_group_fresh_every_update(mixed):
     vict = compute_credit(mixed, VICTConfig())
     placebo = compute_credit(mixed, VICTConfig(seed=1), RULES["random_edges"])
-    # VICT credits steps {2,3,5,7}, {0,1,3}, {0,1}, {2,4} of rollouts 0-3 and none of 4-7
-    assert _credited_counts(vict, 8) == [4, 3, 2, 2, 0, 0, 0, 0]
-    assert _credited_counts(placebo, 8) == [4, 3, 2, 2, 0, 0, 0, 0]
+    # VICT credits the success's reveal, take, two support walks, heat and move; the potato
+    # take; the premature rollout's reveal, take, walk and move; the sink rollout's six steps;
+    # the looping rollout's reveal and take; none of the wanderers
+    assert _credited_counts(vict, 8) == [6, 1, 4, 6, 2, 0, 0, 0]
+    assert _credited_counts(placebo, 8) == [6, 1, 4, 6, 2, 0, 0, 0]
     assert sum(c.amount for c in placebo.contributions) == pytest.approx(
         sum(c.amount for c in vict.contributions))
     moved = {c.sources[0] for c in placebo.contributions
@@ -102,8 +106,7 @@ def test_dense_atom_reward_pays_each_atom_where_it_turns_sat_or_violated(mixed, 
     result = get_estimator("dense_atom_reward")(mixed, VICTConfig())
     success = case.mixed.index(case.success)
     events = {(r["step"], r["atom_id"]) for r in result.ledger_rows if r["rollout"] == success}
-    assert events == {(2, "target_seen"), (3, "object_held"), (5, "transformation"),
-                      (6, "receptacle_found"), (7, "final_placement")}
+    assert events == {(3, "object_held"), (6, "transformation"), (8, "final_placement")}
     premature = [r for r in result.ledger_rows if r["rollout"] == case.mixed.index(case.premature)
                  and r["atom_id"] == "premature_placement"]
     assert [(r["step"], r["atom_credit"]) for r in premature] == [(3, -1.0)]
