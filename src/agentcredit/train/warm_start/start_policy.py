@@ -22,6 +22,7 @@ from agentcredit.envs.base import Task
 from agentcredit.envs.suites import EnvSuite
 from agentcredit.progress import Progress, track
 from agentcredit.run.directory import RunDirectory
+from agentcredit.run.safe_files import new_folder
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train.build import collector_config, load_model
 from agentcredit.train.warm_start.sft import (
@@ -67,7 +68,8 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
                                       config.rollout.history_style),
                  *skill_tokenizer_corpus(provider, config.env.name)]
         model, tokenizer = load_model(
-            config, bootstrap_tiny_model(texts, run.path / "init_model", config.model.tiny),
+            config, bootstrap_tiny_model(texts, new_folder(run.path / "init_model"),
+                                         config.model.tiny),
             training=True)
     echo(f"policy: {config.model.name} ({sum(p.numel() for p in model.parameters()):,} "
          f"parameters, vocabulary {len(tokenizer)})")
