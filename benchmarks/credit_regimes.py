@@ -240,6 +240,11 @@ def main() -> None:
     groups = per_env(args.groups, GROUPS, "--groups") if args.groups else dict(GROUPS)
     ks = (per_env(args.continuations, CONTINUATIONS, "--continuations") if args.continuations
           else dict(CONTINUATIONS))
+    for flag, values, low in (("--workers", [args.workers], 1), ("--groups", groups.values(), 1),
+                              ("--continuations", ks.values(), 2), ("--boots", [args.boots], 1),
+                              ("--mc-groups", [args.mc_groups], 0)):
+        if min(values) < low:
+            raise SystemExit(f"{flag} {min(values)}: it must be at least {low}")
     options = {e: (CellOptions(groups=4, continuations=2, boots=50) if args.quick else
                    CellOptions(groups=groups[e], mc_groups=args.mc_groups,
                                continuations=ks[e], boots=args.boots)) for e in envs}

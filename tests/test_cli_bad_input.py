@@ -108,7 +108,8 @@ def test_a_garbage_line_inside_the_metrics_of_a_resumed_run(tmp_path, tiny_fake_
     (run / "reference" / "model.safetensors").write_bytes(b"")
     assert main(["train", "--resume", str(run)]) == 2
     assert _one_error_line(capsys) == (
-        f"error: {run / 'metrics.jsonl'}:2 is not a JSON record (Expecting value); the file is "
+        f"error: {run / 'metrics.jsonl'}:2 is not a JSON record (the line is not valid JSON: "
+        "Expecting value at character 0); the file is "
         "damaged beyond a torn last line: delete or repair that line, or start the run again "
         "with --overwrite")
 

@@ -4,8 +4,11 @@ A write on a full disk (or over a quota) fails deep inside Python, torch or
 safetensors with a message that names no file (``[Errno 28] No space left on
 device``) or does not say the disk is full (torch's ``unexpected pos ...``, which
 ``torch.save`` to a path raises: checkpoints are written through a Python file
-object so that the error is the system's). ``writing`` turns any such failure into
-one ``DiskFullError`` naming the file; the CLI prints it as one ``error:`` line.
+object so that the error is the system's). A write that fails once torch's zip writer
+has begun still ends in its ``RuntimeError`` (``[enforce fail at inline_container.cc]
+... unexpected pos``), with the system's ``ENOSPC`` as its context: ``is_disk_full``
+looks along that chain. ``writing`` turns any such failure into one ``DiskFullError``
+naming the file; the CLI prints it as one ``error:`` line.
 """
 
 from __future__ import annotations
@@ -25,10 +28,17 @@ class DiskFullError(OSError):
 
 
 def is_disk_full(err: BaseException) -> bool:
-    """Whether ``err`` is a write that failed for want of space."""
-    if isinstance(err, OSError) and err.errno in _FULL:
-        return True
-    return any(text in str(err) for text in _FULL_TEXT)
+    """Whether ``err``, or an error it was raised from or while handling (torch's zip
+    writer masks the ``ENOSPC`` it met), is a write that failed for want of space."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in _FULL:
+            return True
+        if any(text in str(err) for text in _FULL_TEXT):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 @contextlib.contextmanager

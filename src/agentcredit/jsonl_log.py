@@ -7,6 +7,11 @@ number of lines a checkpoint recorded, which is how a resumed run drops what
 was logged after its checkpoint. Every line is strict JSON: a non-finite number
 raises before anything is written (``finite_or_null`` turns metrics' NaN into
 ``null`` first).
+
+A log is a run file (``run/safe_files.py``): opened without following a link, written
+only while it has one name, replaced through a temporary name created exclusively, and
+read within ``READ_LIMIT`` bytes, each line UTF-8 JSON within ``bounded_json``'s bounds
+(no NaN), so a damaged middle line is named, never an internal error.
 """
 
 from __future__ import annotations
@@ -19,6 +24,11 @@ from pathlib import Path
 from typing import Any, Self
 
 from agentcredit.disk_full import writing
+from agentcredit.envs.bounded_json import JsonRefused, loads
+from agentcredit.run.safe_files import open_regular, read_regular, write_new
+
+READ_LIMIT = 1 << 30
+"""Largest log read back (as the report reads one)."""
 
 
 class DamagedLog(ValueError):
@@ -42,7 +52,7 @@ class JsonlLog:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         repair_torn_tail(self.path)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd: int | None = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 
     def append(self, rows: Iterable[Mapping[str, Any]], **common: Any) -> int:
         """Write ``rows`` (each merged with ``common``) as whole lines; returns how many."""
@@ -85,7 +95,7 @@ def repair_torn_tail(path: str | Path) -> int:
     path = Path(path)
     if not path.exists():
         return 0
-    with open(path, "rb+") as handle:
+    with os.fdopen(open_regular(path, os.O_RDWR), "rb+") as handle:
         size = handle.seek(0, os.SEEK_END)
         if size == 0:
             return 0
@@ -112,7 +122,7 @@ def count_lines(path: str | Path) -> int:
     path = Path(path)
     if not path.exists():
         return 0
-    with open(path, "rb") as handle:
+    with os.fdopen(open_regular(path), "rb") as handle:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
 
 
@@ -121,24 +131,41 @@ def truncate_lines(path: str | Path, keep: int) -> None:
     path = Path(path)
     if not path.exists():
         return
-    with open(path, "rb") as handle:
-        lines = handle.read().split(b"\n")[:keep]
+    lines = _read(path).split(b"\n")[:keep]
     tmp = path.with_name(path.name + ".tmp")
     with writing(tmp):
-        tmp.write_bytes(b"".join(line + b"\n" for line in lines))
-    os.replace(tmp, path)
+        write_new(path, b"".join(line + b"\n" for line in lines), tmp)
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The records of ``path``, in order; a torn last line is skipped, any other bad line raises
-    ``DamagedLog``."""
-    with open(path, encoding="utf-8") as handle:
-        lines = handle.read().split("\n")[:-1]  # after the last newline: "" or a torn record
+    """The records of ``path``, in order (``numbered_records`` without the line numbers)."""
+    return (record for _, record in numbered_records(path))
+
+
+def numbered_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` of each line of ``path``, in order; a torn last line and
+    blank lines are skipped, any other bad line (not UTF-8, not JSON within
+    ``bounded_json``'s bounds, NaN, not an object) raises ``DamagedLog`` naming it.
+
+    Raises:
+        UnsafeRunFile: ``path`` is a link, a special file or over ``READ_LIMIT`` bytes.
+    """
+    lines = _read(path).split(b"\n")[:-1]  # after the last newline: b"" or a torn record
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            yield json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DamagedLog(f"{path}:{number} is not a JSON record ({err.msg}); the file is "
-                             "damaged beyond a torn last line") from None
+            record = loads(line)
+        except JsonRefused as err:
+            raise DamagedLog(f"{path}:{number} is not a JSON record (the line {err}); the "
+                             "file is damaged beyond a torn last line") from None
+        if not isinstance(record, dict):
+            raise DamagedLog(f"{path}:{number} is not a JSON record (the line is a JSON "
+                             f"{type(record).__name__}); the file is damaged beyond a torn last "
+                             "line")
+        yield number, record
+
+
+def _read(path: str | Path) -> bytes:
+    """The bytes of the log ``path`` (a regular file of at most ``READ_LIMIT`` bytes)."""
+    return read_regular(path, READ_LIMIT)

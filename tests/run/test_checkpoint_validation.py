@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,8 +14,15 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from agentcredit.cli import main
 from agentcredit.config import load_config
-from agentcredit.run.directory import CHECKPOINT_RECORD, CHECKPOINT_STATE, RunDirectory
+from agentcredit.run.directory import (
+    CHECKPOINT_RECORD,
+    CHECKPOINT_STATE,
+    CONFIG_DIGEST,
+    RunDirectory,
+    RunDirectoryError,
+)
 from agentcredit.train.loop import train
 
 RUN = ("run.updates=3", "run.checkpoint_every=1", "run.keep_checkpoints=3", "run.eval_every=0",
@@ -23,7 +31,8 @@ RUN = ("run.updates=3", "run.checkpoint_every=1", "run.keep_checkpoints=3", "run
 
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory, tiny_fake_run) -> Path:
-    """A run with checkpoints after updates 1, 2 and 3."""
+    """A run with checkpoints after updates 1, 2 and 3: its metrics.jsonl holds the SFT line,
+    updates 1 to 3 (lines 2 to 4) and the evaluation after update 3 (line 5)."""
     root = tmp_path_factory.mktemp("stopped")
     config = load_config(None, [*tiny_fake_run, *RUN, f"run.output_dir={root}", "run.name=run"])
     train(config, echo=lambda _: None)
@@ -66,6 +75,15 @@ def _symlinked_state(checkpoint: Path) -> None:
     (checkpoint / CHECKPOINT_STATE).symlink_to(outside)
 
 
+def _zip_bomb(checkpoint: Path) -> None:
+    # 256 MiB of zeros deflate to a quarter of a MiB; torch stores its entries uncompressed
+    with zipfile.ZipFile(checkpoint / CHECKPOINT_STATE, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("archive/data.pkl", b"", compress_type=zipfile.ZIP_STORED)
+        with archive.open("archive/data/0", "w") as entry:
+            for _ in range(256):
+                entry.write(bytes(1 << 20))
+
+
 def _optimizer_moment(checkpoint: Path) -> None:
     saved = torch.load(checkpoint / CHECKPOINT_STATE, weights_only=True)
     first = next(iter(saved["optimizer"]["state"].values()))
@@ -95,6 +113,15 @@ DAMAGES = {
     "a deeply nested record": (_deep, "cannot read trainer_state.json (nests arrays and objects"),
     "a symlinked trainer_state.pt": (_symlinked_state, "trainer_state.pt is a symlink"),
     "an optimizer of another shape": (_optimizer_moment, "gives parameter 0 an exp_avg of shape"),
+    "a trainer_state.pt that is a zip bomb": (
+        _zip_bomb, "trainer_state.pt holds a compressed entry (archive/data/0)"),
+    "a trainer_state.pt that is not a zip archive": (
+        lambda c: (c / CHECKPOINT_STATE).write_bytes(b"\x80\x02}q\x00."),
+        "cannot read trainer_state.pt as the zip archive torch writes"),
+    # the eval after update 3 (line 5) is update 3's own: a count of 4 would cut it unsaid
+    "a metrics count one short": (
+        lambda c: _record(c, lambda r: r["log_lines"].update({"metrics.jsonl": 4})),
+        "cutting metrics.jsonl to 4 lines would cut line 5, a row of update 3"),
     "an update the metrics never logged": (
         lambda c: _record(c, lambda r: r["log_lines"].update({"metrics.jsonl": 2})),
         "but the metrics lines it counts end at update 1"),
@@ -114,6 +141,77 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before_saying_why(
     unusable = [line for line in said if line.startswith("checkpoint update_00003 is unusable: ")]
     assert len(unusable) == 1 and clause in unusable[0], said
     assert unusable[0].endswith("; trying the one before")
+
+
+def test_a_ledger_count_of_0_falls_back_and_cuts_exactly_the_rows_after_the_fallback(
+        stopped, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(stopped, run_dir, symlinks=True)
+    # ten ledger rows per update, each checkpoint counting those of its updates ...
+    (run_dir / "ledger.jsonl").write_text("".join(f'{{"update": {u}, "row": {i}}}\n'
+                                                  for u in (1, 2, 3) for i in range(10)))
+    for update in (1, 2, 3):
+        _record(run_dir / "checkpoints" / f"update_0000{update}",
+                lambda r, u=update: r["log_lines"].update({"ledger.jsonl": 10 * u}))
+    # ... but the newest says 0: cutting to it would delete the 30 rows of updates 1 to 3
+    _record(run_dir / "checkpoints" / "update_00003",
+            lambda r: r["log_lines"].update({"ledger.jsonl": 0}))
+    said: list[str] = []
+    assert RunDirectory(run_dir).resume(said.append).update == 2
+    assert said == [("checkpoint update_00003 is unusable: cutting ledger.jsonl to 0 lines would "
+                    "cut line 1, a row of update 1, though the checkpoint is after update 3 (its "
+                    "line count disagrees with the file); trying the one before")]
+    assert (run_dir / "ledger.jsonl").read_text() == "".join(
+        f'{{"update": {u}, "row": {i}}}\n' for u in (1, 2) for i in range(10))
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [(m["kind"], m["update"]) for m in metrics] == [("sft", 0), ("update", 1),
+                                                           ("update", 2)]
+
+
+BAD_LINES = {
+    "invalid UTF-8": (b'{"kind": "update", "update": "\xff\xfe"}', "is not UTF-8 text"),
+    "nested 10,000 deep": (b"[" * 10_000 + b"]" * 10_000, "nests arrays and objects"),
+    "a 50,000-digit integer": (b'{"update": ' + b"9" * 50_000 + b"}",
+                               "holds a number of 50000 characters"),
+    "NaN": (b'{"kind": "update", "update": 2, "loss": NaN}', "holds NaN"),
+    "not an object": (b"[1, 2]", "is a JSON list"),
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_LINES))
+def test_a_bad_middle_metrics_line_stops_resume_naming_it_before_anything_is_cut(
+        stopped, tmp_path, bad):
+    run_dir = tmp_path / "run"
+    shutil.copytree(stopped, run_dir, symlinks=True)
+    line, why = BAD_LINES[bad]
+    lines = (run_dir / "metrics.jsonl").read_bytes().split(b"\n")
+    lines[2] = line  # line 3 of 5
+    (run_dir / "metrics.jsonl").write_bytes(b"\n".join(lines))
+    before = {log: (run_dir / log).read_bytes() for log in ("metrics.jsonl", "ledger.jsonl")}
+    with pytest.raises(RunDirectoryError) as stop:
+        RunDirectory(run_dir).resume(lambda _: None)
+    message = str(stop.value)
+    assert message.startswith(f"{run_dir / 'metrics.jsonl'}:3 is not a JSON record (the line ")
+    assert why in message and "\n" not in message
+    assert message.endswith("delete or repair that line, or start the run again with "
+                            "--overwrite")
+    assert {log: (run_dir / log).read_bytes() for log in before} == before
+
+
+def test_a_hand_edited_config_yaml_is_named_before_anything_runs(stopped, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    shutil.copytree(stopped, run_dir, symlinks=True)
+    config = run_dir / "config.yaml"
+    text = config.read_text()
+    assert text.startswith(CONFIG_DIGEST)
+    config.write_text(text.replace("seed: 0\n", "seed: 1\n", 1))
+    before = (run_dir / "metrics.jsonl").read_bytes()
+    assert main(["train", "--resume", str(run_dir), "run.updates=4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: {config} is not the config this run wrote (it was "
+                              "edited by hand)")
+    assert (run_dir / "metrics.jsonl").read_bytes() == before
+    assert not (run_dir / "checkpoints" / "update_00004").exists()
 
 
 def test_an_undamaged_copy_resumes_from_its_newest_checkpoint(stopped, tmp_path):

@@ -205,19 +205,20 @@ def test_a_log_symlinked_outside_the_run_is_never_repaired(tmp_path):
     run.path.mkdir()
     run.metrics.symlink_to(outside)
     for start in (run.create, lambda: run.resume(print)):
-        with pytest.raises(RunDirectoryError, match="is a symlink to .*outside the run"):
+        with pytest.raises(RunDirectoryError, match="metrics.jsonl is a symlink .*never opened "
+                                                    "through links"):
             start()
     assert outside.read_text() == '{"kind": "sft"}\n{"kind": "upd'
 
 
-def test_a_log_symlinked_inside_the_run_is_repaired_as_usual(tmp_path):
+def test_a_log_symlinked_to_the_other_log_of_the_run_is_refused_too(tmp_path):
     run = RunDirectory(tmp_path / "run")
-    (run.path / "logs").mkdir(parents=True)
-    (run.path / "logs" / "metrics.jsonl").write_text('{"kind": "sft"}\n{"kind": "upd')
-    run.metrics.symlink_to(run.path / "logs" / "metrics.jsonl")
-    with pytest.raises(RunDirectoryError, match="no usable checkpoint"):
+    run.path.mkdir()
+    run.ledger.write_text('{"update": 1}\n{"upd')
+    run.metrics.symlink_to(run.ledger)  # a cut of the metrics would cut the ledger
+    with pytest.raises(RunDirectoryError, match="metrics.jsonl is a symlink"):
         run.resume(print)
-    assert (run.path / "logs" / "metrics.jsonl").read_text() == '{"kind": "sft"}\n'
+    assert run.ledger.read_text() == '{"update": 1}\n{"upd'
 
 
 def test_a_folder_left_by_a_start_that_failed_before_its_first_line_starts_again(tmp_path):

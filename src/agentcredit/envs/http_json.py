@@ -27,7 +27,27 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+from agentcredit.config.schema import ConfigError
 from agentcredit.envs import bounded_json
+
+MAX_DEADLINE_S = 3600.0
+"""The longest deadline a request may have (a client's ``timeout_s`` key's upper bound)."""
+MAX_BACKOFF_S = 3600.0
+"""The most seconds of back-off a client may plan for one request, all retries together."""
+
+
+def refuse_long_backoff(owner: str, retries: int, backoff_s: float) -> None:
+    """Refuse ``retries`` retries whose doubling back-off from ``backoff_s`` adds up to more
+    than ``MAX_BACKOFF_S`` (``retries: 40`` from 1 s plans about 35,000 years).
+
+    Raises:
+        ConfigError: naming ``owner``'s key, the back-off planned and the bound.
+    """
+    planned = backoff_s * (2 ** retries - 1)
+    if planned > MAX_BACKOFF_S:
+        raise ConfigError(f"{owner}.retries = {retries} with a back-off of {backoff_s:g} s "
+                          f"doubling at each retry plans {planned:,.0f} s of waiting, more than "
+                          f"the {MAX_BACKOFF_S:,.0f} s allowed; lower retries (or backoff_s)")
 
 
 class HttpJsonError(RuntimeError):
@@ -94,6 +114,9 @@ def post_json(url: str, payload: Any, *, deadline_s: float, max_bytes: int,
     Raises:
         HttpJsonError: any failure (module notes); ``status`` is set for an HTTP error status.
     """
+    if not 0 < deadline_s <= MAX_DEADLINE_S:  # a socket refuses 1e300 with OverflowError
+        raise ValueError(f"post_json: deadline_s = {deadline_s:g} must be more than 0 and at "
+                         f"most {MAX_DEADLINE_S:g} seconds")
     parts = urllib.parse.urlsplit(url)
     deadline = time.monotonic() + deadline_s
     connection_class = (http.client.HTTPSConnection if parts.scheme == "https"

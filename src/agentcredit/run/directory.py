@@ -35,15 +35,24 @@ What a kill can leave, and what ``RunDirectory.resume`` does with it:
   each checkpoint records how many lines each log had when it was written, so
   such a checkpoint is skipped for the one before;
 - logs longer than the checkpoint: rolled back to the recorded line counts, and
-  the resumed run rewrites those lines exactly.
+  the resumed run rewrites those lines exactly. A count is proven before it cuts:
+  every line it would cut must be a row of an update after the checkpoint's and
+  every line it keeps one of an update up to it (each row's ``update`` field), else
+  the checkpoint is skipped for the one before; no row is deleted that the counts
+  cannot attribute.
 
 Each fallback is said in one line. A run that died after its SFT warm start and
-before its first checkpoint restarts RL from ``reference/``. A log that is a
-symlink to a file outside the run folder is never repaired or cut: resume stops
-and says so, as it does for a ``config.yaml`` that is a symlink (a run rewrites it)
-and for a log that is a FIFO or other special file. ``.lock`` and the checkpoint's
-files are opened without following links (``run/safe_files.py``). A folder whose
-logs are empty (a start that failed before its first line) can be started again.
+before its first checkpoint restarts RL from ``reference/``. Every log line is read
+within bounds (``jsonl_log.numbered_records``): a damaged line stops resume naming it,
+before anything is cut. A log or ``config.yaml`` that is a symlink (even to another
+file of the run), a FIFO or other special file, or a file with another hard link is
+never repaired, cut or rewritten: the run stops and says so; a run folder
+(``checkpoints/``, ``rollouts/``, ``reference/``, ``init_model/``) that is a link too.
+Every name a run creates (a temporary file or folder) is created exclusively and
+``.lock`` and the checkpoint's files are opened without following links
+(``run/safe_files.py``), so a planted link is refused by name and nothing outside the
+run folder changes. A folder whose logs are empty (a start that failed before its
+first line) can be started again.
 
 A process holds ``run_dir/.lock`` (an ``flock``) for the life of its run, so a
 second run on the same folder stops at once, naming the holder. The kernel drops
@@ -53,30 +62,41 @@ the lock when its process dies, so a killed run's folder can be resumed at once.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import pickle
 import random
-import shutil
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import yaml
 
 from agentcredit.disk_full import writing
 from agentcredit.envs.bounded_json import JsonRefused, loads
 from agentcredit.jsonl_log import (
     DamagedLog,
     count_lines,
-    read_jsonl,
+    numbered_records,
     repair_torn_tail,
     truncate_lines,
 )
 from agentcredit.run.live_metrics import TENSORBOARD_FOLDER
 from agentcredit.run.model_folder import parameter_shapes, weights_problem
-from agentcredit.run.safe_files import open_regular, read_regular, refusal
+from agentcredit.run.safe_files import (
+    clear_name,
+    new_folder,
+    open_regular,
+    own_folder,
+    read_regular,
+    refusal,
+    remove_name,
+    write_new,
+)
 from agentcredit.run.saved_rollouts import FOLDER
 
 if TYPE_CHECKING:
@@ -87,6 +107,10 @@ CHECKPOINT_RECORD = "trainer_state.json"
 STATE_FORMAT = 2
 """``format`` of ``trainer_state.json``; a checkpoint without that file has the earlier one."""
 LOGS = ("metrics.jsonl", "ledger.jsonl")
+CONFIG_DIGEST = "# written by agentcredit; sha256 of the lines below: "
+"""The first line of a run's ``config.yaml``: a hand edit of the rest is found on resume."""
+#: the folders a run writes and deletes inside (never through a link)
+FOLDERS = ("init_model", "reference", "checkpoints", FOLDER, TENSORBOARD_FOLDER)
 _TENSOR_STREAMS = ("sampling", "torch_random")  # in trainer_state.pt; the others in the JSON
 # the earlier format pickled numpy's RNG state: its array type, under numpy 1's and 2's names
 _RECONSTRUCT = np.zeros(0).__reduce__()[0]
@@ -211,13 +235,32 @@ class RunDirectory:
 
     def overwrite(self) -> None:
         """Delete what a previous run left (the caller holds the lock)."""
-        for name in ("config.yaml", *LOGS, "init_model", "reference", ".tmp_reference",
-                     "checkpoints", FOLDER, TENSORBOARD_FOLDER):
-            target = self.path / name
-            if target.is_dir():
-                shutil.rmtree(target)
-            elif target.exists():
-                target.unlink()
+        for name in ("config.yaml", *LOGS, ".tmp_reference", *FOLDERS):
+            remove_name(self.path / name)  # a link is unlinked, never followed
+
+    def write_config(self, data: dict[str, Any]) -> None:
+        """Write ``config.yaml`` (``data`` as YAML, after a ``CONFIG_DIGEST`` line) atomically
+        through a temporary name created exclusively, never through a link."""
+        text = yaml.safe_dump(data, sort_keys=False)
+        path = self.path / "config.yaml"
+        with writing(path):
+            write_new(path, f"{CONFIG_DIGEST}{_sha256(text.encode())}\n{text}".encode(),
+                      self.path / ".config.yaml.tmp")
+
+    def edited_config(self) -> str:
+        """Why ``config.yaml`` is not what the run wrote (its lines differ from the digest on
+        its first line: edited by hand), or ``""``; a file without the digest line (written
+        by an earlier version) is taken as it is."""
+        path = self.path / "config.yaml"
+        first, _, rest = read_regular(path, RECORD_LIMIT).partition(b"\n")
+        if not first.startswith(CONFIG_DIGEST.encode()):
+            return ""
+        if first.removeprefix(CONFIG_DIGEST.encode()).decode(errors="replace") == _sha256(rest):
+            return ""
+        return (f"{path} is not the config this run wrote (it was edited by hand), so it no "
+                "longer says what trained the run; put the file back, give the changes resume "
+                "allows as key=value after --resume, or start a new run with --config "
+                f"{path}")
 
     @property
     def metrics(self) -> Path:
@@ -264,27 +307,24 @@ class RunDirectory:
         return (any(_size(self.path / log) for log in LOGS) or self.checkpoints.exists()
                 or self.reference.exists())
 
-    def _check_logs_inside(self) -> None:
-        """Refuse logs that are symlinks to files outside the folder (repairs would cut them),
-        a ``config.yaml`` that is a symlink (a run rewrites it), and any of them that is a
-        special file (a FIFO would block or fail deep inside Python)."""
-        root = self.path.resolve()
-        for log in LOGS:
-            path = self.path / log
-            if path.is_symlink() and not path.resolve().is_relative_to(root):
+    def _check_run_files(self) -> None:
+        """Refuse a log or ``config.yaml`` that is a symlink (even to another file of the run),
+        a special file or a file with another hard link (a run cuts and rewrites them), and a
+        run folder that is a symlink (a run writes and deletes inside it)."""
+        for name in (*LOGS, "config.yaml"):
+            why = refusal(self.path / name, written=True)
+            if why:
+                raise RunDirectoryError(f"{why} (a run cuts and rewrites its {name})")
+        for name in FOLDERS:
+            path = self.path / name
+            if path.is_symlink():
                 raise RunDirectoryError(
-                    f"{path} is a symlink to {path.resolve()}, outside the run directory; a run "
-                    "repairs and cuts its logs, so it will not touch that file: copy it into "
-                    "the run directory in place of the link")
-            if path.exists() and not path.is_file():
-                raise RunDirectoryError(refusal(path.resolve()))
-        why = refusal(self.path / "config.yaml")
-        if why:
-            raise RunDirectoryError(f"{why} (a run rewrites its config.yaml)")
+                    f"{path} is a symlink (to {os.readlink(path)}); a run writes and deletes "
+                    f"inside its {name}/, so it never follows a link there: remove the link")
 
     def create(self) -> None:
         """Make the folder for a new run; refuse one that already holds a run."""
-        self._check_logs_inside()
+        self._check_run_files()
         if self._holds_a_run():
             raise RunDirectoryError(
                 f"run directory {self.path} already holds a run; resume it with "
@@ -296,13 +336,19 @@ class RunDirectory:
 
     def resume(self, echo: Callable[[str], None]) -> ResumePoint:
         """Repair the logs, pick the newest usable checkpoint, roll the logs back to it."""
-        self._check_logs_inside()
+        self._check_run_files()
+        if (self.path / "config.yaml").exists() and (why := self.edited_config()):
+            raise RunDirectoryError(why)
         if not self._holds_a_run():
             raise RunDirectoryError(f"nothing to resume in {self.path}: it holds no run "
                                     "(start one without --resume)")
         for log in LOGS:
             if repair_torn_tail(self.path / log):
                 echo(f"{log}: cut a torn last line")
+        try:  # every line read, within bounds, before anything is cut
+            rows = {log: _rows(self.path / log) for log in LOGS}
+        except DamagedLog as err:
+            raise _unresumable(err) from None
         lines = {log: count_lines(self.path / log) for log in LOGS}
         for checkpoint in sorted(self.checkpoints.glob("update_*"), reverse=True):
             state, problem = _read_checkpoint(checkpoint, echo)
@@ -312,22 +358,21 @@ class RunDirectory:
                     problem = (f"{' and '.join(short)} ended before it (the logs lost lines "
                                "it counts)")
                 else:
-                    problem = self._metrics_disagree(state)
+                    problem = (_metrics_disagree(rows["metrics.jsonl"], state)
+                               or _cut_problem(rows, state["log_lines"], state["update"]))
             if problem:
                 echo(f"checkpoint {checkpoint.name} is unusable: {problem}; trying the one "
                      "before")
                 continue
             for log in LOGS:
                 truncate_lines(self.path / log, state["log_lines"][log])
-            self._check_metrics_parse()
             return ResumePoint(checkpoint / "policy", state["update"], state)
         if _is_model_dir(self.reference):
-            try:
-                sft_lines = _leading_kind(self.metrics, "sft")
-            except DamagedLog as err:
-                raise _unresumable(err) from None
-            truncate_lines(self.metrics, sft_lines)
-            truncate_lines(self.ledger, 0)
+            # every line but the leading SFT ones is RL's, which restarts from its start
+            keep = {"metrics.jsonl": _leading_kind(rows["metrics.jsonl"], "sft"),
+                    "ledger.jsonl": 0}
+            for log in LOGS:
+                truncate_lines(self.path / log, keep[log])
             echo(f"no usable checkpoint in {self.path}: restarting RL from reference/ "
                  "(the SFT warm start is kept)")
             return ResumePoint(self.reference, 0, None)
@@ -335,41 +380,15 @@ class RunDirectory:
             f"nothing to resume in {self.path}: it has no usable checkpoint and no finished "
             "SFT start (reference/); start it again with --overwrite")
 
-    def _metrics_disagree(self, state: dict[str, Any]) -> str:
-        """Why ``state`` does not fit ``metrics.jsonl`` (the last ``kind: update`` line it
-        counts must be its own update), or ``""``."""
-        last = None
-        try:
-            for number, record in enumerate(read_jsonl(self.metrics), 1):
-                if number > state["log_lines"]["metrics.jsonl"]:
-                    break
-                if isinstance(record, dict) and record.get("kind") == "update":
-                    last = record.get("update")
-        except DamagedLog:
-            return ""  # said by _check_metrics_parse, with the line to repair
-        if last != state["update"]:
-            return (f"its {CHECKPOINT_RECORD} says update {state['update']}, but the metrics "
-                    f"lines it counts end at update {last}")
-        return ""
-
-    def _check_metrics_parse(self) -> None:
-        """Refuse a ``metrics.jsonl`` with a line that is not JSON before any work is done."""
-        try:
-            for _ in read_jsonl(self.metrics):
-                pass
-        except DamagedLog as err:
-            raise _unresumable(err) from None
-
     # CHECKPOINTS
 
     def save_reference(self, model, tokenizer) -> None:
         """Write ``reference/`` atomically (a kill leaves either nothing or all of it)."""
-        tmp = self.path / ".tmp_reference"
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp = new_folder(self.path / ".tmp_reference")
         with writing(tmp):
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
-        shutil.rmtree(self.reference, ignore_errors=True)
+        clear_name(self.reference)
         tmp.rename(self.reference)
 
     def save_checkpoint(self, update: int, model, tokenizer, optimizer, streams: RandomStreams,
@@ -377,9 +396,8 @@ class RunDirectory:
         """Write ``checkpoints/update_NNNNN`` atomically and keep the newest ``keep``."""
         import torch
 
-        final = self.checkpoints / f"update_{update:05d}"
-        tmp = self.checkpoints / f".tmp_update_{update:05d}"
-        shutil.rmtree(tmp, ignore_errors=True)
+        final = own_folder(self.checkpoints) / f"update_{update:05d}"
+        tmp = new_folder(self.checkpoints / f".tmp_update_{update:05d}")
         with writing(tmp / "policy"):
             model.save_pretrained(tmp / "policy")
             tokenizer.save_pretrained(tmp / "policy")
@@ -395,10 +413,10 @@ class RunDirectory:
             (tmp / CHECKPOINT_RECORD).write_text(json.dumps(record))
         with writing(tmp):
             _fsync_tree(tmp)
-        shutil.rmtree(final, ignore_errors=True)
+        clear_name(final)
         tmp.rename(final)
         for old in sorted(self.checkpoints.glob("update_*"))[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
+            remove_name(old)
         return final
 
     def latest_checkpoint(self) -> Path | None:
@@ -458,6 +476,12 @@ def read_trainer_state(checkpoint: Path, tensors: bool = True,
 
 RECORD_LIMIT = 1 << 20
 """Largest ``trainer_state.json`` read (one is about 30 kB: the RNG states)."""
+ARCHIVE_ENTRIES = 100_000
+"""Most entries a ``trainer_state.pt`` may hold (torch writes one per tensor storage: about
+three per parameter tensor for AdamW, a few thousand for a 7B model)."""
+STATE_SLACK = 64 << 20
+"""Bytes a ``trainer_state.pt`` may hold beyond four times its policy's weights (AdamW's
+two moments are at most four times weights of 16-bit floats; the RNG states, the steps)."""
 STATE_SCHEMA = {
     "update": "an integer >= 1, the number in the checkpoint folder's name",
     "success_start": "null or a number from 0 to 1",
@@ -520,6 +544,40 @@ def _check_tensors(state: dict[str, Any]) -> None:
             raise refuse("optimizer")
 
 
+def _state_limit(checkpoint: Path) -> int:
+    """The most bytes ``checkpoint``'s ``trainer_state.pt`` may expand to: four times its
+    policy's weights plus ``STATE_SLACK``."""
+    weights = sum(p.lstat().st_size for p in (checkpoint / "policy").glob("*.safetensors"))
+    return 4 * weights + STATE_SLACK
+
+
+def _archive_problem(path: Path, limit: int) -> str:
+    """Why the zip archive ``path`` may not be loaded, read from its central directory
+    alone (nothing is decompressed or allocated), or ``""``: not a zip archive, more than
+    ``ARCHIVE_ENTRIES`` entries, a compressed entry (torch stores every entry as it is, so a
+    compressed one can only be a bomb), or entries declaring more than the file holds or
+    than ``limit`` bytes."""
+    try:
+        with os.fdopen(open_regular(path), "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            entries = zipfile.ZipFile(handle).infolist()
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as err:
+        return f"cannot read {path.name} as the zip archive torch writes ({_first_line(err)})"
+    if len(entries) > ARCHIVE_ENTRIES:
+        return (f"{path.name} holds {len(entries):,} entries, more than the "
+                f"{ARCHIVE_ENTRIES:,} a trainer state has")
+    packed = next((e.filename for e in entries if e.compress_type != zipfile.ZIP_STORED), None)
+    if packed is not None:
+        return (f"{path.name} holds a compressed entry ({packed}); torch writes none, and one "
+                "can expand without bound, so it is not read")
+    total = sum(e.file_size for e in entries)
+    if total > min(size, limit):
+        return (f"{path.name} declares {total:,} bytes of entries, more than the "
+                f"{min(size, limit):,} it may hold (its file's size, and four times the "
+                "policy's weights)")
+    return ""
+
+
 def _optimizer_problem(state: dict[str, Any], policy: Path) -> str:
     """Why the optimizer state does not fit the policy's parameters (their number, and the
     shape of each moment), or ``""``."""
@@ -540,9 +598,13 @@ def _optimizer_problem(state: dict[str, Any], policy: Path) -> str:
 def _load_tensors(path: Path, allowed: list, mmap: bool) -> Any:
     """``torch.load(path, weights_only=True)`` with ``allowed`` globals (``mmap``: tensors
     mapped, not read, for a caller that reads only the plain data); every failure is a
-    ``StateUnreadable``, a refused global said as such."""
+    ``StateUnreadable``, a refused global said as such. The archive is bounded first
+    (``_archive_problem``), before torch allocates anything it declares."""
     import torch
 
+    problem = _archive_problem(path, _state_limit(path.parent))
+    if problem:
+        raise StateUnreadable(problem)
     try:
         with torch.serialization.safe_globals(allowed):
             return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
@@ -603,16 +665,55 @@ def _unresumable(err: DamagedLog) -> RunDirectoryError:
                              "--overwrite")
 
 
-def _leading_kind(path: Path, kind: str) -> int:
-    """How many records at the start of the JSONL ``path`` have ``kind``."""
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` of each line of the log ``path`` (none if it is missing)."""
+    return list(numbered_records(path)) if path.exists() else []
+
+
+def _leading_kind(rows: list[tuple[int, dict[str, Any]]], kind: str) -> int:
+    """How many lines at the start of a log (its ``rows``) are records of ``kind``."""
     count = 0
-    if not path.exists():
-        return 0
-    for record in read_jsonl(path):
-        if record.get("kind") != kind:
+    for number, record in rows:
+        if record.get("kind") != kind or number != count + 1:
             break
         count += 1
     return count
+
+
+def _cut_problem(rows: dict[str, list[tuple[int, dict[str, Any]]]], keep: dict[str, int],
+                 update: int) -> str:
+    """Why keeping the first ``keep[log]`` lines of each log is not proven to keep the rows of
+    updates up to ``update`` and cut only later ones (each row's ``update`` field), or
+    ``""``."""
+    for log in LOGS:
+        for number, record in rows[log]:
+            row_update = record.get("update")
+            cut = number > keep[log]
+            if not _is_int(row_update) or (row_update > update) != cut:
+                side = "cut" if cut else "keep"
+                return (f"cutting {log} to {keep[log]} lines would {side} line {number}, a row "
+                        f"of update {_short(row_update)}, though the checkpoint is after update "
+                        f"{update} (its line count disagrees with the file)")
+    return ""
+
+
+def _metrics_disagree(rows: list[tuple[int, dict[str, Any]]], state: dict[str, Any]) -> str:
+    """Why ``state`` does not fit ``metrics.jsonl`` (the last ``kind: update`` line it counts
+    must be its own update), or ``""``."""
+    last = None
+    for number, record in rows:
+        if number > state["log_lines"]["metrics.jsonl"]:
+            break
+        if record.get("kind") == "update":
+            last = record.get("update")
+    if last != state["update"]:
+        return (f"its {CHECKPOINT_RECORD} says update {state['update']}, but the metrics "
+                f"lines it counts end at update {last}")
+    return ""
 
 
 def _fsync_tree(root: Path) -> None:

@@ -36,7 +36,8 @@ Format ``FORMAT`` (one JSON object)::
 
 A value an estimator left non-finite is written as ``null``. A file is written
 under a temporary name and renamed when complete, so a kill never leaves half of
-one; a resumed run writes the updates it redoes again, with the same content.
+one; a resumed run writes the updates it redoes again, with the same content. The
+folder and the temporary name are never followed through a link (``run/safe_files.py``).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from typing import Any
 
 from agentcredit.disk_full import writing
 from agentcredit.envs.bounded_json import loads
-from agentcredit.run.safe_files import open_regular
+from agentcredit.run.safe_files import new_file, open_regular, own_folder
 
 FORMAT = 1
 #: the run directory's folder of saved updates
@@ -146,10 +147,9 @@ def save_rollouts(folder: Path, update: int, estimator: str, trajectories: Seque
               "step_fields": sorted(step_values), "token_fields": sorted(token_values),
               "rollouts": rollouts}
 
-    folder.mkdir(parents=True, exist_ok=True)
-    final = rollout_file(folder, update)
+    final = rollout_file(own_folder(folder), update)  # never a link to another folder
     tmp = final.with_name("." + final.name + ".tmp")
-    with (writing(tmp), open(tmp, "wb") as raw,
+    with (writing(tmp), os.fdopen(new_file(tmp), "wb") as raw,
           gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as handle):
         handle.write(json.dumps(record, allow_nan=False).encode("ascii"))
     os.replace(tmp, final)

@@ -34,10 +34,9 @@ from typing import Any
 
 import torch
 
-from agentcredit.config import TrainConfig, config_to_dict, estimator_config, save_config
+from agentcredit.config import TrainConfig, config_to_dict, estimator_config
 from agentcredit.credit import get_estimator
 from agentcredit.credit.overlong import OverlongPenalty
-from agentcredit.disk_full import writing
 from agentcredit.envs.suites import EnvSuite
 from agentcredit.jsonl_log import JsonlLog, finite_or_null, read_jsonl
 from agentcredit.progress import Progress, reporting
@@ -208,8 +207,7 @@ def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
     if overwrite:
         run.overwrite()
     point = run.resume(echo) if resume else run.create()
-    with writing(run.path / "config.yaml"):
-        save_config(config, run.path / "config.yaml")
+    run.write_config(config_to_dict(config))
     echo(f"run directory: {run.path.resolve()}")
     if config.run.save_rollouts > config.run.updates > 0:
         echo(f"warning: run.save_rollouts = {config.run.save_rollouts} is more than run.updates "

@@ -4,11 +4,14 @@ the first, and a changed setting trains a new start."""
 
 from __future__ import annotations
 
+import errno
 import json
+import shutil
 from pathlib import Path
 
 import pytest
-from safetensors.torch import load_file
+import torch
+from safetensors.torch import load_file, save_file
 
 from agentcredit.config import load_config
 from agentcredit.envs.base import Task
@@ -140,3 +143,83 @@ def test_an_incomplete_entry_is_never_read_and_is_replaced(tmp_path):
     assert cache.find(inputs) == entry
     (entry.folder / "inputs.json").write_text(json.dumps({"format": 1, "what": "forged"}))
     assert cache.find(inputs) is None
+
+
+@pytest.fixture(scope="module")
+def stored(tiny_fake_run, tmp_path_factory):
+    """A cache holding the start of one run (``first``, its metrics kept to compare)."""
+    root = tmp_path_factory.mktemp("stored")
+    settings = [*tiny_fake_run, "sft.cache=true", f"sft.cache_dir={root / 'starts'}",
+                f"run.output_dir={root}", "run.updates=1", "sft.epochs=2", "sft.batch_size=4",
+                "rollout.group_size=3", "rollout.tasks_per_update=2"]
+    train(load_config(None, [*settings, "run.name=first"]), echo=lambda _: None)
+    return root, settings
+
+
+def _nan_weights(reference: Path) -> None:
+    tensors = load_file(reference / "model.safetensors")
+    name = min(tensors)
+    tensors[name] = torch.full_like(tensors[name], float("nan"))
+    save_file(tensors, reference / "model.safetensors", metadata={"format": "pt"})
+
+
+def _symlinked_weights(reference: Path) -> None:
+    outside = reference.parent.parent.parent / "weights.safetensors"
+    shutil.move(reference / "model.safetensors", outside)
+    (reference / "model.safetensors").symlink_to(outside)
+
+
+BAD_ENTRIES = {
+    "truncated weights": lambda r: (r / "model.safetensors").write_bytes(
+        (r / "model.safetensors").read_bytes()[:1000]),
+    "NaN weights": _nan_weights,
+    "a garbage tokenizer": lambda r: (r / "tokenizer.json").write_text("not a tokenizer"),
+    "a symlinked model.safetensors": _symlinked_weights,
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_ENTRIES))
+def test_a_bad_cache_entry_is_named_set_aside_and_the_start_trained_and_stored_again(
+        stored, tmp_path, capsys, bad):
+    root, settings = stored
+    cache = tmp_path / "starts"
+    shutil.copytree(root / "starts", cache, symlinks=True)
+    [entry] = list(cache.iterdir())
+    BAD_ENTRIES[bad](entry / "reference")
+    said = _train([*settings, f"sft.cache_dir={cache}", f"run.output_dir={tmp_path}"], "again",
+                  capsys)
+    [warning] = [line for line in said.splitlines() if "cached start" in line]
+    assert warning.startswith(f"warning: the cached start {entry} is unusable (")
+    assert f"set aside as {cache}/.unusable-{entry.name}-" in warning
+    assert warning.endswith(", and the start is trained again")
+    assert "reused" not in said
+    assert _untimed(_records(tmp_path / "again")) == _untimed(_records(root / "first"))
+    assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == [entry.name]
+    assert load_file(entry / "reference" / "model.safetensors")  # stored afresh, whole
+
+
+def test_a_cache_folder_that_is_a_file_is_skipped_with_one_line(stored, tmp_path, capsys):
+    root, settings = stored
+    (tmp_path / "starts").write_text("not a folder")
+    said = _train([*settings, f"sft.cache_dir={tmp_path / 'starts'}",
+                   f"run.output_dir={tmp_path}"], "beside", capsys)
+    [warning] = [line for line in said.splitlines() if "sft.cache_dir" in line]
+    assert warning.startswith(f"warning: sft.cache_dir {tmp_path / 'starts'} cannot be used (")
+    assert warning.endswith("; the run goes on without storing its start there")
+    assert _untimed(_records(tmp_path / "beside")) == _untimed(_records(root / "first"))
+
+
+def test_a_full_cache_disk_is_skipped_with_one_line_and_leaves_no_partial_entry(
+        stored, tmp_path, capsys, monkeypatch):
+    root, settings = stored
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(start_cache.shutil, "copytree", full)
+    said = _train([*settings, f"sft.cache_dir={tmp_path / 'starts'}",
+                   f"run.output_dir={tmp_path}"], "full", capsys)
+    [warning] = [line for line in said.splitlines() if "sft.cache_dir" in line]
+    assert "the disk is full" in warning and "the run goes on" in warning
+    assert list((tmp_path / "starts").iterdir()) == []
+    assert _untimed(_records(tmp_path / "full")) == _untimed(_records(root / "first"))

@@ -38,9 +38,11 @@ class SearchQAConfig:
     retriever_url: str = ""
     """A Search-R1 retrieval server (``http://127.0.0.1:8000/retrieve``); replaces BM25."""
     retriever_timeout_s: float = 10.0
-    """Seconds one request to the retrieval server may take, from connecting to the last byte."""
+    """Seconds one request to the retrieval server may take, from connecting to the last byte;
+    more than 0, at most 3600."""
     retriever_retries: int = 3
-    """Retries of a failed request, with doubling back-off from 0.5 s."""
+    """Retries of a failed request, with doubling back-off from 0.5 s; at most 12, so the
+    back-off one request can plan (0.5 s x (2^12 - 1), 34 minutes) stays bounded."""
     answer_scope: Literal["all", "decided"] = "all"
     """What ``<answer>`` commits in VICT's verifier: ``all`` (every atom, so the answer step is
     a witness of the hops too) or ``decided`` (only the ``answer`` atom)."""
@@ -49,7 +51,7 @@ class SearchQAConfig:
         "num_passages": (100, None), "seed": (0, None), "train_questions": (0, None),
         "valid_questions": (0, None), "test_questions": (0, None), "topk": (1, None),
         "max_turns": (1, None), "max_query_chars": (1, None),
-        "retriever_timeout_s": (0.0, None, "open"), "retriever_retries": (0, None)}
+        "retriever_timeout_s": (0.0, 3600.0, "open"), "retriever_retries": (0, 12)}
 
     def __post_init__(self) -> None:
         validate(self)

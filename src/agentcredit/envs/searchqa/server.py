@@ -22,7 +22,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentcredit.envs.http_json import HttpJsonError, post_json
+from agentcredit.envs.http_json import (
+    MAX_DEADLINE_S,
+    HttpJsonError,
+    post_json,
+    refuse_long_backoff,
+)
 from agentcredit.envs.searchqa.corpus import Passage
 from agentcredit.envs.searchqa.retrieval import RetrievalError
 
@@ -63,9 +68,11 @@ class ServerRetriever:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"retrieval server url {url!r} must start with http:// or "
                              "https:// (for example http://127.0.0.1:8000/retrieve)")
-        if timeout_s <= 0 or retries < 0 or backoff_s < 0:
-            raise ValueError(f"ServerRetriever: timeout_s={timeout_s} must be > 0, "
-                             f"retries={retries} and backoff_s={backoff_s} >= 0")
+        if not 0 < timeout_s <= MAX_DEADLINE_S or retries < 0 or backoff_s < 0:
+            raise ValueError(f"ServerRetriever: timeout_s={timeout_s} must be > 0 and at most "
+                             f"{MAX_DEADLINE_S:g}, retries={retries} and backoff_s={backoff_s} "
+                             ">= 0")
+        refuse_long_backoff("ServerRetriever", retries, backoff_s)
         self.url, self.timeout_s, self.retries, self.backoff_s = url, timeout_s, retries, backoff_s
         self._sleep = sleep
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from agentcredit.config.schema import validate
+from agentcredit.envs.http_json import refuse_long_backoff
 
 
 @dataclass(frozen=True)
@@ -27,18 +28,21 @@ class EndpointConfig:
     """Sampling temperature (tau2's user simulator samples at 0)."""
     timeout_s: float = 60.0
     """Seconds a whole request may take (connecting to the last byte) before it counts as
-    failed."""
+    failed; more than 0, at most 3600."""
     retries: int = 4
-    """Retries of a failed request before giving up on it."""
+    """Retries of a failed request before giving up on it; at most 20, and the back-off
+    they plan (``backoff_s`` x (2^retries - 1)) at most ``http_json.MAX_BACKOFF_S`` (an
+    hour)."""
     backoff_s: float = 1.0
-    """Wait before the first retry; doubled at each further retry."""
+    """Wait before the first retry; doubled at each further retry; at most 60."""
 
     _limits: ClassVar[dict[str, tuple]] = {"temperature": (0.0, None),
-                                           "timeout_s": (0.0, None, "open"),
-                                           "retries": (0, None), "backoff_s": (0.0, None)}
+                                           "timeout_s": (0.0, 3600.0, "open"),
+                                           "retries": (0, 20), "backoff_s": (0.0, 60.0)}
 
     def __post_init__(self) -> None:
         validate(self)
+        refuse_long_backoff("EndpointConfig", self.retries, self.backoff_s)
 
 
 @dataclass(frozen=True)

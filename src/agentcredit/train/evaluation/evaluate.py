@@ -17,7 +17,6 @@ beside it.
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from agentcredit.run.directory import (
     StateUnreadable,
     read_trainer_state,
 )
+from agentcredit.run.safe_files import write_new
 from agentcredit.skills.provider import SkillProvider
 from agentcredit.train.build import (
     episodes_per_split,
@@ -272,7 +272,7 @@ def write_eval_result(source: ModelSource, metrics: Mapping[str, float],
     record = finite_or_null({"model": str(source.model_dir), "update": source.update,
                              **fields, **metrics})
     tmp = source.result.with_name(source.result.name + ".tmp")
-    with writing(source.result):
-        tmp.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
-    os.replace(tmp, source.result)
+    with writing(source.result):  # the temporary name is created, never followed
+        write_new(source.result, (json.dumps(record, indent=1, allow_nan=False) + "\n").encode(),
+                  tmp)
     return source.result

@@ -9,6 +9,12 @@ gathers exactly those; their SHA-256 names a folder of ``sft.cache_dir``
 back instead of training it; any change among them (a setting, a game, an edit to the
 package's code, another torch) gives another key, so a stale start is never reused.
 Only the embedded model is cached: a named checkpoint's files are not hashed.
+
+It is only a cache: a run never stops for it. An entry whose model does not load as a
+checkpoint's would not (weights cut short, NaN, a symlinked ``model.safetensors``, a
+garbage tokenizer) is named in one stderr line and set aside (renamed to
+``.unusable-<key>-<pid>``), and the start is trained again and stored afresh; a cache folder
+that cannot be written (read-only, full, a file) is skipped with one line.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -27,12 +34,16 @@ import agentcredit
 from agentcredit.config import TrainConfig
 from agentcredit.disk_full import writing
 from agentcredit.envs.base import Task
+from agentcredit.envs.bounded_json import loads
+from agentcredit.run.safe_files import new_folder, read_regular, remove_name
 from agentcredit.train.build import collector_config
 
 #: bumped when the folder's layout changes
 FORMAT = 1
 #: the files a complete entry holds
 REFERENCE_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+#: the largest ``sft.json`` or ``inputs.json`` read
+RECORD_LIMIT = 1 << 20
 #: the environment settings that pick RL and evaluation tasks only, or say where games lie
 _NOT_START = ("pool_games_per_type", "valid_games_per_type", "cache_dir")
 
@@ -103,8 +114,12 @@ class CachedStart:
         return self.folder / "reference"
 
     def sft_record(self) -> dict:
-        """The SFT metrics line logged when the start was trained."""
-        return json.loads((self.folder / "sft.json").read_text())
+        """The SFT metrics line logged when the start was trained (bounded JSON).
+
+        Raises:
+            OSError, ValueError: the file is missing, a link, too large or not bounded JSON.
+        """
+        return loads(read_regular(self.folder / "sft.json", RECORD_LIMIT))
 
 
 class StartCache:
@@ -119,7 +134,8 @@ class StartCache:
         entry = CachedStart(self.root / start_key(inputs))
         try:
             complete = (all((entry.reference / f).is_file() for f in REFERENCE_FILES)
-                        and json.loads((entry.folder / "inputs.json").read_text()) == inputs)
+                        and loads(read_regular(entry.folder / "inputs.json", RECORD_LIMIT))
+                        == inputs)
             entry.sft_record()
         except (OSError, ValueError):
             return None
@@ -131,18 +147,31 @@ class StartCache:
         once the first rename wins (the contents are the same), and an incomplete folder of
         that key is replaced."""
         entry = CachedStart(self.root / start_key(inputs))
-        tmp = self.root / f".tmp-{entry.folder.name}-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        with writing(tmp):
-            shutil.copytree(reference, tmp / "reference")
-            (tmp / "sft.json").write_text(json.dumps(sft_record) + "\n")
-            (tmp / "inputs.json").write_text(json.dumps(inputs, indent=1, sort_keys=True) + "\n")
-        if entry.folder.exists() and self.find(inputs) is None:
-            shutil.rmtree(entry.folder)
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = new_folder(self.root / f".tmp-{entry.folder.name}-{os.getpid()}")
         try:
+            with writing(tmp):
+                shutil.copytree(reference, tmp / "reference")
+                (tmp / "sft.json").write_text(json.dumps(sft_record) + "\n")
+                (tmp / "inputs.json").write_text(json.dumps(inputs, indent=1, sort_keys=True)
+                                                 + "\n")
+            if self.find(inputs) is None:
+                remove_name(entry.folder)  # an incomplete or foreign folder of that key
             tmp.rename(entry.folder)
         except OSError:
-            if self.find(inputs) is None:
-                raise
             shutil.rmtree(tmp, ignore_errors=True)
+            if self.find(inputs) is None:  # not another run storing the same start first
+                raise
         return entry
+
+    def set_aside(self, entry: CachedStart, why: str) -> None:
+        """Say in one stderr line that ``entry`` is unusable (``why``) and rename it out of the
+        way (``.unusable-<key>-<pid>``, never read again), so the start is stored afresh."""
+        aside = self.root / f".unusable-{entry.folder.name}-{os.getpid()}"
+        try:
+            entry.folder.rename(aside)
+            where = f"set aside as {aside}"
+        except OSError as err:
+            where = f"left in place ({err.strerror or err})"
+        print(f"warning: the cached start {entry.folder} is unusable ({why}); {where}, and the "
+              "start is trained again", file=sys.stderr, flush=True)

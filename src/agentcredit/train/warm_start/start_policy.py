@@ -22,8 +22,10 @@ from agentcredit.envs.base import Task
 from agentcredit.envs.suites import EnvSuite
 from agentcredit.progress import Progress, track
 from agentcredit.run.directory import RunDirectory
+from agentcredit.run.safe_files import new_folder
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train.build import collector_config, load_model
+from agentcredit.train.warm_start.models import ModelLoadError
 from agentcredit.train.warm_start.sft import (
     demonstration_steps,
     demonstration_texts,
@@ -48,7 +50,13 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
         inputs = start_inputs(config, train_tasks,
                               skill_tokenizer_corpus(provider, config.env.name))
         if (entry := cache.find(inputs)) is not None:
-            return _reused_start(config, run, entry, log, echo)
+            began = time.perf_counter()
+            try:  # an entry is checked as any model folder is; a bad one is only a miss
+                model, tokenizer = load_model(config, entry.reference, training=True)
+            except (ModelLoadError, OSError) as err:
+                cache.set_aside(entry, str(err))
+            else:
+                return _reused_start(config, run, entry, model, tokenizer, began, log, echo)
     if not embedded:  # a bad checkpoint fails before the demonstrations are played
         model, tokenizer = load_model(config, config.model.name, training=True)
     demos = None
@@ -67,7 +75,8 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
                                       config.rollout.history_style),
                  *skill_tokenizer_corpus(provider, config.env.name)]
         model, tokenizer = load_model(
-            config, bootstrap_tiny_model(texts, run.path / "init_model", config.model.tiny),
+            config, bootstrap_tiny_model(texts, new_folder(run.path / "init_model"),
+                                         config.model.tiny),
             training=True)
     echo(f"policy: {config.model.name} ({sum(p.numel() for p in model.parameters()):,} "
          f"parameters, vocabulary {len(tokenizer)})")
@@ -92,16 +101,19 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
              f"({stats['sft/seconds']:.1f} s)")
     run.save_reference(model, tokenizer)
     if cache is not None:
-        cache.store(inputs, run.reference, sft_record)
+        try:
+            cache.store(inputs, run.reference, sft_record)
+        except OSError as err:  # a cache only speeds runs up: one that cannot be written is skipped
+            print(f"warning: sft.cache_dir {cache.root} cannot be used ({err}); the run goes on "
+                  "without storing its start there", file=sys.stderr, flush=True)
     return model, tokenizer
 
 
-def _reused_start(config: TrainConfig, run: RunDirectory, entry: CachedStart,
-                  log: Callable[[dict], None], echo: Callable[[str], None]):
-    """The cached start ``entry`` as the run's ``reference/``; its SFT line is logged again
-    with ``sft/reused`` 1 and ``sft/seconds`` the time the reading took."""
-    began = time.perf_counter()
-    model, tokenizer = load_model(config, entry.reference, training=True)
+def _reused_start(config: TrainConfig, run: RunDirectory, entry: CachedStart, model, tokenizer,
+                  began: float, log: Callable[[dict], None], echo: Callable[[str], None]):
+    """The cached start ``entry`` (its ``model`` and ``tokenizer``, read since ``began``) as
+    the run's ``reference/``; its SFT line is logged again with ``sft/reused`` 1 and
+    ``sft/seconds`` the time the reading took."""
     run.save_reference(model, tokenizer)
     log({**entry.sft_record(), "sft/seconds": time.perf_counter() - began, "sft/reused": 1.0})
     print(f"warm start: reused the tokenizer, model and SFT trained with these settings, games "

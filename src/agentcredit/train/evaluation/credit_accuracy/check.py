@@ -82,6 +82,13 @@ def backbone_of(config: TrainConfig) -> str | None:
     return None if backbone is None else backbone.config_name
 
 
+OPTION_RANGES = {"groups": (1, 10_000), "mc_groups": (0, 10_000), "continuations": (2, 1_000),
+                 "tie_breaks": (0, 1_000), "boots": (1, 1_000_000), "token_steps": (0, 10_000)}
+"""Each size's allowed range (inclusive): past these a check runs for days or fills memory."""
+BOOTSTRAP_BYTES = 1 << 30
+"""The most memory the bootstrap's draws may take (``boots`` x ``groups`` x 8 bytes)."""
+
+
 @dataclass
 class CreditCheckOptions:
     """What ``run_credit_check`` measures.
@@ -119,14 +126,18 @@ class CreditCheckOptions:
         unknown = [t for t in self.truths if t not in TRUTHS]
         if unknown:
             raise ValueError(f"truth {unknown[0]!r} is unknown; choose from {', '.join(TRUTHS)}")
-        for name, low in (("groups", 1), ("mc_groups", 0), ("continuations", 2),
-                          ("tie_breaks", 0), ("boots", 1), ("token_steps", 0), ("workers", 1)):
-            if getattr(self, name) < low:
+        for name, (low, high) in OPTION_RANGES.items():
+            if not low <= getattr(self, name) <= high:
                 raise ValueError(f"credit check: {name} = {getattr(self, name)}; it must be "
-                                 f">= {low}")
-        if self.workers > 2:
-            raise ValueError(f"credit check: workers = {self.workers}; the two truths use at "
-                             "most 2 (the solver beside the Monte Carlo truth)")
+                                 f"from {low} to {high:,}")
+        draws = self.boots * self.groups * 8  # the bootstrap's [boots, groups] float64 indices
+        if draws > BOOTSTRAP_BYTES:
+            raise ValueError(f"credit check: boots = {self.boots} draws of {self.groups} groups "
+                             f"need {draws / 2**30:.1f} GiB, more than the "
+                             f"{BOOTSTRAP_BYTES >> 30} GiB allowed; lower boots or groups")
+        if not 1 <= self.workers <= 2:
+            raise ValueError(f"credit check: workers = {self.workers}; it must be 1 or 2 (the "
+                             "two truths use at most 2: the solver beside the Monte Carlo truth)")
 
 
 @dataclass
