@@ -182,3 +182,22 @@ def test_on_step_counts_every_rollout_once_when_it_ends(fake_suite, fake_tokeniz
     assert len(ended) == max(len(t.steps) for t in trajs)
     lengths = [len(t.steps) for t in trajs]
     assert ended == [lengths.count(t + 1) for t in range(len(ended))]
+
+
+def test_each_step_records_the_admissible_set_it_was_taken_in_and_the_last_one_after(
+        fake_suite, fake_tokenizer, make_fake_task):
+    from agentcredit.train.scoring.verifier_traces import VerifierTracer
+
+    task = make_fake_task("train", 2)
+    (traj,), _ = _collect(fake_suite, fake_tokenizer, [task], group_size=1)
+    env = fake_suite(None).make_env()
+    obs = env.reset(task)
+    replayed = [obs.admissible_actions]
+    for step in traj.steps:
+        obs, *_ = env.step(step.action or step.response)
+        replayed.append(obs.admissible_actions)
+    recorded = [s.admissible for s in traj.steps] + [traj.final_admissible]
+    assert recorded == replayed and len(set(map(tuple, recorded))) > 1
+    assert VerifierTracer.admissible_sets(traj) == replayed
+    traj.final_admissible = None  # a trajectory recorded without them: no support edges
+    assert VerifierTracer.admissible_sets(traj) is None
