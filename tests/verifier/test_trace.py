@@ -198,9 +198,9 @@ def _stove():
 
 # (action, observation, facts added, facts removed, admissible after the step)
 WALK = [("go to stove", "a stove", [], [], {"heat egg", "go to table", "look"}),
-        ("look", "a stove", [], [], {"heat egg", "go to table", "look"}),
+        ("look", "an egg spot", [], [], {"heat egg", "go to table", "look"}),
         ("heat egg", "hot", ["ishot"], [], {"go to table", "look"}),
-        ("go to table", "an egg spot", [], [], {"place egg", "go to stove", "look"}),
+        ("go to table", "a table", [], [], {"place egg", "go to stove", "look"}),
         ("go to stove", "a stove", [], [], {"go to table", "look"}),
         ("go to table", "a table", [], [], {"place egg", "go to stove", "look"}),
         ("place egg", "placed", ["in"], [], {"take egg", "look"}),
@@ -225,12 +225,12 @@ def test_support_is_the_last_step_that_made_a_witness_action_admissible():
     # the place at the second walk to the table, not the first (the stove walk undid it)
     assert _relations(trace, "support") == [(0, "hot", "support", 1.0),
                                         (5, "placed", "support", 0.5)]
-    # "egg" named by the observation of step 3 reveals evidence on placed's path: the reveal
+    # "egg" named by the observation of step 1 reveals evidence on placed's path: the reveal
     # and the support share the evidence-path weight 1.0
-    assert _relations(trace, "reveal") == [(3, "placed", "reveal", 0.5)]
+    assert _relations(trace, "reveal") == [(1, "placed", "reveal", 0.5)]
     plain = trace_rollout(_stove(), observations, snapshots, actions)  # no admissible sets
     assert _relations(plain, "support") == [] and _relations(plain, "reveal") == [
-        (3, "placed", "reveal", 1.0)]
+        (1, "placed", "reveal", 1.0)]
 
 
 def test_support_never_reaches_behind_the_atoms_previous_witness():
@@ -258,7 +258,7 @@ def test_the_take_back_carries_the_blame_of_the_placement_it_undid():
     """Group of two, GRPO: ``won`` (WALK without the take back, reward 1) and ``undone`` (reward
     0). ``placed``: δ = (1, 0), mean 0.5, std 0.5, so δ̂ = ∓0.5/(0.5 + ε) for the loser; its
     core (q = −1) is {placed}; its only write or commit is the take (step 7), weight 1, and
-    its evidence path is the reveal at 3, weight 1: Z = 2."""
+    its evidence path is the reveal at 1, weight 1: Z = 2."""
     import torch
 
     from agentcredit.credit import CreditBatch
@@ -271,4 +271,4 @@ def test_the_take_back_carries_the_blame_of_the_placement_it_undid():
     computation = compute_credit(batch, VICTConfig())
     d = 0.5 / (0.5 + 1e-6)
     undone = computation.vict[batch.step_rollout == 1].tolist()
-    assert undone == pytest.approx([0, 0, 0, -d / 2, 0, 0, 0, -d / 2])
+    assert undone == pytest.approx([0, -d / 2, 0, 0, 0, 0, 0, -d / 2])
