@@ -192,6 +192,8 @@ def per_env(value: str, defaults: dict[str, int], flag: str) -> dict[str, int]:
     """``--groups`` / ``--continuations``: one number for every environment, or ``env=N,...``
     over ``defaults``."""
     if "=" not in value:
+        if not value.removeprefix("-").isdigit():
+            raise SystemExit(f"{flag} {value!r}: not a number N, nor env=N,...")
         return dict.fromkeys(defaults, int(value))
     out = dict(defaults)
     for item in value.split(","):

@@ -3,6 +3,7 @@ work: each case here once ended as an internal error (status 1) or a warning wit
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -134,3 +135,53 @@ def test_a_config_file_that_is_a_fifo_or_an_alias_bomb(tmp_path, capsys):
     assert main(["config", "--show", "--config", str(bomb)]) == 2
     assert time.perf_counter() - began < 5
     assert "holds more than 100,000 values" in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize(("setting", "says"), [
+    ("model.tiny.num_hidden_layers=1000000000",
+     "model.tiny.num_hidden_layers = 1000000000 is out of range; allowed [1, 256]"),
+    ("model.tiny.num_hidden_layers=-1",
+     "model.tiny.num_hidden_layers = -1 is out of range; allowed [1, 256]"),
+    ("model.tiny.num_attention_heads=3",
+     ("model.tiny.num_attention_heads = 3 must divide hidden_size = 128 "
+      "(head dim = hidden_size / heads)")),
+])
+def test_an_embedded_model_size_the_architecture_rejects(setting, says, capsys):
+    assert main(["train", setting]) == 2
+    assert _one_error_line(capsys) == f"error: {says}"
+
+
+def _folder_with_config(tmp_path: Path, **settings) -> Path:
+    """A model folder of one weight whose config.json is a small Qwen2's with ``settings``."""
+    from safetensors.torch import save_file
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    config = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_size": 16,
+              "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+              "num_key_value_heads": 1, "vocab_size": 64, "layer_types": ["full_attention"]}
+    (folder / "config.json").write_text(json.dumps({**config, **settings}))
+    save_file({"model.embed_tokens.weight": torch.zeros(64, 16)}, folder / "model.safetensors")
+    return folder
+
+
+@pytest.mark.parametrize(("settings", "says"), [
+    ({"num_hidden_layers": 10**9, "layer_types": None},
+     ("its config.json num_hidden_layers = 1000000000 is no size transformers can build; allowed "
+      "an integer in [1, 1,024]")),
+    ({"num_hidden_layers": -1},
+     ("its config.json num_hidden_layers = -1 is no size transformers can build; allowed an "
+      "integer in [1, 1,024]")),
+    ({"num_attention_heads": 3},
+     ("its config.json num_attention_heads = 3 does not divide hidden_size = 16; set a head "
+      "count that divides it (or head_dim)")),
+    ({"num_hidden_layers": 2},  # the config class's own rule: one layer type per layer
+     ("its config.json is refused by the 'qwen2' architecture: ValueError: `num_hidden_layers` "
+      "(2) must be equal to the number of `layer_types` (1)")),
+])
+def test_a_model_folder_whose_config_the_architecture_rejects(tmp_path, settings, says, capsys):
+    folder = _folder_with_config(tmp_path, **settings)
+    began = time.perf_counter()
+    assert main(["eval", "--checkpoint", str(folder)]) == 2
+    assert time.perf_counter() - began < 30
+    assert _one_error_line(capsys) == f"error: cannot load the model {str(folder)!r}: {says}"

@@ -285,7 +285,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--methods", help="comma-separated NAME[/BACKBONE] list, e.g. "
                                          "grpo,vict,vict/gigpo (default: every estimator)")
     check.add_argument("--groups", type=int, default=16,
-                       help="task groups to collect (default 16)")
+                       help="task groups to collect (default 16; at most 10,000, and the "
+                            "rollouts they hold estimated against this machine's memory first)")
     check.add_argument("--truths", default="solver,mc", help="solver, mc or both (default)")
     check.add_argument("--mc-groups", type=int, default=4,
                        help="groups the Monte Carlo truth covers (default 4; 0: all)")

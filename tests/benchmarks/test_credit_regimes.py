@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +15,7 @@ from credit_regimes import (
     cell_metrics,
     figure_svg,
     format_table12_vs_paper,
+    main,
     per_env,
 )
 
@@ -23,6 +27,31 @@ def test_groups_take_one_number_for_all_or_a_number_per_environment():
         4, 512, GROUPS["webshop"])
     with pytest.raises(SystemExit, match="'mars=3' is not env=N"):
         per_env("mars=3", GROUPS, "--groups")
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--workers", "0"], "--workers 0: it must be at least 1"),
+    (["--workers", "-1"], "--workers -1: it must be at least 1"),
+    (["--groups", "0"], "--groups 0: it must be at least 1"),
+    (["--groups", "alfworld=0"], "--groups 0: it must be at least 1"),
+    (["--groups", "x"], "--groups 'x': not a number N, nor env=N,..."),
+    (["--continuations", "1"], "--continuations 1: it must be at least 2"),
+    (["--boots", "0"], "--boots 0: it must be at least 1"),
+    (["--mc-groups", "-1"], "--mc-groups -1: it must be at least 0"),
+])
+def test_a_size_out_of_range_stops_before_any_cell_naming_the_flag(monkeypatch, argv, says):
+    monkeypatch.setattr(sys, "argv", ["credit_regimes.py", *argv])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == says  # Python prints a string code as the one line, status 1
+
+
+def test_the_script_refuses_zero_workers_in_one_line_without_a_traceback():
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "credit_regimes.py"
+    done = subprocess.run([sys.executable, str(script), "--workers", "0"], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert (done.returncode, done.stderr, done.stdout) == (
+        1, "--workers 0: it must be at least 1\n", "")
 
 
 def _cell(env: str, success: float) -> dict:

@@ -26,7 +26,7 @@ from agentcredit.config.checks import memory_estimate, url_problem
     (["env.train_games_per_type=10000000"], "env.train_games_per_type = 10000000 is over"),
     (["optim.mini_batches=100000000"], "optim.mini_batches = 100000000 is more than the"),
     (["rollout.group_size=100000000"], "needs about [0-9,.]+ GiB of memory .*rollouts"),
-    (["model.tiny.hidden_size=65536", "model.tiny.max_vocab_size=1000000"],
+    (["model.tiny.hidden_size=16384", "model.tiny.num_hidden_layers=256"],  # within the limits
      "needs about [0-9,.]+ GiB of memory .*this machine has"),
 ])
 def test_an_absurd_or_malformed_value_is_refused_at_load_in_one_line(overrides, message):

@@ -87,7 +87,9 @@ def test_raw_responses_with_admissible_decoding_are_refused_with_the_fix():
 def test_errors_from_nested_dataclasses_name_the_full_key():
     assert _error("env.alfworld.generator.max_receptacles=2") == (
         "env.alfworld.generator.max_receptacles = 2 is out of range; allowed [4, inf]")
-    assert _error("model.tiny.hidden_size=30").startswith("model.tiny: ")
+    assert _error("model.tiny.hidden_size=30") == (
+        "model.tiny.num_attention_heads = 4 must divide hidden_size = 30 (head dim = "
+        "hidden_size / heads)")
     assert _error("credit.estimator=vict", "credit.options.backbone=gigpo",
                   "credit.options.backbone.mode=mean") == (
         "credit.options.backbone.mode = 'mean' is not allowed; choose one of mean_std_norm, "

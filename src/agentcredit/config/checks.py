@@ -227,9 +227,8 @@ def memory_estimate(config: TrainConfig, size: ModelSize | None = None) -> dict[
     rollouts: a lower bound, checked again once the checkpoint is read."""
     rollout = config.rollout
     length = rollout.max_prompt_tokens + rollout.max_new_tokens
-    rows = rollout.group_size * rollout.tasks_per_update * rollout.max_steps
     estimate = {"model": 0.0, "logits": 0.0,
-                "rollouts": float(rows) * length * 8 * 4}
+                "rollouts": rollout_bytes(config, rollout.tasks_per_update)}
     if size is None and config.model.name == "embedded":
         size = embedded_size(config)
     if size is not None:
@@ -239,6 +238,15 @@ def memory_estimate(config: TrainConfig, size: ModelSize | None = None) -> dict[
                     config.sft.micro_batch_size)
         estimate["logits"] = float(micro) * length * size.vocab * 4 * 3
     return estimate
+
+
+def rollout_bytes(config: TrainConfig, groups: int) -> float:
+    """Bytes ``groups`` task groups of rollouts hold: ``rollout.group_size`` x
+    ``rollout.max_steps`` rows each, every row's prompt and response tokens as four 8-byte
+    values (token id, masks, log-prob)."""
+    rollout = config.rollout
+    rows = groups * rollout.group_size * rollout.max_steps
+    return float(rows) * (rollout.max_prompt_tokens + rollout.max_new_tokens) * 8 * 4
 
 
 def machine_memory() -> int | None:

@@ -4,11 +4,16 @@ builds the model; its config lives here so that the run config loads without tor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
+
+from agentcredit.config.schema import ConfigError, validate
 
 
 @dataclass
 class TinyModelConfig:
-    """Size and seed of the embedded tiny policy; every field is validated at construction."""
+    """Size and seed of the embedded tiny policy; every field is validated at construction
+    (``_limits``), so a size the Qwen2 architecture would reject, or one absurd for a CPU
+    model, is a one-line ``ConfigError`` naming the key."""
 
     hidden_size: int = 128
     """Width of the residual stream (Qwen2 ``hidden_size``); divisible by
@@ -36,43 +41,27 @@ class TinyModelConfig:
     seed: int = 0
     """Seed of the weight initialisation; the same seed and corpus give identical weights."""
 
+    _limits: ClassVar[dict[str, tuple]] = {
+        # Upper bounds a CPU-sized model never nears; the memory estimate
+        # (config/checks.py) judges what fits within them.
+        "hidden_size": (1, 16384), "num_hidden_layers": (1, 256),
+        "num_attention_heads": (1, 256), "num_key_value_heads": (1, 256),
+        "intermediate_size": (1, 65536), "max_position_embeddings": (1, 1 << 20),
+        "max_vocab_size": (259, 1 << 18), "min_frequency": (1, None), "vocab_multiple": (1, 1024),
+        "rope_theta": (0.0, 1e9, "open"), "initializer_range": (0.0, 1.0, "open"),
+        "seed": (0, 2**32 - 1),
+    }
+
     def __post_init__(self) -> None:
-        positive = (
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "num_key_value_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "min_frequency",
-            "vocab_multiple",
-        )
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"TinyModelConfig.{name}={value!r}: must be an integer >= 1")
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"TinyModelConfig.hidden_size={self.hidden_size} must be divisible by "
-                f"num_attention_heads={self.num_attention_heads}"
-            )
-        if (self.hidden_size // self.num_attention_heads) % 2:
-            raise ValueError(
-                f"TinyModelConfig: head dim hidden_size/num_attention_heads="
-                f"{self.hidden_size // self.num_attention_heads} must be even (RoPE rotates pairs)"
-            )
-        if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(
-                f"TinyModelConfig.num_key_value_heads={self.num_key_value_heads} must divide "
-                f"num_attention_heads={self.num_attention_heads}"
-            )
-        if self.max_vocab_size < 259:
-            raise ValueError(
-                f"TinyModelConfig.max_vocab_size={self.max_vocab_size}: must be >= 259 "
-                "(256 byte symbols + 3 special tokens)"
-            )
-        if self.rope_theta <= 0 or self.initializer_range <= 0:
-            raise ValueError(
-                f"TinyModelConfig: rope_theta={self.rope_theta} and "
-                f"initializer_range={self.initializer_range} must be > 0"
-            )
+        validate(self)
+        heads, kv_heads = self.num_attention_heads, self.num_key_value_heads
+        if self.hidden_size % heads:
+            raise ConfigError(f"TinyModelConfig.num_attention_heads = {heads} must divide "
+                              f"hidden_size = {self.hidden_size} (head dim = hidden_size / heads)")
+        if (self.hidden_size // heads) % 2:
+            raise ConfigError(f"TinyModelConfig.num_attention_heads = {heads} gives an odd head "
+                              f"dim {self.hidden_size // heads}; RoPE rotates pairs, so "
+                              "hidden_size / num_attention_heads must be even")
+        if heads % kv_heads:
+            raise ConfigError(f"TinyModelConfig.num_key_value_heads = {kv_heads} must divide "
+                              f"num_attention_heads = {heads}")

@@ -30,6 +30,13 @@ SETTINGS = ("config.json", "tokenizer_config.json")
 SETTINGS_LIMIT = 16 << 20
 """Largest ``config.json`` / ``tokenizer_config.json`` read (a chat template can be long)."""
 REMOTE_CODE_KEY = "auto_map"
+ARCHITECTURE_LIMITS = {
+    "num_hidden_layers": (1, 1024), "hidden_size": (1, 1 << 17), "intermediate_size": (1, 1 << 20),
+    "num_attention_heads": (1, 4096), "num_key_value_heads": (1, 4096), "head_dim": (1, 4096),
+    "vocab_size": (1, 1 << 23), "max_position_embeddings": (1, 1 << 28),
+}
+"""Ranges of a ``config.json``'s sizes, each well above any released model's (405B Llama:
+126 layers, width 16,384; the largest vocabularies about 260k, contexts about 10M tokens)."""
 # A hub repo id is `name` or `owner/name` of letters, digits, `-`, `_`, `.`.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
@@ -149,20 +156,68 @@ def model_size(source: str | Path, local_only: bool = True) -> ModelSize:
                      vocab=model.get_input_embeddings().weight.shape[0])
 
 
+def architecture_problem(settings: dict[str, Any]) -> str:
+    """Why the sizes in a ``config.json`` (its top level, and a multimodal model's
+    ``text_config``) are no architecture to build, or ``""``: each of ``ARCHITECTURE_LIMITS``
+    an integer in its range, the attention heads dividing the width (unless ``head_dim`` is
+    set) and the key/value heads dividing the heads. Checked before transformers reads the
+    file: it would build a list as long as ``num_hidden_layers`` before any check of its own,
+    and builds a model whose heads do not divide its width that fails only in its first
+    forward pass."""
+    for where, part in (("", settings), ("text_config.", settings.get("text_config"))):
+        if not isinstance(part, dict):
+            continue
+        for key, (low, high) in ARCHITECTURE_LIMITS.items():
+            value = part.get(key)
+            if value is not None and (type(value) is not int or not low <= value <= high):
+                return (f"its config.json {where}{key} = {value!r} is no size transformers can "
+                        f"build; allowed an integer in [{low}, {high:,}]")
+        width, heads, kv_heads = (part.get(key) for key in (
+            "hidden_size", "num_attention_heads", "num_key_value_heads"))
+        if heads and width and part.get("head_dim") is None and width % heads:
+            return (f"its config.json {where}num_attention_heads = {heads} does not divide "
+                    f"hidden_size = {width}; set a head count that divides it (or head_dim)")
+        if heads and kv_heads and heads % kv_heads:
+            return (f"its config.json {where}num_key_value_heads = {kv_heads} does not divide "
+                    f"num_attention_heads = {heads}; set one that divides it")
+    return ""
+
+
 def _meta_model(source: str | Path, local_only: bool):
     """The model ``config.json`` at ``source`` describes, built on torch's ``meta`` device (no
-    memory for values)."""
+    memory for values); its sizes checked first (``architecture_problem``)."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from huggingface_hub.errors import StrictDataclassError
+    from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
+    try:
+        if Path(source).is_dir():  # read bounded, as every settings file of a folder is
+            settings = read_settings(Path(source) / "config.json")
+        else:
+            settings, _ = PretrainedConfig.get_config_dict(source, local_files_only=local_only)
+    except OSError as err:
+        raise ValueError(f"its config.json does not load ({_first_line(err)})") from None
+    problem = architecture_problem(settings)
+    if problem:
+        raise ValueError(problem)
     try:
         config = AutoConfig.from_pretrained(source, local_files_only=local_only,
                                             trust_remote_code=False)
         with torch.device("meta"):
             return AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+    except StrictDataclassError as err:  # the config class refused a value: its cause names it
+        raise ValueError(f"its config.json is refused by the {settings.get('model_type')!r} "
+                         f"architecture: {architecture_rejection(err)}") from None
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
         raise ValueError("its config.json describes no model transformers can build "
                          f"({_first_line(err)})") from None
+
+
+def architecture_rejection(err: Exception) -> str:
+    """The line of a transformers config class's ``StrictDataclassError`` that names the key
+    (``"ValueError: `num_hidden_layers` (-1) must be equal to ..."``), its first line if none."""
+    lines = [line.strip() for line in str(err).strip().splitlines()]
+    return lines[1] if len(lines) > 1 else _first_line(err)
 
 
 def _nonfinite(files: list[Path], names: set[str]) -> str:

@@ -168,8 +168,9 @@ def load_policy(
         )
     else:
         source, local_only = name_or_dir, hub_local_only(name_or_dir)
-        if check_size is not None:  # only its config.json is fetched for this
-            _check_size(source, local_only, name_or_dir, check_size)
+        # only its config.json is fetched for this; its sizes are checked even unasked, as a
+        # local folder's are (weights_problem), before transformers builds anything of them
+        _check_size(source, local_only, name_or_dir, check_size or (lambda size: None))
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only,

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from agentcredit.config import ConfigError, TrainConfig, estimator_config, load_config
+from agentcredit.config.checks import GIB, machine_memory, rollout_bytes
 from agentcredit.credit import CreditResult, get_estimator
 from agentcredit.credit.accuracy import (
     METRICS,
@@ -87,6 +88,9 @@ OPTION_RANGES = {"groups": (1, 10_000), "mc_groups": (0, 10_000), "continuations
 """Each size's allowed range (inclusive): past these a check runs for days or fills memory."""
 BOOTSTRAP_BYTES = 1 << 30
 """The most memory the bootstrap's draws may take (``boots`` x ``groups`` x 8 bytes)."""
+MC_JOB_BYTES = 72
+"""Memory of one Monte Carlo continuation waiting to be played: its 8-byte outcome and its
+queued ``(state, k)`` job (a tuple and its list slot)."""
 
 
 @dataclass
@@ -297,6 +301,41 @@ def estimate_truths(options: CreditCheckOptions, base: TrainConfig, suite,
     return {name: truths[name] for name in TRUTHS if name in truths}
 
 
+def memory_estimate(options: CreditCheckOptions, config: TrainConfig) -> dict[str, float]:
+    """Bytes the check's batch holds at once, by part: ``rollouts`` (``groups`` task groups,
+    counted as ``config.checks.rollout_bytes`` counts a training update's) and ``mc`` (a
+    ``MC_JOB_BYTES`` continuation for each of ``continuations`` per state of the groups the
+    Monte Carlo truth covers, at most ``rollout.group_size`` x ``rollout.max_steps`` states a
+    group). Within ``OPTION_RANGES`` either can pass any machine's memory (10,000 groups of the
+    default rollouts: 111 GiB), so it is checked before anything is collected."""
+    rollout = config.rollout
+    covered = min(options.mc_groups or options.groups, options.groups)
+    states = covered * rollout.group_size * rollout.max_steps if "mc" in options.truths else 0
+    return {"rollouts": rollout_bytes(config, options.groups),
+            "mc": float(states) * options.continuations * MC_JOB_BYTES}
+
+
+def check_memory(options: CreditCheckOptions, config: TrainConfig,
+                 available: int | None = None) -> None:
+    """Refuse a check whose ``memory_estimate`` is over ``available`` bytes (this machine's
+    memory when None), in one line naming the flag that sizes its larger part."""
+    available = machine_memory() if available is None else available
+    estimate = memory_estimate(options, config)
+    total = sum(estimate.values())
+    if available is None or total <= available:
+        return
+    if estimate["rollouts"] >= estimate["mc"]:
+        fix = f"lower --groups {options.groups}"
+    else:
+        fix = (f"lower --continuations {options.continuations} or --mc-groups "
+               f"{options.mc_groups} (the groups the Monte Carlo truth covers; 0: all)")
+    raise ConfigError(f"credit check: {options.groups} groups need about {total / GIB:,.1f} GiB "
+                      f"of memory (rollouts {estimate['rollouts'] / GIB:,.1f}, Monte Carlo "
+                      f"{estimate['mc'] / GIB:,.1f} GiB) and this machine has "
+                      f"{available / GIB:,.1f} GiB; {fix} (or rollout.group_size, "
+                      "rollout.max_steps)")
+
+
 def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
                      model_dir: str | Path, options: CreditCheckOptions,
                      echo: Callable[[str], None] = print) -> CreditCheckResult:
@@ -306,6 +345,7 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     configs = {m: load_config(config_path, [*overrides, *method_settings(m)])
                for m in options.methods}
     base = load_config(config_path, list(overrides))
+    check_memory(options, base)
     if base.run.threads:
         torch.set_num_threads(base.run.threads)
     suite = base.env.build_suite()
