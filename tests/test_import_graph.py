@@ -163,6 +163,11 @@ def test_credit_imports_neither_the_trainer_nor_the_environments():
                          ("agentcredit.train", "agentcredit.envs")) == []
 
 
+def test_the_conformance_suite_imports_neither_the_trainer_nor_the_environments():
+    assert _imports_into(_graph(), "agentcredit.testing",
+                         ("agentcredit.train", "agentcredit.envs")) == []
+
+
 def test_the_run_package_imports_no_module_of_the_trainer():
     assert _imports_into(_graph(), "agentcredit.run", ("agentcredit.train",)) == []
 

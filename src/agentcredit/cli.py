@@ -192,6 +192,21 @@ writes them as JSON. See docs/credit_check.md.
 """
 
 
+CONFORMANCE_EXAMPLES = """\
+examples:
+  agentcredit conformance grpo
+  agentcredit conformance my_estimator --seed 3
+
+Runs the estimator on generated batches (varied group sizes and lengths,
+constant and mixed groups, ties) and prints one line per check: finite and
+shaped output, only the declared inputs read, deterministic, and the
+properties the estimator claims (step_credit, constant_group_zero,
+permutation, returns_only, turn_baseline). Exits with status 1 when a check
+fails. From pytest: agentcredit.testing.assert_conforms("NAME").
+See docs/extending.md.
+"""
+
+
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Descriptions and examples as written; option help wrapped, never at a name's hyphen
     (``tau-retail``)."""
@@ -309,6 +324,14 @@ def _parser() -> argparse.ArgumentParser:
                                         "default)")
     check.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
 
+    conformance = command("conformance", "check an estimator against the conformance suite",
+                          CONFORMANCE_EXAMPLES)
+    conformance.add_argument("name", metavar="NAME", help="a registered estimator")
+    conformance.add_argument("--seed", type=int, default=0,
+                             help="seed of the generated batches (default 0)")
+    conformance.add_argument("overrides", nargs="*", metavar="key=value",
+                             help="credit.options.KEY=VALUE settings of the estimator's config")
+
     summary = "write an HTML report of runs: curves, tables and a credit viewer"
     report = commands.add_parser("report", help=summary, description=summary[0].upper()
                                  + summary[1:] + ".", epilog=REPORT_EXAMPLES,
@@ -339,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
             return _config(args)
         if args.command == "report":
             return _write_report(args)
+        if args.command == "conformance":
+            return _conformance(args)
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one bar per checkpoint save/load would drown the run's
@@ -544,6 +569,23 @@ def _credit_check(args) -> int:
                       + "\n")
     print(f"wrote {output}")
     return 0
+
+
+def _conformance(args) -> int:
+    from agentcredit.config import load_config
+    from agentcredit.config.sections import estimator_config
+    from agentcredit.credit import estimator_names
+    from agentcredit.testing import check_estimator
+
+    if args.name not in estimator_names():
+        raise ConfigError(f"unknown estimator {args.name!r}; registered: "
+                          f"{', '.join(estimator_names())}")
+    config = load_config(None, [f"credit.estimator={args.name}", *args.overrides])
+    report = check_estimator(args.name, estimator_config(config.credit), seed=args.seed)
+    print("\n".join(report.lines()))
+    print(f"{args.name}: {'conforms' if report.ok else 'FAILS'} "
+          f"({len(report.checks)} checks, {len(report.failures)} failures)")
+    return 0 if report.ok else 1
 
 
 def _write_report(args) -> int:

@@ -385,7 +385,8 @@ def token_clip_bounds(strength: Tensor, rollouts: Tensor, clip: float,
     return bound * (strength / (median + ZERO_SIGNAL_THRESHOLD)).clamp(max=1.0)
 
 
-@register_estimator("adrs", ADRSConfig, needs=("teacher",))
+@register_estimator("adrs", ADRSConfig, needs=("teacher",),
+                    claims=("step_credit", "permutation", "constant_group_zero"))
 def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
     """ADRS token advantages ``A^ADRS = A^traj + η·Z^T`` (docs/adrs.md §5.2–5.4).
 
