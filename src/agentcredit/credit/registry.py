@@ -26,6 +26,7 @@ from typing import Any
 
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.result import CreditResult
+from agentcredit.plugins import ESTIMATORS, load_group
 
 EstimatorFn = Callable[[CreditBatch, Any], CreditResult]
 #: what an estimator or auxiliary loss can ask the trainer to prepare.
@@ -124,7 +125,9 @@ def check_needs(who: str, needs: tuple[str, ...]) -> None:
 
 
 def get_estimator(name: str) -> Estimator:
-    """The estimator registered under ``name``; a ``KeyError`` lists the known names."""
+    """The estimator registered under ``name`` (plug-ins loaded first); a ``KeyError`` lists
+    the known names."""
+    load_group(ESTIMATORS)
     try:
         return _ESTIMATORS[name]
     except KeyError:
@@ -135,5 +138,6 @@ def get_estimator(name: str) -> Estimator:
 
 
 def estimator_names() -> list[str]:
-    """Sorted names of all registered estimators."""
+    """Sorted names of all registered estimators, plug-ins included."""
+    load_group(ESTIMATORS)
     return sorted(_ESTIMATORS)
