@@ -72,6 +72,7 @@ def test_the_estimator_example_is_the_docs_recipe():
     assert module.endswith(recipe.split("```", 1)[0])
 
 
+@pytest.mark.slow  # about 35 s on 2 cores: five commands, each a fresh interpreter
 def test_the_installed_plugins_train_audit_credit_check_report_and_conform(installed):
     work, _ = installed
     out = run(installed, "train", *TINY, "credit.estimator=last_step_bonus",
@@ -96,6 +97,7 @@ def test_the_installed_plugins_train_audit_credit_check_report_and_conform(insta
     assert conformance.splitlines()[-1] == "last_step_bonus: conforms (6 checks, 0 failures)"
 
 
+@pytest.mark.slow  # about 13 s: verl's import and Hydra compose
 @pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra")
 def test_the_installed_plugins_pass_the_verl_dry_run(installed):
     resolved = run(installed, "lamps", "grpo", "--dry-run", "credit.estimator=last_step_bonus",

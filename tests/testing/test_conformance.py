@@ -16,7 +16,7 @@ ALL_CLAIMS = frozenset(CLAIMS)
 
 
 @pytest.mark.parametrize("name", estimator_names())
-def test_every_built_in_estimator_passes_the_checks_it_claims(name):
+def test_every_built_in_estimator_passes_the_checks_it_claims(name):  # 2-4 s each
     assert_conforms(name)
 
 
