@@ -52,3 +52,19 @@ def test_the_recipe_estimator_takes_its_option_from_the_cli(own_registry, monkey
     assert main(["conformance", "last_step_bonus", "credit.options.bonus=3"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == \
         "last_step_bonus: conforms (6 checks, 0 failures)"
+
+
+def test_the_environment_recipe_is_the_examples_registration():
+    text = DOC.read_text(encoding="utf-8")
+    body = text.split("## Write an environment\n", 1)[1].split("\n## ", 1)[0]
+    registration = body.split("```python\n", 1)[1].split("```", 1)[0]
+    plugin = (DOC.parents[1] / "examples" / "plugin_env" / "lamps" / "plugin.py").read_text()
+    lines = [line.strip() for line in registration.splitlines() if line.strip()]
+    assert "\n".join(lines) in "\n".join(line.strip() for line in plugin.splitlines())
+
+
+def test_the_level_0_verifier_recipe_derives_its_atoms_from_the_goal(monkeypatch, capsys):
+    *_, goal = snippets("Write an environment")
+    load_module("goal_recipe", goal, monkeypatch)
+    assert capsys.readouterr().out.strip() == \
+        "['equal:lamp:1', 'equal:lamp:3', 'unchanged:lamp:']"
