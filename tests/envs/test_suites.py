@@ -43,9 +43,9 @@ def test_an_unknown_environment_lists_the_known_ones():
 
 #: each built-in's hooks, as registered (the solver and planner as "module:name" text)
 HOOKS = {
-    "alfworld": ("agentcredit.envs.alfworld.expert:distance_to_finish",
+    "alfworld": ("agentcredit.envs.alfworld.solver:distance_to_finish",
                  "agentcredit.envs.alfworld.scripted:start", 50, "alfworld"),
-    "webshop": ("agentcredit.envs.webshop.scripted:distance_to_buy",
+    "webshop": ("agentcredit.envs.webshop.solver:distance_to_buy",
                 "agentcredit.envs.webshop.scripted:start", 15, "webshop"),
     "searchqa": ("agentcredit.envs.searchqa.solver:distance_to_answer",
                  "agentcredit.envs.searchqa.scripted:start", None, "searchqa"),
@@ -81,10 +81,10 @@ def test_a_registered_environment_gets_its_hooks_and_a_config_key_from_its_name(
 
     try:
         spec = register_environment("my-grid", Suite, options=Options, action_words=["go"],
-                                    solver="agentcredit.envs.alfworld.expert:distance_to_finish")
+                                    solver="agentcredit.envs.alfworld.solver:distance_to_finish")
         assert spec.config_key == "my_grid" and spec.action_words == frozenset({"go"})
         assert spec.hook("planner") is None
-        from agentcredit.envs.alfworld.expert import distance_to_finish
+        from agentcredit.envs.alfworld.solver import distance_to_finish
 
         assert spec.hook("solver") is distance_to_finish
     finally:

@@ -241,7 +241,7 @@ class AlfWorldSuite:
 register_environment(
     "alfworld", AlfWorldSuite, options=AlfWorldConfig,
     options_doc="ALFWorld (env=alfworld): how games are generated and where they are cached.",
-    solver="agentcredit.envs.alfworld.expert:distance_to_finish",
+    solver="agentcredit.envs.alfworld.solver:distance_to_finish",
     planner="agentcredit.envs.alfworld.scripted:start",
     action_words=("go", "to", "take", "from", "move", "put", "in", "on", "in/on", "open",
                   "close", "heat", "cool", "clean", "slice", "with", "use", "toggle",
@@ -273,7 +273,7 @@ register_environment(
     "webshop", WebShopSuite, options=WebShopConfig,
     options_doc="WebShop (env=webshop): the generated catalog and goals (train/valid/test "
                 "goals).",
-    solver="agentcredit.envs.webshop.scripted:distance_to_buy",
+    solver="agentcredit.envs.webshop.solver:distance_to_buy",
     planner="agentcredit.envs.webshop.scripted:start", max_steps=15,
     verl_methods={"adrs": ("method=adrs_webshop", "credit.options.backbone=gigpo")})
 
