@@ -12,7 +12,7 @@ import pytest
 
 from agentcredit.cli import ESTIMATOR_METHODS, PRESET_METHODS, main
 
-COMMANDS = ([], ["train"], ["eval"], ["audit"], ["config"])
+COMMANDS = ([], ["train"], ["eval"], ["audit"], ["config"], ["conformance"])
 
 
 def _help(command: list[str], capsys) -> str:

@@ -14,7 +14,7 @@ import agentcredit
 from agentcredit.config.methods import METHODS
 from agentcredit.credit import estimator_names, get_estimator
 from agentcredit.credit.aux_losses import aux_loss_names, get_aux_loss
-from agentcredit.credit.registry import INPUTS
+from agentcredit.credit.registry import CLAIMS, INPUTS
 
 ROOT = Path(agentcredit.__file__).parent
 DOCS = ROOT.parents[1] / "docs"
@@ -38,14 +38,15 @@ def ticked(cell: str) -> list[str]:
     return re.findall(r"`([^`]+)`", cell)
 
 
-def test_the_estimator_table_lists_every_registered_estimator_with_its_config_and_inputs():
+def test_the_estimator_table_lists_every_registered_estimator_with_its_config_inputs_claims():
     listed = {}
-    for names, configs, inputs in table(DESIGN, "estimator"):
+    for names, configs, inputs, claims in table(DESIGN, "estimator"):
         for name in ticked(names):
-            listed[name] = (set(ticked(configs)), set(ticked(inputs)))
+            listed[name] = (set(ticked(configs)), set(ticked(inputs)), set(ticked(claims)))
     assert sorted(listed) == estimator_names()
-    for name, (configs, inputs) in listed.items():
+    for name, (configs, inputs, claims) in listed.items():
         estimator = get_estimator(name)
+        assert claims == set(estimator.claims), name
         assert estimator.config_cls.__name__ in configs, name
         default = estimator.inputs(estimator.config_cls())
         # the inputs of the default config, and any a setting adds, named from INPUTS
@@ -55,6 +56,11 @@ def test_the_estimator_table_lists_every_registered_estimator_with_its_config_an
 def test_the_inputs_the_design_names_are_the_registrys():
     (written,) = re.findall(r"`INPUTS = \(([^)]*)\)`", DESIGN)
     assert tuple(re.findall(r'"(\w+)"', written)) == INPUTS
+
+
+def test_the_claims_the_design_names_are_the_registrys():
+    (written,) = re.findall(r"`CLAIMS = \(([^)]*)\)`", DESIGN)
+    assert tuple(re.findall(r'"(\w+)"', written)) == CLAIMS
 
 
 def test_the_auxiliary_loss_table_lists_every_registered_loss_with_its_inputs():

@@ -109,9 +109,15 @@ def test_environments_do_not_import_torch():
 
 
 #: what the environments may import from outside envs/: the verifier interface and the
-#: dependency-free leaf modules (the config schema, progress bars, disk-full errors)
+#: dependency-free leaf modules (the config schema, progress bars, disk-full errors, the
+#: plug-in loader)
 BELOW_ENVS = ("agentcredit.verifier", "agentcredit.config.schema", "agentcredit.progress",
-              "agentcredit.disk_full")
+              "agentcredit.disk_full", "agentcredit.plugins")
+
+
+def test_the_plugin_loader_is_a_leaf_beside_the_config_schema():
+    assert _layer_violations(_graph(), "agentcredit.plugins", ("agentcredit.config.schema",)) \
+        == []
 
 
 def _layer_violations(graph: dict[str, set[str]], layer: str, allowed: tuple[str, ...]
@@ -160,6 +166,11 @@ def test_rollouts_import_neither_credit_nor_the_trainer():
 
 def test_credit_imports_neither_the_trainer_nor_the_environments():
     assert _imports_into(_graph(), "agentcredit.credit",
+                         ("agentcredit.train", "agentcredit.envs")) == []
+
+
+def test_the_conformance_suite_imports_neither_the_trainer_nor_the_environments():
+    assert _imports_into(_graph(), "agentcredit.testing",
                          ("agentcredit.train", "agentcredit.envs")) == []
 
 

@@ -32,8 +32,9 @@ from pathlib import Path
 
 from agentcredit.config import ConfigError
 
-#: the method names of ``--help``: the registered estimators, and the other ``METHODS`` presets
-#: (tests/test_cli_help.py keeps them equal to the registry and ``config.METHODS``)
+#: the method names of ``--help``: the built-in estimators (named here, since registering them
+#: imports torch; plug-ins are added by their entry-point names), and the other ``METHODS``
+#: presets (tests/test_cli_help.py keeps them equal to the registry and ``config.METHODS``)
 ESTIMATOR_METHODS = ("grpo", "rloo", "gigpo", "vict", "dense_atom_reward", "commit_only",
                      "temporal_nearest", "random_edges", "no_core", "no_proof_edges", "adrs",
                      "rlsd", "salt", "hcapo", "proxmo")
@@ -51,13 +52,29 @@ RESUME_SAFE_KEYS = ("run.updates", "run.eval_every", "run.checkpoint_every",
                     "eval.probes")
 
 SETTINGS_HELP = "dotted settings such as rollout.group_size=4 (see below)"
-OVERRIDES_HELP = f"""\
+
+
+def overrides_help() -> str:
+    """The settings, methods and errors part of every command's help; the environments and
+    estimators include the plug-ins (``plugins.py``) by name, without importing them."""
+    from agentcredit.envs.suites import env_suite_names  # the registry: no torch
+    from agentcredit.plugins import ESTIMATORS, entry_points
+
+    estimators = sorted({*ESTIMATOR_METHODS, *(p.name for p in entry_points(ESTIMATORS))})
+    return OVERRIDES_HELP.format(
+        envs=textwrap.fill(", ".join(env_suite_names()), 76, subsequent_indent="  "),
+        estimators=textwrap.fill("estimators: " + ", ".join(estimators), 78,
+                                 initial_indent="  ", subsequent_indent="    "))
+
+
+OVERRIDES_HELP = """\
 settings (key=value):
   After its options every command takes dotted settings that change one field
   of the run config, for example rollout.group_size=4 or optim.lr=1e-4.
   Values are read as YAML (true, 1e-4, [valid_seen]). model=DIR is short for
-  model.name=DIR. env=NAME picks the environment (alfworld, webshop, searchqa,
-  tau-retail, tau-airline); its options are under its own key, for example
+  model.name=DIR. env=NAME picks the environment, one of:
+  {envs};
+  its options are under its own key, for example
   env.alfworld.generator.max_receptacles=6 or env.tau.max_tasks=10 (both tau
   domains). Without --config the embedded default is the starting point
   (the tiny model on generated ALFWorld games, on the CPU).
@@ -65,10 +82,10 @@ settings (key=value):
   "agentcredit config --show [key=value ...]" prints the config they give.
 
 methods (method=NAME sets a method's settings; later key=value settings win):
-{textwrap.fill("estimators: " + ", ".join(ESTIMATOR_METHODS), 78, initial_indent="  ",
-               subsequent_indent="    ")}
-{textwrap.fill("presets: " + ", ".join(PRESET_METHODS) + " (skill_grpo_star is also spelled "
-               "skill_grpo*)", 78, initial_indent="  ", subsequent_indent="    ")}
+{estimators}
+""" + textwrap.fill("presets: " + ", ".join(PRESET_METHODS) + " (skill_grpo_star is also "
+                    "spelled skill_grpo*)", 78, initial_indent="  ", subsequent_indent="    "
+                    ).replace("{", "{{").replace("}", "}}") + """
 
 errors:
   A bad setting, a missing file or an unusable run directory prints one
@@ -192,6 +209,21 @@ writes them as JSON. See docs/credit_check.md.
 """
 
 
+CONFORMANCE_EXAMPLES = """\
+examples:
+  agentcredit conformance grpo
+  agentcredit conformance my_estimator --seed 3
+
+Runs the estimator on generated batches (varied group sizes and lengths,
+constant and mixed groups, ties) and prints one line per check: finite and
+shaped output, only the declared inputs read, deterministic, and the
+properties the estimator claims (step_credit, constant_group_zero,
+permutation, returns_only, turn_baseline). Exits with status 1 when a check
+fails. From pytest: agentcredit.testing.assert_conforms("NAME").
+See docs/extending.md.
+"""
+
+
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Descriptions and examples as written; option help wrapped, never at a name's hyphen
     (``tau-retail``)."""
@@ -205,9 +237,10 @@ def _parser() -> argparse.ArgumentParser:
 
     from agentcredit.envs.suites import env_suite_names  # the registry: no torch
 
+    settings_help = overrides_help()
     parser = argparse.ArgumentParser(
         prog="agentcredit", formatter_class=_HelpFormatter,
-        epilog=MAIN_EXAMPLES + "\n" + OVERRIDES_HELP,
+        epilog=MAIN_EXAMPLES + "\n" + settings_help,
         description="Reinforcement learning for multi-turn LLM agents that gives every\n"
                     "action the credit it earned (VICT and ADRS on the GRPO, RLOO and\n"
                     "GiGPO backbones).")
@@ -223,7 +256,7 @@ def _parser() -> argparse.ArgumentParser:
 
     def command(name: str, summary: str, examples: str) -> argparse.ArgumentParser:
         return commands.add_parser(name, help=summary, description=summary[0].upper()
-                                   + summary[1:] + ".", epilog=examples + "\n" + OVERRIDES_HELP,
+                                   + summary[1:] + ".", epilog=examples + "\n" + settings_help,
                                    formatter_class=_HelpFormatter, parents=[common])
 
     train = command("train", "train a policy (SFT warm start, then RL)", TRAIN_EXAMPLES)
@@ -310,6 +343,14 @@ def _parser() -> argparse.ArgumentParser:
                                         "default)")
     check.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
 
+    conformance = command("conformance", "check an estimator against the conformance suite",
+                          CONFORMANCE_EXAMPLES)
+    conformance.add_argument("name", metavar="NAME", help="a registered estimator")
+    conformance.add_argument("--seed", type=int, default=0,
+                             help="seed of the generated batches (default 0)")
+    conformance.add_argument("overrides", nargs="*", metavar="key=value",
+                             help="credit.options.KEY=VALUE settings of the estimator's config")
+
     summary = "write an HTML report of runs: curves, tables and a credit viewer"
     report = commands.add_parser("report", help=summary, description=summary[0].upper()
                                  + summary[1:] + ".", epilog=REPORT_EXAMPLES,
@@ -328,7 +369,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``agentcredit`` script; returns the exit status."""
-    parser = _parser()
+    from agentcredit.plugins import PluginError
+
+    try:
+        parser = _parser()  # it lists the environments, so it loads their plug-ins
+    except PluginError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     # overrides may come before or after options: collect the ones argparse left over
     args, extra = parser.parse_known_args(argv)
     unknown = [arg for arg in extra if arg.startswith("-") or "=" not in arg]
@@ -340,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
             return _config(args)
         if args.command == "report":
             return _write_report(args)
+        if args.command == "conformance":
+            return _conformance(args)
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one bar per checkpoint save/load would drown the run's
@@ -545,6 +594,23 @@ def _credit_check(args) -> int:
                       + "\n")
     print(f"wrote {output}")
     return 0
+
+
+def _conformance(args) -> int:
+    from agentcredit.config import load_config
+    from agentcredit.config.sections import estimator_config
+    from agentcredit.credit import estimator_names
+    from agentcredit.testing import check_estimator
+
+    if args.name not in estimator_names():
+        raise ConfigError(f"unknown estimator {args.name!r}; registered: "
+                          f"{', '.join(estimator_names())}")
+    config = load_config(None, [f"credit.estimator={args.name}", *args.overrides])
+    report = check_estimator(args.name, estimator_config(config.credit), seed=args.seed)
+    print("\n".join(report.lines()))
+    print(f"{args.name}: {'conforms' if report.ok else 'FAILS'} "
+          f"({len(report.checks)} checks, {len(report.failures)} failures)")
+    return 0 if report.ok else 1
 
 
 def _write_report(args) -> int:

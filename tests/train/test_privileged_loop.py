@@ -10,6 +10,7 @@ mixing and the embedded tokenizer corpus; the probe gap at every evaluation.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,11 +19,11 @@ from safetensors.torch import load_file
 
 from agentcredit.cli import main
 from agentcredit.config import load_config
+from agentcredit.envs.suites import environment_spec, update_environment
 from agentcredit.rollout.policy import HFPolicy
 from agentcredit.run.directory import RunDirectory
 from agentcredit.skills import SKILL_HEADER
 from agentcredit.train import credit_inputs
-from agentcredit.train.evaluation.probes import ACTION_WORDS
 from agentcredit.train.loop import train
 from agentcredit.train.scoring import teacher
 from agentcredit.train.warm_start import start_policy
@@ -43,15 +44,17 @@ def latest_checkpoint(run_dir: Path) -> Path:
 
 
 @pytest.fixture
-def skills_root(tmp_path, monkeypatch, fake_suite) -> Path:
+def skills_root(tmp_path, fake_suite) -> Iterator[Path]:
     """Skill texts for the fake environment's two task types, and its action words."""
     folder = tmp_path / "skills" / "fake"
     folder.mkdir(parents=True)
     (folder / "guide.md").write_text(GUIDE + "\n")
     (folder / "type0.md").write_text("Type zero: the apple is often to the right; take it.")
     (folder / "type1.md").write_text("Type one: the apple may be to the left; take it.")
-    monkeypatch.setitem(ACTION_WORDS, "fake", frozenset({"go", "take"}))
-    return folder.parent
+    before = environment_spec("fake").action_words
+    update_environment("fake", action_words=frozenset({"go", "take"}))
+    yield folder.parent
+    update_environment("fake", action_words=before)
 
 
 @pytest.fixture

@@ -88,7 +88,16 @@ def validate(obj: Any) -> None:
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """The doc line under each field of the dataclass ``cls`` (from its source), by name."""
+    """The doc line under each field of the dataclass ``cls`` and its bases (from their
+    source), by name; a class built in code gives its lines in a ``FIELD_DOCS`` mapping."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__[:-1]):
+        docs.update(_source_docs(klass))
+        docs.update(vars(klass).get("FIELD_DOCS", {}))
+    return docs
+
+
+def _source_docs(cls: type) -> dict[str, str]:
     import ast
     import inspect
     import itertools

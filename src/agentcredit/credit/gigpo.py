@@ -121,7 +121,8 @@ def gigpo_levels(batch: CreditBatch, config: GiGPOConfig,
     return GiGPOLevels(episode_adv, step_adv, return_to_go, step_group)
 
 
-@register_estimator("gigpo", GiGPOConfig)
+@register_estimator("gigpo", GiGPOConfig,
+                    claims=("step_credit", "permutation", "turn_baseline"))
 def gigpo(batch: CreditBatch, config: GiGPOConfig) -> CreditResult:
     """GiGPO step advantages ``A_{i,t} = A^E_i + w_S · A^S_{i,t}`` (docs/backbones.md §3).
 

@@ -103,7 +103,8 @@ def group_relative(values: Tensor, group: Tensor, num_groups: int, *, norm_by_st
     return out.to(values.dtype)
 
 
-@register_estimator("grpo", GRPOConfig)
+@register_estimator("grpo", GRPOConfig, claims=("step_credit", "constant_group_zero",
+                                                "permutation", "returns_only", "turn_baseline"))
 def grpo(batch: CreditBatch, config: GRPOConfig) -> CreditResult:
     """GRPO base advantage, broadcast to every step (docs/backbones.md §3).
 

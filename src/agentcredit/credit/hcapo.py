@@ -101,7 +101,8 @@ def normalised_ratio(log_ratio: Tensor, batch: CreditBatch, low: float, high: fl
     return (ratio / mean[batch.step_rollout]).clamp(low, high)
 
 
-@register_estimator("hcapo", HCAPOConfig, needs=("hindsight",))
+@register_estimator("hcapo", HCAPOConfig, needs=("hindsight",),
+                    claims=("step_credit", "permutation"))
 def hcapo(batch: CreditBatch, config: HCAPOConfig) -> CreditResult:
     """HCAPO step advantages (see the module docstring for the equations).
 

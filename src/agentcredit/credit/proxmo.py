@@ -149,7 +149,7 @@ def proximity_weights(similarity: Tensor, temperature: float) -> Tensor:
     return torch.softmax(similarity.to(torch.float64) / temperature, dim=1)
 
 
-@register_estimator("proxmo", ProxMOConfig)
+@register_estimator("proxmo", ProxMOConfig, claims=("step_credit", "permutation"))
 def proxmo(batch: CreditBatch, config: ProxMOConfig) -> CreditResult:
     """ProxMO step advantages ``A_{i,t} = A^E_i + w_S (G_{i,t} − b_{i,t})`` (see the module
     docstring for the equations).

@@ -26,20 +26,32 @@ from typing import Any
 
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.result import CreditResult
+from agentcredit.plugins import ESTIMATORS, load_group
 
 EstimatorFn = Callable[[CreditBatch, Any], CreditResult]
 #: what an estimator or auxiliary loss can ask the trainer to prepare.
 INPUTS = ("traces", "teacher", "reference", "hindsight")
+#: properties an estimator may claim, each checked by the conformance suite
+#: (``agentcredit.testing``): ``step_credit`` (every step of a rollout that beat or trailed its
+#: group gets a value), ``constant_group_zero`` (a group of equal returns gets 0),
+#: ``permutation`` (reordering the rollouts and renaming the groups permutes the output),
+#: ``returns_only`` (a rollout's value depends on the group's returns only, not on its rows),
+#: ``turn_baseline`` (a per-turn baseline that stays unbiased when the policy decides the number
+#: of turns).
+CLAIMS = ("step_credit", "constant_group_zero", "permutation", "returns_only",
+          "turn_baseline")
 
 
 @dataclass(frozen=True)
 class Estimator:
-    """A registered estimator: its name, its function, its config dataclass, its inputs."""
+    """A registered estimator: its name, its function, its config dataclass, its inputs and
+    the properties it claims (``CLAIMS``)."""
 
     name: str
     fn: EstimatorFn
     config_cls: type
     needs: frozenset[str] = frozenset()
+    claims: frozenset[str] = frozenset()
 
     def inputs(self, config: Any = None) -> frozenset[str]:
         """What the trainer must prepare for ``config``: ``needs`` plus ``config.extra_inputs``."""
@@ -60,13 +72,15 @@ class Estimator:
 _ESTIMATORS: dict[str, Estimator] = {}
 
 
-def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = ()
-                       ) -> Callable[[EstimatorFn], EstimatorFn]:
-    """Decorator: register ``fn`` under ``name`` with its config dataclass and the inputs
-    (``INPUTS``) its batch needs; returns ``fn`` unchanged.
+def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = (),
+                       claims: tuple[str, ...] = ()) -> Callable[[EstimatorFn], EstimatorFn]:
+    """Decorator: register ``fn`` under ``name`` with its config dataclass, the inputs
+    (``INPUTS``) its batch needs and the properties (``CLAIMS``) the conformance suite holds it
+    to; returns ``fn`` unchanged.
 
     Raises:
-        ValueError: ``name`` is empty or already registered, or ``needs`` names an unknown input.
+        ValueError: ``name`` is empty or already registered, or ``needs`` names an unknown input,
+            or ``claims`` an unknown property.
         TypeError: ``config_cls`` is not a dataclass type.
     """
     if not isinstance(name, str) or not name:
@@ -78,6 +92,10 @@ def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = ()
         )
 
     check_needs(f"estimator {name!r}", needs)
+    unknown = sorted(set(claims) - set(CLAIMS))
+    if unknown:
+        raise ValueError(f"estimator {name!r} claims unknown properties {unknown}; choose "
+                         f"from {', '.join(CLAIMS)}")
 
     def decorator(fn: EstimatorFn) -> EstimatorFn:
         if name in _ESTIMATORS:
@@ -87,7 +105,7 @@ def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = ()
                 f"{existing.__module__}.{existing.__qualname__}; pick another name."
             )
         _ESTIMATORS[name] = Estimator(name=name, fn=fn, config_cls=config_cls,
-                                      needs=frozenset(needs))
+                                      needs=frozenset(needs), claims=frozenset(claims))
         return fn
 
     return decorator
@@ -107,7 +125,9 @@ def check_needs(who: str, needs: tuple[str, ...]) -> None:
 
 
 def get_estimator(name: str) -> Estimator:
-    """The estimator registered under ``name``; a ``KeyError`` lists the known names."""
+    """The estimator registered under ``name`` (plug-ins loaded first); a ``KeyError`` lists
+    the known names."""
+    load_group(ESTIMATORS)
     try:
         return _ESTIMATORS[name]
     except KeyError:
@@ -118,5 +138,6 @@ def get_estimator(name: str) -> Estimator:
 
 
 def estimator_names() -> list[str]:
-    """Sorted names of all registered estimators."""
+    """Sorted names of all registered estimators, plug-ins included."""
+    load_group(ESTIMATORS)
     return sorted(_ESTIMATORS)

@@ -20,7 +20,8 @@ class RLOOConfig:
     config_name: ClassVar[str] = "rloo"
 
 
-@register_estimator("rloo", RLOOConfig)
+@register_estimator("rloo", RLOOConfig, claims=("step_credit", "constant_group_zero",
+                                                "permutation", "returns_only", "turn_baseline"))
 def rloo(batch: CreditBatch, config: RLOOConfig) -> CreditResult:
     """RLOO leave-one-out advantage, broadcast to every step (docs/backbones.md §3).
 

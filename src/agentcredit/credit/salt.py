@@ -108,7 +108,7 @@ def node_mean(rollout_adv: Tensor, node: Tensor, step_rollout: Tensor) -> tuple[
     return (sums / visits.clamp(min=1))[node].to(rollout_adv.dtype), visits[node]
 
 
-@register_estimator("salt", SALTConfig)
+@register_estimator("salt", SALTConfig, claims=("constant_group_zero", "permutation"))
 def salt(batch: CreditBatch, config: SALTConfig) -> CreditResult:
     """SALT step advantages ``A^SALT_{i,t}`` = the mean backbone advantage of the rollouts through
     step ``(i, t)``'s transition node (see the module docstring for the equations).

@@ -187,7 +187,8 @@ def rlsd_token_advantages(step_adv: Tensor, token_step: Tensor, teacher: Tensor,
     return shaped
 
 
-@register_estimator("rlsd", RLSDConfig, needs=("teacher",))
+@register_estimator("rlsd", RLSDConfig, needs=("teacher",),
+                    claims=("step_credit", "permutation", "constant_group_zero"))
 def rlsd(batch: CreditBatch, config: RLSDConfig) -> CreditResult:
     """RLSD: GRPO's advantage reweighted per token by the teacher (``rlsd_token_advantages``).
 

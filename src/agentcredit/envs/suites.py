@@ -1,20 +1,33 @@
-"""Environment suites: from an environment's name and options to task lists and instances.
+"""Environment suites: from an environment's name and options to task lists and instances,
+and everything else an environment offers (docs/extending.md, "Write an environment").
 
 The trainer asks a suite for the tasks of a split and for fresh environment
 instances (one per concurrent rollout); it never imports an environment
 package itself. ``build_env_suite(name, options, games)`` takes plain values, the
 environment's options dataclass (``AlfWorldConfig``, ``WebShopConfig``, …) and the games per
-task type, so this module knows no run config. ``register_env_suite`` adds a suite (the
-tests register an in-memory one). The engines are imported only when a suite needs them.
+task type, so this module knows no run config.
+
+``register_environment`` registers an environment with its hooks (``EnvironmentSpec``): the
+options dataclass and its config key, the credit check's solver, the scripted planner, the
+probe's action words, the step limit of a verl launch. The built-ins below register through
+it exactly as a plug-in package does from its ``agentcredit.environments`` entry point
+(``plugins.py``); no other module names an environment. Hooks that live beside an engine are
+``"package.module:name"`` references, imported when used, so registering imports no engine.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from agentcredit.envs.alfworld.options import AlfWorldConfig
 from agentcredit.envs.base import Environment, Task
+from agentcredit.envs.searchqa.options import SearchQAConfig
+from agentcredit.envs.tau.options import TauConfig
+from agentcredit.envs.webshop.options import WebShopConfig
+from agentcredit.plugins import ENVIRONMENTS, load_group, load_reference
 
 
 class EnvSuite(Protocol):
@@ -47,35 +60,140 @@ class GamesPerType:
     """Games per task type in each validation split."""
 
 
-_SUITES: dict[str, type] = {}
+@dataclass(frozen=True)
+class EnvironmentSpec:
+    """A registered environment and its hooks.
+
+    Attributes:
+        name: ``env.name``.
+        suite: the suite class, ``suite(options, games) -> EnvSuite``; its ``splits`` class
+            attribute lists the splits it serves.
+        options: the options dataclass (``None``: the environment takes none); it must import
+            no engine, since the config imports it.
+        options_key: the config key of the options, ``env.<options_key>.*`` (environments may
+            share one: both tau domains read ``env.tau``); defaults to ``name`` with ``-`` as
+            ``_``.
+        options_doc: the line ``config --list`` prints for ``env.<options_key>``.
+        solver: ``"module:function"`` (or the function), the credit check's solver distance
+            (``train/evaluation/credit_accuracy/truths.py``, ``DistanceFn``), or ``None``.
+        solver_refusal: ``"module:function"``, ``options -> reason | None`` why the solver
+            truth does not apply under the options, or ``None``.
+        planner: ``"module:start"``, the scripted planner of the credit check's regimes
+            (``regimes.PlannerStart``), or ``None``.
+        action_words: the command words of the environment's actions (the probe gap splits
+            action tokens from object tokens with them); empty: no probe gap.
+        max_steps: the step limit of a verl launch (``rollout.max_steps``), or ``None``: the
+            launch refuses the environment.
+        verl_methods: per launch METHOD, the agentcredit settings that replace the launch's
+            default ones for this environment (WebShop's ADRS preset).
+    """
+
+    name: str
+    suite: type
+    options: type | None = None
+    options_key: str | None = None
+    options_doc: str = ""
+    solver: str | None = None
+    solver_refusal: str | None = None
+    planner: str | None = None
+    action_words: frozenset[str] = frozenset()
+    max_steps: int | None = None
+    verl_methods: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def config_key(self) -> str | None:
+        """The options' key under ``env`` (``None`` without options)."""
+        if self.options is None:
+            return None
+        return self.options_key or self.name.replace("-", "_")
+
+    def hook(self, name: str) -> Any:
+        """The hook ``name`` (``solver``, ``solver_refusal``, ``planner``), loaded when it is a
+        ``"module:name"`` reference, or ``None`` when the environment has none."""
+        reference = getattr(self, name)
+        if not isinstance(reference, str):
+            return reference
+        return load_reference(reference, f"environment {self.name!r}'s {name}")
+
+
+_SPECS: dict[str, EnvironmentSpec] = {}
+
+
+def register_environment(name: str, suite: type, **hooks: Any) -> EnvironmentSpec:
+    """Register environment ``name`` with its suite class and hooks (``EnvironmentSpec``'s
+    fields), replacing an earlier registration of that name; returns the spec.
+
+    Raises:
+        ValueError: ``name`` is empty, or ``suite`` has no ``splits``.
+        TypeError: ``options`` is not a dataclass type, or a hook is not a known field.
+    """
+    import dataclasses
+
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"environment name must be a non-empty string; got {name!r}")
+    if not getattr(suite, "splits", None):
+        raise ValueError(f"environment {name!r}: {suite!r} has no splits; give the suite class "
+                         "a splits tuple (and validation_splits)")
+    options = hooks.get("options")
+    if options is not None and not (isinstance(options, type)
+                                     and dataclasses.is_dataclass(options)):
+        raise TypeError(f"environment {name!r}: options must be a dataclass type; got "
+                        f"{options!r}")
+    if "action_words" in hooks:
+        hooks["action_words"] = frozenset(hooks["action_words"])
+    spec = EnvironmentSpec(name=name, suite=suite, **hooks)
+    _SPECS[name] = spec
+    return spec
+
+
+def update_environment(name: str, **hooks: Any) -> EnvironmentSpec:
+    """Set hooks of the registered environment ``name`` (``register_solver`` gives one a
+    solver at run time); returns the new spec."""
+    from dataclasses import replace
+
+    spec = replace(environment_spec(name), **hooks)
+    _SPECS[name] = spec
+    return spec
 
 
 def register_env_suite(name: str, suite: type) -> None:
-    """Register the suite class ``suite`` (``suite(options, games) -> EnvSuite``) under
-    ``name``, replacing an earlier one; its ``splits`` class attribute lists the splits it
-    serves."""
-    _SUITES[name] = suite
+    """Register the suite class ``suite`` under ``name`` with no other hook (no options); the
+    short form of ``register_environment``."""
+    register_environment(name, suite)
+
+
+def environment_spec(name: str) -> EnvironmentSpec:
+    """The environment registered as ``name`` (plug-ins loaded first); a ``KeyError`` lists
+    the known names."""
+    load_group(ENVIRONMENTS)
+    try:
+        return _SPECS[name]
+    except KeyError:
+        raise KeyError(f"unknown environment {name!r}; known: "
+                       f"{', '.join(sorted(_SPECS))}") from None
+
+
+def environment_specs() -> list[EnvironmentSpec]:
+    """Every registered environment in the order they registered: the built-ins, then the
+    plug-ins (loaded first)."""
+    load_group(ENVIRONMENTS)
+    return list(_SPECS.values())
 
 
 def env_suite_names() -> list[str]:
-    """Sorted names of the registered environments."""
-    return sorted(_SUITES)
+    """Sorted names of the registered environments (plug-ins loaded first)."""
+    return sorted(spec.name for spec in environment_specs())
 
 
 def suite_splits(name: str) -> tuple[str, ...]:
     """The splits of the environment registered as ``name``."""
-    return tuple(_SUITES[name].splits)
+    return tuple(environment_spec(name).suite.splits)
 
 
 def build_env_suite(name: str, options: Any, games: GamesPerType) -> EnvSuite:
     """The suite registered as ``name`` on its ``options`` (``None`` for a suite that takes
     none) and ``games``; a ``KeyError`` lists the known names."""
-    try:
-        factory = _SUITES[name]
-    except KeyError:
-        raise KeyError(f"unknown environment {name!r}; known: "
-                       f"{', '.join(sorted(_SUITES))}") from None
-    return factory(options, games)
+    return environment_spec(name).suite(options, games)
 
 
 class AlfWorldSuite:
@@ -120,7 +238,15 @@ class AlfWorldSuite:
         return AlfWorldEnv()
 
 
-register_env_suite("alfworld", AlfWorldSuite)
+register_environment(
+    "alfworld", AlfWorldSuite, options=AlfWorldConfig,
+    options_doc="ALFWorld (env=alfworld): how games are generated and where they are cached.",
+    solver="agentcredit.envs.alfworld.solver:distance_to_finish",
+    planner="agentcredit.envs.alfworld.scripted:start",
+    action_words=("go", "to", "take", "from", "move", "put", "in", "on", "in/on", "open",
+                  "close", "heat", "cool", "clean", "slice", "with", "use", "toggle",
+                  "examine", "look", "inventory", "help"),
+    max_steps=50)
 
 
 class WebShopSuite:
@@ -143,7 +269,13 @@ class WebShopSuite:
         return WebShopEnv()
 
 
-register_env_suite("webshop", WebShopSuite)
+register_environment(
+    "webshop", WebShopSuite, options=WebShopConfig,
+    options_doc="WebShop (env=webshop): the generated catalog and goals (train/valid/test "
+                "goals).",
+    solver="agentcredit.envs.webshop.solver:distance_to_buy",
+    planner="agentcredit.envs.webshop.scripted:start", max_steps=15,
+    verl_methods={"adrs": ("method=adrs_webshop", "credit.options.backbone=gigpo")})
 
 
 class SearchQASuite:
@@ -169,7 +301,13 @@ class SearchQASuite:
                            max_query_chars=qa.max_query_chars, answer_scope=qa.answer_scope)
 
 
-register_env_suite("searchqa", SearchQASuite)
+register_environment(
+    "searchqa", SearchQASuite, options=SearchQAConfig,
+    options_doc="Search QA (env=searchqa): the generated world and questions or FlashRAG "
+                "data, retrieval, turn limit.",
+    solver="agentcredit.envs.searchqa.solver:distance_to_answer",
+    solver_refusal="agentcredit.envs.searchqa.solver:solver_refusal",
+    planner="agentcredit.envs.searchqa.scripted:start")
 
 
 class TauSuite:
@@ -206,5 +344,10 @@ class TauAirlineSuite(TauSuite):
     domain = "airline"
 
 
-register_env_suite("tau-retail", TauRetailSuite)
-register_env_suite("tau-airline", TauAirlineSuite)
+for _name, _suite in (("tau-retail", TauRetailSuite), ("tau-airline", TauAirlineSuite)):
+    register_environment(
+        _name, _suite, options=TauConfig, options_key="tau",
+        options_doc="tau2-bench (env=tau-retail, env=tau-airline): the agent's instruction, "
+                    "the user, the judge.",
+        solver="agentcredit.envs.tau.solver:distance_to_resolve",
+        planner="agentcredit.envs.tau.scripted:start")

@@ -11,7 +11,6 @@ from agentcredit.envs.alfworld import engine, expert
 from agentcredit.envs.alfworld.game_file import read_game_file
 from agentcredit.envs.alfworld.tasks import TASK_TYPES
 from agentcredit.envs.alfworld.verifier import read_game_facts
-from agentcredit.envs.base import ReplayMismatch
 
 
 def _replay(env, task, actions):
@@ -292,18 +291,3 @@ def test_a_target_placed_before_its_transformation_is_taken_back(env, games_by_t
         assert _replay(env, task, actions)[2]
         checked += 1
     assert checked, "no game let the target be put in place before its transformation"
-
-
-def test_the_distance_to_finish_counts_the_demonstrators_remaining_steps(env, games_by_type):
-    task = games_by_type["pick_clean_then_place"][0]
-    actions = expert.demonstrate(env, task)
-    observations = _replay(env, task, actions)[0][1:]
-    assert expert.distance_to_finish(env, task, [], 99) == len(actions)
-    assert expert.distance_to_finish(env, task, actions[:3], 99, None,
-                                     observations[:3]) == len(actions) - 3
-    assert expert.distance_to_finish(env, task, actions, 99) == 0
-    assert expert.distance_to_finish(env, task, [], 2) == 2  # capped
-    # an invalid action changes nothing and costs the solver nothing
-    assert expert.distance_to_finish(env, task, ["fly away"], 99) == len(actions)
-    with pytest.raises(ReplayMismatch, match="does not replay identically"):
-        expert.distance_to_finish(env, task, actions[:1], 99, None, ["something else"])

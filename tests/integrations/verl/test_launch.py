@@ -198,3 +198,51 @@ def test_the_trainer_refuses_dynamic_sampling_before_anything_starts():
 def test_the_overlong_penalty_alone_launches_on_verl():
     launched = launch.plan(["alfworld", "grpo", "rollout.overlong_buffer=0.2"])
     assert launched.config.rollout.overlong_buffer == 0.2
+
+
+@pytest.fixture(params=["dry run", "real launch"])
+def launched(request, monkeypatch):
+    """``launched(argv)``: the launch's exit status, as a dry run or a real launch (whose
+    hand-over to verl fails the test if reached)."""
+    def execv(*args):
+        raise AssertionError(f"the launch handed over to verl: {args[1][:3]}")
+
+    monkeypatch.setattr(launch.os, "execv", execv)
+    monkeypatch.setattr(launch, "write_task_files", lambda config, out: None)
+    dry = ["--dry-run"] if request.param == "dry run" else []
+    return lambda argv: launch.main([*argv[:2], *dry, *argv[2:]])
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    return err
+
+
+def test_a_plugin_that_verl_would_fail_to_import_is_one_error_line(launched, monkeypatch,
+                                                                   capsys):
+    broken = launch.metadata.EntryPoint(name="agentcredit", value="agentcredit_missing_plugin",
+                                        group="verl.plugins")
+    monkeypatch.setattr(launch.metadata, "entry_points", lambda group: [broken])
+    assert launched(["alfworld", "grpo"]) == 2
+    err = one_error_line(capsys)
+    assert "verl would fail to load agentcredit's plug-in agentcredit_missing_plugin" in err
+    assert "ModuleNotFoundError" in err
+
+
+def test_switching_off_verls_external_plugins_is_one_error_line(launched, monkeypatch, capsys):
+    monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "none")
+    assert launched(["alfworld", "grpo"]) == 2
+    assert "VERL_USE_EXTERNAL_PLUGINS=none keeps verl from loading" in one_error_line(capsys)
+
+
+def test_an_estimator_whose_inputs_verl_cannot_prepare_is_refused_at_launch(launched, capsys):
+    assert launched(["alfworld", "grpo", "credit.estimator=hcapo"]) == 2
+    err = one_error_line(capsys)
+    assert "'hcapo' needs hindsight, which the verl path does not prepare" in err
+
+
+def test_replacing_the_trainer_mode_is_one_error_line(launched, capsys):
+    assert launched(["alfworld", "grpo", "--", "trainer.v1.trainer_mode=sync"]) == 2
+    assert "trainer.v1.trainer_mode=sync replaces agentcredit's trainer" in \
+        one_error_line(capsys)

@@ -109,7 +109,10 @@ def _register(name: str) -> None:
     estimator.__name__ = name
     estimator.__doc__ = (f"VICT control ``{name}`` (docs/vict.md §4.8): VICT with the credit rule "
                          f"``{rule.witnesses.__name__}``; same output fields as ``vict``.")
-    register_estimator(name, VICTConfig, needs=("traces",))(estimator)
+    # random_edges draws its shuffle in batch order, so reordering the rollouts changes it
+    order = () if rule.permute else ("permutation",)
+    register_estimator(name, VICTConfig, needs=("traces",),
+                       claims=("step_credit", "constant_group_zero", *order))(estimator)
 
 
 for _name in RULES:
@@ -156,7 +159,7 @@ def atom_rewards(batch: CreditBatch, config: VICTConfig) -> tuple[torch.Tensor, 
                         device=batch.step_rewards.device), events
 
 
-@register_estimator("dense_atom_reward", VICTConfig, needs=("traces",))
+@register_estimator("dense_atom_reward", VICTConfig, needs=("traces",), claims=("permutation",))
 def dense_atom_reward(batch: CreditBatch, config: VICTConfig) -> CreditResult:
     """VICT control ``dense_atom_reward`` (docs/vict.md §4.8): shaped per-step rewards, no core,
     no edges.

@@ -31,7 +31,8 @@ def credit_result(batch: CreditBatch, computation: VictComputation) -> CreditRes
                         extras=extras, ledger_rows=ledger_rows(batch, computation))
 
 
-@register_estimator("vict", VICTConfig, needs=("traces",))
+@register_estimator("vict", VICTConfig, needs=("traces",),
+                    claims=("step_credit", "permutation", "constant_group_zero"))
 def vict(batch: CreditBatch, config: VICTConfig) -> CreditResult:
     """VICT advantages ``A^final_{i,t} = A^base_{i,t} + λ · clip(A^VICT_{i,t}, −c, c)``
     (docs/vict.md §4).

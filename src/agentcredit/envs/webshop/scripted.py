@@ -6,16 +6,14 @@ on another product go back; on the target choose each option not yet chosen, the
 section page go back. Wrong actions: every other admissible action, with the search box's
 template replaced by a search for the goal's product type alone.
 
-``distance_to_buy`` is this planner's solver truth
-(``train.evaluation.credit_accuracy.truths``): the steps it needs from the replayed state, ``cap``
-when it loses. It is privileged, as the expert is: it knows the target product."""
+The planner is privileged, as the expert is: it knows the target product; ``solver.py`` counts
+its steps as the credit check's solver truth."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
 
-from agentcredit.envs.base import Observation, ReplayMismatch, StepInfo, Task
+from agentcredit.envs.base import Observation, StepInfo, Task
 from agentcredit.envs.webshop.engine import SEARCH_TEMPLATE, task_goal, task_shop
 from agentcredit.envs.webshop.expert import expert_actions
 from agentcredit.envs.webshop.snapshot import ASIN, PAGE, QUERY, RESULTS_PAGE, SELECTED
@@ -68,25 +66,3 @@ def start(env, task: Task, rng: random.Random) -> tuple[WebShopPlanner, Observat
     """``rollout.scripted.PlannerStart`` of WebShop."""
     obs = env.reset(task)
     return WebShopPlanner(env, task), obs
-
-
-def distance_to_buy(env, task: Task, prefix: Sequence[str], cap: int,
-                    rng: random.Random | None = None,
-                    observations: Sequence[str] | None = None) -> int:
-    """Steps the planner needs to buy the target from the state ``prefix`` leads to (module
-    notes); 0 when the prefix won, ``cap`` when it lost or the planner cannot win in time."""
-    planner, obs = start(env, task, random.Random(0))
-    for t, action in enumerate(prefix):
-        obs, _, done, info = env.step(action)
-        if observations is not None and obs.text != observations[t]:
-            raise ReplayMismatch(task.task_id, t, observations[t], obs.text)
-        if done:
-            return 0 if info.won else cap
-    for n in range(cap):
-        action = planner.expert(obs)
-        if action is None:
-            return cap
-        obs, _, done, info = env.step(action)
-        if done:
-            return min(n + 1, cap) if info.won else cap
-    return cap

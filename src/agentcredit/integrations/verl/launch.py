@@ -4,7 +4,8 @@ agentcredit config, one command per backbone.
     python -m agentcredit.integrations.verl.launch ENV METHOD [--backbone NAME] [--config NAME]
         [--dry-run] [agentcredit overrides ...] [-- verl overrides ...]
 
-``examples/verl/launch.sh`` is this command. ENV is ``alfworld`` or ``webshop``; METHOD is
+``examples/verl/launch.sh`` is this command. ENV is a registered environment that declares a
+step limit (``max_steps``: ``alfworld``, ``webshop``, or a plug-in's); METHOD is
 ``grpo``, ``gigpo``, ``vict`` (VICT over GiGPO) or ``adrs`` (ADRS over GiGPO). The
 agentcredit config (``--config``, default ``hf``: docs/settings.md §6) with METHOD's settings
 and the agentcredit overrides decides the environment, the rollouts, the credit and the
@@ -12,6 +13,13 @@ update; ``verl_overrides`` writes the verl keys that carry them (group size, tas
 update, lengths, learning rate, clip, KL, micro-batches, mini-batches), the backbone's model
 path, GPUs and rollout tensor parallel size, and the agentcredit plugin's keys. The verl
 overrides after ``--`` come last and win.
+
+Before verl starts, in the dry run and the real launch alike, ``preflight`` checks what verl
+would otherwise fail on silently or late, one ``error:`` line each: that verl will load
+agentcredit's plug-in (its ``verl.plugins`` entry point imports; external plug-ins are not
+switched off by ``VERL_USE_EXTERNAL_PLUGINS``), that the trainer is agentcredit's
+(``trainer.v1.trainer_mode``), and that the verl path prepares every input the estimator
+declares (``supported.check_supported``).
 
 ``--dry-run`` composes verl's installed Hydra config from these overrides, runs the checks
 verl's ``main_ppo`` runs before Ray starts (``validate_config``, the trainer-class lookup),
@@ -27,21 +35,21 @@ import contextlib
 import os
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from agentcredit.config import ConfigError, TrainConfig, load_config
+from agentcredit.envs.suites import environment_specs
 from agentcredit.integrations.verl import ESTIMATOR_PREFIX, PLUGIN_NAME
 from agentcredit.integrations.verl.supported import check_supported
 
-#: step limit per episode (docs/settings.md §6).
-MAX_STEPS = {"alfworld": 50, "webshop": 15}
-#: METHOD -> agentcredit overrides per env (docs/settings.md §6; ADRS's settings per env).
+#: METHOD -> its agentcredit overrides (docs/settings.md §6); an environment replaces them
+#: through its ``verl_methods`` hook (WebShop's ADRS settings, ``envs/suites.py``).
 METHODS = {
-    "grpo": {"alfworld": ("credit.estimator=grpo",), "webshop": ("credit.estimator=grpo",)},
-    "gigpo": {"alfworld": ("credit.estimator=gigpo",), "webshop": ("credit.estimator=gigpo",)},
-    "vict": {env: ("method=vict", "credit.options.backbone=gigpo") for env in MAX_STEPS},
-    "adrs": {"alfworld": ("method=adrs", "credit.options.backbone=gigpo"),
-             "webshop": ("method=adrs_webshop", "credit.options.backbone=gigpo")},
+    "grpo": ("credit.estimator=grpo",),
+    "gigpo": ("credit.estimator=gigpo",),
+    "vict": ("method=vict", "credit.options.backbone=gigpo"),
+    "adrs": ("method=adrs", "credit.options.backbone=gigpo"),
 }
 
 
@@ -110,15 +118,19 @@ def plan(argv: list[str]) -> Launch:
     if len(positional) < 2 or "=" in positional[0] or "=" in positional[1]:
         raise ConfigError(USAGE)
     env, method, *overrides = positional
-    if env not in MAX_STEPS:
-        raise ConfigError(f"ENV = {env!r} must be one of {', '.join(MAX_STEPS)}")
+    launchable = {spec.name: spec for spec in environment_specs() if spec.max_steps is not None}
+    if env not in launchable:
+        raise ConfigError(f"ENV = {env!r} must be one of {', '.join(sorted(launchable))} (an "
+                          "environment launches on verl once it registers max_steps)")
+    spec = launchable[env]
     if method not in METHODS:
         raise ConfigError(f"METHOD = {method!r} must be one of {', '.join(METHODS)}")
     backbone = BACKBONES.get(flags["--backbone"])
     if backbone is None:
         raise ConfigError(f"--backbone {flags['--backbone']!r} must be one of "
                           f"{', '.join(BACKBONES)}")
-    agentcredit = (*METHODS[method][env], f"env={env}", f"rollout.max_steps={MAX_STEPS[env]}",
+    settings = spec.verl_methods.get(method, METHODS[method])
+    agentcredit = (*settings, f"env={env}", f"rollout.max_steps={spec.max_steps}",
                    "rollout.decoding=free", f"model.name={backbone.path}", *overrides)
     config = load_config(flags["--config"], list(agentcredit))
     data_dir = Path("data") / "verl" / config.env.name
@@ -236,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     that is not a dry run does not return: verl's ``main_ppo`` replaces the process."""
     try:
         launch = plan(sys.argv[1:] if argv is None else argv)
+        preflight(launch)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -244,6 +257,35 @@ def main(argv: list[str] | None = None) -> int:
     if not (launch.data_dir / "train.parquet").exists():
         write_task_files(launch.config, launch.data_dir)
     os.execv(sys.executable, [sys.executable, "-m", "verl.trainer.main_ppo", *launch.verl])
+
+
+def preflight(launch: Launch) -> None:
+    """Raise ``ConfigError`` (one line with the fix) if verl would not load agentcredit's
+    plug-in or not run agentcredit's trainer (module docstring); run before verl or Ray
+    start. verl itself only logs a plug-in that fails to import (at DEBUG level) and then
+    stops at "Unknown trainer 'agentcredit'" after Ray has started."""
+    modes = [o.split("=", 1)[1] for o in launch.verl if o.startswith("trainer.v1.trainer_mode=")]
+    if modes and modes[-1] != PLUGIN_NAME:
+        raise ConfigError(f"trainer.v1.trainer_mode={modes[-1]} replaces agentcredit's trainer, "
+                          "whose advantage step runs the estimator on the per-step rows; drop "
+                          f"that override (the launch sets trainer.v1.trainer_mode={PLUGIN_NAME})")
+    policy = os.environ.get("VERL_USE_EXTERNAL_PLUGINS", "auto").strip().lower()
+    allowed = {name.strip() for name in policy.split(",") if name.strip()}
+    if policy == "none" or (policy != "auto" and PLUGIN_NAME not in allowed):
+        raise ConfigError(f"VERL_USE_EXTERNAL_PLUGINS={policy} keeps verl from loading "
+                          f"agentcredit's plug-in; unset it or add {PLUGIN_NAME} to its list")
+    points = [p for p in metadata.entry_points(group="verl.plugins") if p.name == PLUGIN_NAME]
+    if not points:
+        raise ConfigError("agentcredit's verl plug-in is not installed (no 'verl.plugins' entry "
+                          f"point named {PLUGIN_NAME}); reinstall agentcredit: pip install -e "
+                          "'.[verl]'")
+    try:
+        points[0].load()
+    except Exception as err:
+        raise ConfigError(f"verl would fail to load agentcredit's plug-in {points[0].value}: "
+                          f"{type(err).__name__}: {_last_line(err)}; fix that import "
+                          "(python -c 'import agentcredit.integrations.verl.plugin' shows "
+                          "the traceback)") from err
 
 
 def dry_run(launch: Launch) -> int:

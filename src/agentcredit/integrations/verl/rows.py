@@ -35,6 +35,7 @@ from torch import Tensor
 
 from agentcredit.credit import CreditBatch, CreditResult, TokenScores, get_estimator
 from agentcredit.credit.overlong import OverlongPenalty
+from agentcredit.integrations.verl.supported import VERL_INPUTS
 from agentcredit.rollout.records import Trajectory
 from agentcredit.verifier.trace import RolloutTrace
 
@@ -52,9 +53,6 @@ SKILL = "ac_skill"  # str: "<env>/<task_type>", the task's skill for ADRS's teac
 STEP_FIELDS = (TRAJECTORY, STEP, NUM_STEPS, REWARD, ANCHOR, ACTION, TRACE, SKILL)
 #: the teacher pass's ``ℓ^T [R, L]``, response-aligned, that the trainer hook adds.
 TEACHER = "ac_teacher_log_probs"
-
-#: inputs an estimator may declare that the verl path prepares (``credit.registry.INPUTS``).
-SUPPORTED_INPUTS = frozenset({"traces", "teacher", "reference"})
 
 
 def skill_id(env: str, task_type: str) -> str:
@@ -155,10 +153,10 @@ def credit_batch_from_rows(rows: StepRows, inputs: frozenset[str] = frozenset(),
     Raises ``ValueError`` (saying what to fix) when a field is missing, a rollout lost a
     row or repeats a step, or a declared input is absent from the rows.
     """
-    unsupported = set(inputs) - SUPPORTED_INPUTS
+    unsupported = set(inputs) - VERL_INPUTS
     if unsupported:
         raise ValueError(f"the verl path cannot prepare {sorted(unsupported)}; it prepares "
-                         f"{sorted(SUPPORTED_INPUTS)}. Use the embedded trainer for this method.")
+                         f"{sorted(VERL_INPUTS)}. Use the embedded trainer for this method.")
     need = [GROUP, TRAJECTORY, STEP, NUM_STEPS, REWARD, ANCHOR, ACTION]
     need += [TRACE] if "traces" in inputs else []
     missing = [name for name in need if name not in rows.fields]

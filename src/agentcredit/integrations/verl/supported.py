@@ -11,11 +11,22 @@ from __future__ import annotations
 
 from agentcredit.config import ConfigError, TrainConfig
 
+#: the inputs an estimator may declare that the verl path prepares (``credit.registry.INPUTS``):
+#: the agent loop traces rollouts, the trainer hook adds the teacher pass and the reference's
+#: log-probs; HCAPO's hindsight pass has no verl counterpart.
+VERL_INPUTS = frozenset({"traces", "teacher", "reference"})
+
 
 def check_supported(config: TrainConfig) -> None:
     """Raise ``ConfigError`` for a setting of ``config`` the verl path cannot run (module
     docstring)."""
     optim = config.optim
+    missing = sorted(config.inputs - VERL_INPUTS)
+    if missing:
+        raise ConfigError(f"credit.estimator = {config.credit.estimator!r} needs "
+                          f"{', '.join(missing)}, which the verl path does not prepare (it "
+                          f"prepares {', '.join(sorted(VERL_INPUTS))}); choose another "
+                          "estimator or use agentcredit train")
     if optim.loss_agg != "token_mean":
         raise ConfigError(f"optim.loss_agg = {optim.loss_agg!r} has no verl loss_agg_mode; set "
                           "optim.loss_agg=token_mean (verl's token-mean)")

@@ -22,7 +22,7 @@ from agentcredit.config import TrainConfig
 from agentcredit.credit.adrs import TOKEN_CLASSES, token_class_gap
 from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.base import Environment, Task
-from agentcredit.envs.suites import EnvSuite
+from agentcredit.envs.suites import EnvSuite, environment_spec
 from agentcredit.rollout.actions import ActionFormat, parse_action
 from agentcredit.rollout.admissible import Decoding
 from agentcredit.rollout.prompts import PromptConfig
@@ -36,14 +36,12 @@ from agentcredit.train.warm_start.sft import demonstration_steps, expert_demonst
 
 ACTION, OBJECT, OTHER = (TOKEN_CLASSES.index(name) for name in ("action", "object", "other"))
 
-#: The command words of each environment's actions; every other word of an action is an object.
-ACTION_WORDS: dict[str, frozenset[str]] = {
-    "alfworld": frozenset({
-        "go", "to", "take", "from", "move", "put", "in", "on", "in/on", "open", "close",
-        "heat", "cool", "clean", "slice", "with", "use", "toggle", "examine", "look",
-        "inventory", "help",
-    }),
-}
+
+
+def action_words(env: str) -> frozenset[str]:
+    """The command words of ``env``'s actions (its ``action_words`` hook, ``envs.suites``);
+    every other word of an action is an object. Empty: the environment declares none."""
+    return environment_spec(env).action_words
 
 
 def response_token_classes(tokenizer, response_ids: Sequence[int], action_format: ActionFormat,
@@ -52,16 +50,15 @@ def response_token_classes(tokenizer, response_ids: Sequence[int], action_format
 
     The response is decoded (special tokens dropped), its action parsed as the
     collector parses it (``rollout.actions.parse_action``), and each word of
-    the action marked *action* (an ``ACTION_WORDS[env]`` word) or *object*;
+    the action marked *action* (one of ``action_words(env)``) or *object*;
     the rest of the text is *other*. A token takes the highest class among its
     characters (action over object over other), so ``" egg"`` is an object
     token. A response whose action cannot be parsed is all *other*.
     """
-    words = ACTION_WORDS.get(env)
-    if words is None:
-        raise ValueError(f"no action words for environment {env!r}; add them to "
-                         "agentcredit.train.evaluation.probes.ACTION_WORDS "
-                         f"(known: {sorted(ACTION_WORDS)})")
+    words = action_words(env)
+    if not words:
+        raise ValueError(f"no action words for environment {env!r}; declare them with "
+                         "register_environment(..., action_words=(...))")
     ids = list(response_ids)
     text = tokenizer.decode(ids, skip_special_tokens=True)
     char_class = [OTHER] * len(text)
@@ -132,9 +129,9 @@ def probe_set(config: TrainConfig, suite: EnvSuite, valid: Mapping[str, Sequence
     skills or the environment's actions cannot be split into action and object tokens."""
     if not (config.uses_skills and config.eval.probes > 0):
         return []
-    if config.env.name not in ACTION_WORDS:
+    if not action_words(config.env.name):
         echo(f"probe gap: no action words for environment {config.env.name!r} "
-             "(train.evaluation.probes.ACTION_WORDS); not logged")
+             "(register_environment(..., action_words=...)); not logged")
         return []
     return probe_trajectories(suite.make_env, next(iter(valid.values())), tokenizer,
                               collector_config(config).prompt, config.eval.probes,

@@ -77,8 +77,7 @@ def start_inputs(config: TrainConfig, train_tasks: Sequence[Task],
         skill_texts: the skill texts the tokenizer and the skill-prefixed copies read.
     """
     env = config.env
-    options_key = env.OPTIONS_KEYS.get(env.name)
-    options = dataclasses.asdict(getattr(env, options_key)) if options_key else {}
+    options = dataclasses.asdict(env.options) if env.options is not None else {}
     tasks = hashlib.sha256(json.dumps([[t.task_id, t.split, t.task_type, t.instruction]
                                        for t in train_tasks]).encode()).hexdigest()
     return {

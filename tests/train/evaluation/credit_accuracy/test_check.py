@@ -3,6 +3,7 @@ the table printed and written, and one-line refusals of bad options."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -10,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agentcredit.cli import main
+from agentcredit.envs import suites
 from agentcredit.train.evaluation.credit_accuracy import check
-from agentcredit.train.evaluation.credit_accuracy import truths as credit_truths
 from agentcredit.train.evaluation.credit_accuracy.check import method_pairs, method_settings
 from agentcredit.train.evaluation.credit_accuracy.truths import register_solver
 
@@ -151,7 +152,8 @@ def test_a_credit_check_without_a_solver_is_refused_before_the_run(settings, mes
                                                                     capsys, fake_suite,
                                                                     monkeypatch):
     # other tests give the fake environment a solver; this one needs it without
-    monkeypatch.delitem(credit_truths._SOLVERS, "fake", raising=False)
+    monkeypatch.setitem(suites._SPECS, "fake", dataclasses.replace(
+        suites.environment_spec("fake"), solver=None, solver_refusal=None))
     out = tmp_path / "runs"
     assert main(["train", *settings, "run.credit_check_every=1", f"run.output_dir={out}"]) == 2
     err = capsys.readouterr().err

@@ -149,7 +149,7 @@ def test_monte_carlo_refuses_a_replay_that_differs(fake_tokenizer):
 
 
 def test_webshop_has_its_planner_distance_as_a_built_in_solver():
-    from agentcredit.envs.webshop.scripted import distance_to_buy
+    from agentcredit.envs.webshop.solver import distance_to_buy
     from agentcredit.train.evaluation.credit_accuracy.truths import solver_for
 
     assert solver_for("webshop") is distance_to_buy

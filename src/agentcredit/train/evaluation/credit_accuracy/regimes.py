@@ -34,6 +34,7 @@ from agentcredit.credit.accuracy import accuracy_table
 from agentcredit.credit.step import credit_batch
 from agentcredit.credit.vict.method import ABSTAIN_REASONS
 from agentcredit.envs.base import Environment
+from agentcredit.envs.suites import environment_spec, environment_specs
 from agentcredit.rollout.records import Trajectory
 from agentcredit.rollout.scripted import EpsilonPolicy, PlannerStart, Rewards, play
 from agentcredit.train.evaluation.credit_accuracy.check import (
@@ -119,18 +120,13 @@ PAPER_TABLE12 = {
 
 
 def planner_start(env_name: str) -> PlannerStart:
-    """The scripted planner of ``env_name``."""
-    if env_name == "alfworld":
-        from agentcredit.envs.alfworld.scripted import start
-    elif env_name == "webshop":
-        from agentcredit.envs.webshop.scripted import start
-    elif env_name == "searchqa":
-        from agentcredit.envs.searchqa.scripted import start
-    elif env_name in ("tau-retail", "tau-airline"):
-        from agentcredit.envs.tau.scripted import start
-    else:
-        raise KeyError(f"environment {env_name!r} has no scripted policy; choose alfworld, "
-                       "webshop, searchqa, tau-retail or tau-airline")
+    """The scripted planner of ``env_name`` (its ``planner`` hook, ``envs.suites``)."""
+    start = environment_spec(env_name).hook("planner")
+    if start is None:
+        have = [spec.name for spec in environment_specs() if spec.planner is not None]
+        raise KeyError(f"environment {env_name!r} has no scripted policy; choose "
+                       f"{', '.join(sorted(have))}, or give it one "
+                       "(register_environment(..., planner='module:start'))")
     return start
 
 

@@ -4,9 +4,9 @@ Two truths, one interface (``Truth``: ``estimate(trajectories, rollouts) -> Trut
 
 - ``SolverTruth``: regret against a solver that knows only what the prefix showed,
   ``g_t = d(s_t) − d(s_{t+1}) − 1`` with ``d`` the solver's steps to finish, capped, averaged
-  over its random tie-breaks. An environment provides ``d`` with ``register_solver``
-  (ALFWorld: the demonstrator's ``distance_to_finish``; Search-QA: ``distance_to_answer``;
-  tau: ``distance_to_resolve``).
+  over its random tie-breaks. An environment provides ``d`` as the ``solver`` hook of its
+  registration (``envs.suites.register_environment``; ALFWorld: the demonstrator's
+  ``distance_to_finish``; Search-QA: ``distance_to_answer``; tau: ``distance_to_resolve``).
 - ``MonteCarloTruth``: the current policy's advantage, ``g_t = V̂(s_{t+1}) − V̂(s_t)`` with
   ``V̂`` the success rate of ``K`` fresh continuations of the policy (same prompts, decoding,
   temperature and remaining step budget) from the replayed state. ``Q̂(s_t, a_t) = V̂(s_{t+1})``
@@ -32,6 +32,7 @@ import torch
 
 from agentcredit.credit.accuracy import TruthValues, pearson
 from agentcredit.envs.base import Environment, ReplayMismatch, Task
+from agentcredit.envs.suites import environment_spec, environment_specs, update_environment
 from agentcredit.rollout.actions import parse_action
 from agentcredit.rollout.admissible import ActionTrie
 from agentcredit.rollout.collector import RolloutCollector
@@ -49,62 +50,32 @@ DistanceFn = Callable[[Environment, Task, Sequence[str], int, random.Random | No
 #: of the config), has no solver truth, or ``None`` when it has one.
 RefusalFn = Callable[[object], str | None]
 
-_SOLVERS: dict[str, DistanceFn] = {}
-_REFUSALS: dict[str, RefusalFn] = {}
-
-
 def register_solver(env_name: str, distance: DistanceFn, refusal: RefusalFn | None = None
                     ) -> None:
-    """Give environment ``env_name`` a solver truth (``DistanceFn``); ``refusal`` names the
-    options under which it has none (checked before a run starts). A second registration
-    under the same name replaces the first."""
-    _SOLVERS[env_name] = distance
-    _REFUSALS.pop(env_name, None)
-    if refusal is not None:
-        _REFUSALS[env_name] = refusal
-
-
-#: the environments whose solver ships with their package, imported on first use.
-BUILT_IN_SOLVERS = ("alfworld", "searchqa", "tau-airline", "tau-retail", "webshop")
-
-
-def _register_built_in(env_name: str) -> None:
-    if env_name == "alfworld":
-        from agentcredit.envs.alfworld.expert import distance_to_finish
-
-        register_solver(env_name, distance_to_finish)
-    elif env_name == "searchqa":
-        from agentcredit.envs.searchqa.solver import distance_to_answer, solver_refusal
-
-        register_solver(env_name, distance_to_answer, solver_refusal)
-    elif env_name == "webshop":
-        from agentcredit.envs.webshop.scripted import distance_to_buy
-
-        register_solver(env_name, distance_to_buy)
-    else:
-        from agentcredit.envs.tau.solver import distance_to_resolve
-
-        register_solver(env_name, distance_to_resolve)
+    """Give the registered environment ``env_name`` a solver truth (``DistanceFn``);
+    ``refusal`` names the options under which it has none (checked before a run starts). It
+    sets the environment's ``solver`` hook (``envs.suites.EnvironmentSpec``), which an
+    environment usually declares when it registers; a second call replaces the first."""
+    update_environment(env_name, solver=distance, solver_refusal=refusal)
 
 
 def solver_for(env_name: str) -> DistanceFn:
-    """The registered solver of ``env_name``; a ``KeyError`` lists the environments that have
-    one."""
-    if env_name in BUILT_IN_SOLVERS and env_name not in _SOLVERS:
-        _register_built_in(env_name)
-    try:
-        return _SOLVERS[env_name]
-    except KeyError:
+    """The solver of ``env_name`` (its ``solver`` hook); a ``KeyError`` lists the environments
+    that have one."""
+    solver = environment_spec(env_name).hook("solver")
+    if solver is None:
+        have = [spec.name for spec in environment_specs() if spec.solver is not None]
         raise KeyError(f"environment {env_name!r} has no solver truth (environments with one: "
-                       f"{', '.join(sorted({*_SOLVERS, *BUILT_IN_SOLVERS}))}); use the Monte "
-                       "Carlo truth or register a solver with register_solver") from None
+                       f"{', '.join(sorted(have))}); use the Monte Carlo truth or give it a "
+                       "solver (register_environment(..., solver='module:function'))")
+    return solver
 
 
 def solver_refusal(env_name: str, options: object) -> str | None:
     """Why ``env_name`` has no solver truth under its ``options``, or ``None`` when it has one
     (``KeyError`` as ``solver_for`` when it has none at all)."""
     solver_for(env_name)
-    refusal = _REFUSALS.get(env_name)
+    refusal = environment_spec(env_name).hook("solver_refusal")
     return None if refusal is None else refusal(options)
 
 

@@ -1,10 +1,10 @@
-"""The WebShop planner's solver truth (``envs.webshop.scripted.distance_to_buy``)."""
+"""The WebShop planner's solver truth (``envs.webshop.solver.distance_to_buy``)."""
 
 from __future__ import annotations
 
 from agentcredit.envs.webshop.engine import task_goal, task_shop
 from agentcredit.envs.webshop.expert import expert_actions
-from agentcredit.envs.webshop.scripted import distance_to_buy
+from agentcredit.envs.webshop.solver import distance_to_buy
 
 
 def test_distance_is_the_expert_plan_then_one_more_step_after_a_wrong_search(env, test_tasks):
