@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from agentcredit.config import ConfigError, load_config
-from agentcredit.envs.http_json import post_json, refuse_long_backoff
+from agentcredit.config.schema import refuse_long_backoff
+from agentcredit.envs.http_json import post_json
 from agentcredit.envs.searchqa.server import ServerRetriever
 
 

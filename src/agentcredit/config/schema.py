@@ -283,3 +283,21 @@ def leaf_keys(cls: type, prefix: str = "") -> list[tuple[str, type, str]]:
         if dataclasses.is_dataclass(hint):
             out += leaf_keys(hint, key + ".")
     return out
+
+
+MAX_BACKOFF_S = 3600.0
+"""The most seconds of back-off a client may plan for one request, all retries together."""
+
+
+def refuse_long_backoff(owner: str, retries: int, backoff_s: float) -> None:
+    """Refuse ``retries`` retries whose doubling back-off from ``backoff_s`` adds up to more
+    than ``MAX_BACKOFF_S`` (``retries: 40`` from 1 s plans about 35,000 years).
+
+    Raises:
+        ConfigError: naming ``owner``'s key, the back-off planned and the bound.
+    """
+    planned = backoff_s * (2 ** retries - 1)
+    if planned > MAX_BACKOFF_S:
+        raise ConfigError(f"{owner}.retries = {retries} with a back-off of {backoff_s:g} s "
+                          f"doubling at each retry plans {planned:,.0f} s of waiting, more than "
+                          f"the {MAX_BACKOFF_S:,.0f} s allowed; lower retries (or backoff_s)")

@@ -22,12 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentcredit.envs.http_json import (
-    MAX_DEADLINE_S,
-    HttpJsonError,
-    post_json,
-    refuse_long_backoff,
-)
+from agentcredit.config.schema import refuse_long_backoff
+from agentcredit.envs.http_json import MAX_DEADLINE_S, HttpJsonError, post_json
 from agentcredit.envs.searchqa.corpus import Passage
 from agentcredit.envs.searchqa.retrieval import RetrievalError
 

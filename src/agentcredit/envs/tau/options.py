@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from agentcredit.config.schema import validate
-from agentcredit.envs.http_json import refuse_long_backoff
+from agentcredit.config.schema import refuse_long_backoff, validate
 
 
 @dataclass(frozen=True)
@@ -31,7 +30,7 @@ class EndpointConfig:
     failed; more than 0, at most 3600."""
     retries: int = 4
     """Retries of a failed request before giving up on it; at most 20, and the back-off
-    they plan (``backoff_s`` x (2^retries - 1)) at most ``http_json.MAX_BACKOFF_S`` (an
+    they plan (``backoff_s`` x (2^retries - 1)) at most ``config.schema.MAX_BACKOFF_S`` (an
     hour)."""
     backoff_s: float = 1.0
     """Wait before the first retry; doubled at each further retry; at most 60."""
