@@ -128,6 +128,27 @@ def test_every_default_method_resolves_and_knows_its_backbone():
     assert backbones["random_edges"] == "grpo" and backbones["adrs"] == "grpo"
 
 
+def test_each_method_starts_from_the_run_config_without_the_runs_estimator_options(tmp_path):
+    from agentcredit.config import load_config
+    from agentcredit.config.load import save_config
+
+    # a GiGPO run trained with an option only GiGPO has; its other settings are the run's
+    run = tmp_path / "config.yaml"
+    save_config(load_config(None, ["method=gigpo", "credit.options.mode=mean_norm",
+                                   "rollout.max_steps=12"]), run)
+    configs = check.method_configs(run, ["rollout.group_size=4"],
+                                   ["grpo", "gigpo", "vict/gigpo", "adrs"])
+    options = {m: (c.credit.estimator, c.credit.options) for m, c in configs.items()}
+    backbone = options.pop("vict/gigpo")[1]["backbone"]  # validated: the backbone's fields
+    assert options == {
+        "grpo": ("grpo", {}),  # mode=mean_norm would be refused here
+        "gigpo": ("gigpo", {}),  # the check's GiGPO row is GiGPO as its method name sets it
+        "adrs": ("adrs", {"eta": 0.1, "scope": "global", "gate": "L2", "gate_norm": True})}
+    assert configs["vict/gigpo"].credit.estimator == "vict"
+    assert (backbone["name"], backbone["mode"]) == ("gigpo", "mean_std_norm")  # GiGPO's default
+    assert {(c.rollout.max_steps, c.rollout.group_size) for c in configs.values()} == {(12, 4)}
+
+
 def test_training_logs_the_credit_check_every_k_updates(tmp_path, tiny_fake_run):
     register_solver("fake", corridor_distance)
     assert main(["train", *tiny_fake_run, *START_RUN, "run.updates=2", "run.eval_every=0",

@@ -77,6 +77,15 @@ def method_settings(method: str) -> list[str]:
     return [f"method={name}"] + ([f"credit.options.backbone={backbone}"] if backbone else [])
 
 
+def method_configs(config_path: str | Path | None, overrides: Sequence[str],
+                   methods: Sequence[str]) -> dict[str, TrainConfig]:
+    """Each method's config: the run's config (``config_path``) without its ``credit.options``,
+    then ``overrides``, then the method's settings (``method_settings``). The run's options
+    belong to the run's estimator (GiGPO's ``mode``), and another method's config refuses them."""
+    return {m: load_config(config_path, ["credit.options={}", *overrides, *method_settings(m)])
+            for m in methods}
+
+
 def backbone_of(config: TrainConfig) -> str | None:
     """The backbone a method's estimator corrects (``None`` for a backbone, or none declared)."""
     backbone = getattr(estimator_config(config.credit), "backbone", None)
@@ -342,8 +351,7 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     """Collect a batch with the model in ``model_dir`` under the config (``config_path`` plus
     ``overrides``), score every method of ``options`` against the truths; see the module
     docstring."""
-    configs = {m: load_config(config_path, [*overrides, *method_settings(m)])
-               for m in options.methods}
+    configs = method_configs(config_path, overrides, options.methods)
     base = load_config(config_path, list(overrides))
     check_memory(options, base)
     if base.run.threads:
