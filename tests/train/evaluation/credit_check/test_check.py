@@ -12,9 +12,9 @@ import pytest
 
 from agentcredit.cli import main
 from agentcredit.envs import suites
-from agentcredit.train.evaluation.credit_accuracy import check
-from agentcredit.train.evaluation.credit_accuracy.check import method_pairs, method_settings
-from agentcredit.train.evaluation.credit_accuracy.truths import register_solver
+from agentcredit.train.evaluation.credit_check import check
+from agentcredit.train.evaluation.credit_check.check import method_pairs, method_settings
+from agentcredit.train.evaluation.credit_check.truths import register_solver
 
 from ....corridor import corridor_distance
 from ...test_loop_envs import ENVS, TINY
@@ -120,7 +120,7 @@ def test_pairs_are_against_the_backbone_and_the_random_edges_control():
 
 def test_every_default_method_resolves_and_knows_its_backbone():
     from agentcredit.config import load_config
-    from agentcredit.train.evaluation.credit_accuracy.check import DEFAULT_METHODS, backbone_of
+    from agentcredit.train.evaluation.credit_check.check import DEFAULT_METHODS, backbone_of
 
     backbones = {m: backbone_of(load_config(None, method_settings(m))) for m in DEFAULT_METHODS}
     assert backbones["grpo"] is None and backbones["gigpo"] is None
