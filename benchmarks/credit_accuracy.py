@@ -2,7 +2,7 @@
 one batch from the embedded SFT start of an environment (docs/credit_check.md).
 
 One ``agentcredit credit-check``
-(``train.evaluation.credit_accuracy.check.run_credit_check``) with every estimator that
+(``train.evaluation.credit_check.check.run_credit_check``) with every estimator that
 runs on the batch (``DEFAULT_METHODS``: the backbones, VICT on each, VICT's six controls,
 SALT, HCAPO, ProxMO, ADRS): ``--groups`` groups of 8 rollouts scored against the solver truth,
 the first ``--mc-groups`` of them also against the Monte Carlo truth (K continuations),
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from agentcredit.train.evaluation.credit_accuracy.check import (
+from agentcredit.train.evaluation.credit_check.check import (
     DEFAULT_METHODS,
     CreditCheckOptions,
     run_credit_check,

@@ -1,6 +1,6 @@
 """Credit regimes: every credit method that needs no language model against both truths, on
 scripted policies of chosen skill ε, per environment and success rate (docs/credit_check.md
-§6; ``train.evaluation.credit_accuracy.regimes``).
+§6; ``train.evaluation.credit_check.regimes``).
 
 For each environment and each ``ε`` of its grid (chosen so that the measured success rates
 fall near 90, 70, 50, 30 and 10%; the rates are measured again in every cell), ``--groups``
@@ -32,7 +32,7 @@ import time
 
 import torch
 
-from agentcredit.train.evaluation.credit_accuracy.regimes import (
+from agentcredit.train.evaluation.credit_check.regimes import (
     METHODS,
     PAPER_TABLE12,
     READINGS,

@@ -42,5 +42,5 @@ ENVIRONMENT_PLACES = (
 
 #: modules that name environments as data, not as wiring: (module, the name it holds them in)
 ENVIRONMENT_DATA = (
-    ("src/agentcredit/train/evaluation/credit_accuracy/regimes.py", "PAPER_TABLE12"),
+    ("src/agentcredit/train/evaluation/credit_check/regimes.py", "PAPER_TABLE12"),
 )

@@ -169,7 +169,7 @@ def report_runs(tiny_fake_run, skills_root, tmp_path_factory) -> Path:
     teacher scores (so token heat-maps). VICT's update 2 is credit-checked against the
     corridor's solver, so saved with its truth; update 3 is not."""
     from agentcredit.config import load_config
-    from agentcredit.train.evaluation.credit_accuracy.truths import register_solver
+    from agentcredit.train.evaluation.credit_check.truths import register_solver
     from agentcredit.train.loop import train
 
     from .corridor import corridor_distance

@@ -37,7 +37,7 @@ def corridor_verifier(task: Task) -> Verifier:
 
 def corridor_distance(env, task: Task, prefix, cap: int, rng, observations) -> int:
     """The corridor's solver truth ``d(s)``
-    (``train.evaluation.credit_accuracy.truths.DistanceFn``): after replaying ``prefix``, walk
+    (``train.evaluation.credit_check.truths.DistanceFn``): after replaying ``prefix``, walk
     straight to the apple and take it."""
     from agentcredit.envs.base import ReplayMismatch
 

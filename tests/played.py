@@ -1,6 +1,6 @@
 """``played``: the trajectory a list of actions makes in an environment, recorded as the
 collector records it, for the credit truths' tests
-(``tests/train/evaluation/credit_accuracy/test_truths.py``, ``tests/envs/*/test_solver.py``)."""
+(``tests/train/evaluation/credit_check/test_truths.py``, ``tests/envs/*/test_solver.py``)."""
 
 from __future__ import annotations
 

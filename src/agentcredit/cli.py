@@ -562,13 +562,13 @@ def _audit(args) -> int:
 
 
 def _credit_check(args) -> int:
-    from agentcredit.credit.accuracy import format_table
     from agentcredit.envs.base import ReplayMismatch
-    from agentcredit.train.evaluation.credit_accuracy.check import (
+    from agentcredit.train.evaluation.credit_check.check import (
         DEFAULT_METHODS,
         CreditCheckOptions,
         run_credit_check,
     )
+    from agentcredit.train.evaluation.credit_check.metrics import format_table
     from agentcredit.train.evaluation.evaluate import locate_model
 
     try:

@@ -10,7 +10,7 @@ import pytest
 
 from agentcredit.config import load_config
 from agentcredit.rollout.scripted import EpsilonPolicy, play
-from agentcredit.train.evaluation.credit_accuracy.regimes import planner_start
+from agentcredit.train.evaluation.credit_check.regimes import planner_start
 
 EPSILONS = (0.0, 0.2, 0.4, 0.6, 0.8)
 #: ALFWorld is left out here: its games take minutes to generate (benchmarks/credit_regimes.py

@@ -75,7 +75,7 @@ class EnvironmentSpec:
             ``_``.
         options_doc: the line ``config --list`` prints for ``env.<options_key>``.
         solver: ``"module:function"`` (or the function), the credit check's solver distance
-            (``train/evaluation/credit_accuracy/truths.py``, ``DistanceFn``), or ``None``.
+            (``train/evaluation/credit_check/truths.py``, ``DistanceFn``), or ``None``.
         solver_refusal: ``"module:function"``, ``options -> reason | None`` why the solver
             truth does not apply under the options, or ``None``.
         planner: ``"module:start"``, the scripted planner of the credit check's regimes

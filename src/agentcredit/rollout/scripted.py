@@ -6,7 +6,7 @@ action in the current state (re-planning from what the episode did so far, so th
 recovers after a wrong action) and the plausible wrong actions there, and it follows each
 step the episode takes (``observe``). ``EpsilonPolicy`` mixes the two; ``play`` runs an
 episode from reset, or from a replayed prefix, which is what a Monte Carlo continuation of the
-same policy needs (``train.evaluation.credit_accuracy.regimes``).
+same policy needs (``train.evaluation.credit_check.regimes``).
 
 Each step draws ``u ~ U[0, 1)`` from the episode's rng; the step is wrong when ``u < ε`` and a
 wrong action exists, and the wrong action is then drawn uniformly. Where the planner has no

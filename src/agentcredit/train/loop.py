@@ -14,7 +14,7 @@ evaluating and checkpointing when they are due. The stages and the modules that 
     update.py                    one update: collect → score → credit → PPO (its own docstring)
     rollout_metrics.py           what an update logs about its rollouts (``rollout/*``)
     evaluation/evaluate.py       validation success
-    evaluation/credit_accuracy/  with ``run.credit_check_every``, the update's credit against
+    evaluation/credit_check/     with ``run.credit_check_every``, the update's credit against
                                  the solver truth (``check.py``)
 
 Every random stream is explicit (``run_dir.RandomStreams``) and saved with each
@@ -56,7 +56,7 @@ from agentcredit.train.build import (
     validation_tasks,
 )
 from agentcredit.train.credit_inputs import CreditInputs
-from agentcredit.train.evaluation.credit_accuracy.check import (
+from agentcredit.train.evaluation.credit_check.check import (
     require_solver,
     step_credit,
     update_credit_check,

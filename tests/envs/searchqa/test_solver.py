@@ -12,7 +12,7 @@ from agentcredit.envs.searchqa.protocol import answer_action, search_action
 from agentcredit.envs.searchqa.questions import Hop, Question
 from agentcredit.envs.searchqa.retrieval import BM25Retriever
 from agentcredit.envs.searchqa.solver import distance_to_answer
-from agentcredit.train.evaluation.credit_accuracy.truths import SolverTruth, solver_for
+from agentcredit.train.evaluation.credit_check.truths import SolverTruth, solver_for
 
 from ...played import played
 

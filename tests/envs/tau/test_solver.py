@@ -11,7 +11,7 @@ from agentcredit.envs.tau.engine import TauEnv
 from agentcredit.envs.tau.solver import distance_to_resolve
 from agentcredit.envs.tau.tasks import build_tasks
 from agentcredit.envs.tau.users import CLOSING_QUESTION
-from agentcredit.train.evaluation.credit_accuracy.truths import SolverTruth, solver_for
+from agentcredit.train.evaluation.credit_check.truths import SolverTruth, solver_for
 
 from ...played import played
 

@@ -41,7 +41,7 @@ def distance_to_answer(env, task: Task, prefix: Sequence[str], cap: int,
                        observations: Sequence[str] | None = None) -> int:
     """Steps the expert needs to answer ``task`` from the state ``prefix`` leads to, knowing
     only the passages the prefix showed (module notes;
-    ``train.evaluation.credit_accuracy.truths.DistanceFn``).
+    ``train.evaluation.credit_check.truths.DistanceFn``).
 
     Raises:
         ReplayMismatch: ``observations`` (the text after each prefix action, as recorded) differ

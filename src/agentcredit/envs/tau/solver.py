@@ -42,7 +42,7 @@ def distance_to_resolve(env, task: Task, prefix: Sequence[str], cap: int,
                         rng: random.Random | None = None,
                         observations: Sequence[str] | None = None) -> int:
     """Steps the expert needs to win ``task`` from the state ``prefix`` leads to (module notes;
-    ``train.evaluation.credit_accuracy.truths.DistanceFn``).
+    ``train.evaluation.credit_check.truths.DistanceFn``).
 
     Raises:
         ReplayMismatch: ``observations`` (the text after each prefix action, as recorded) differ

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from agentcredit.credit.accuracy import within_rollout_rhos
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.evaluation.credit_accuracy.token_truth import (
+from agentcredit.train.evaluation.credit_check.metrics import within_rollout_rhos
+from agentcredit.train.evaluation.credit_check.token_truth import (
     TokenTruth,
     chosen_steps,
     token_credit,

@@ -21,12 +21,16 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from agentcredit.credit.accuracy import MIN_ROLLOUT_STEPS, RANDOM_ROW, within_rollout_rhos
 from agentcredit.envs.base import replayed
 from agentcredit.rollout.actions import parse_action
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
-from agentcredit.train.evaluation.credit_accuracy.truths import DistanceFn, recorded_observations
+from agentcredit.train.evaluation.credit_check.metrics import (
+    MIN_ROLLOUT_STEPS,
+    RANDOM_ROW,
+    within_rollout_rhos,
+)
+from agentcredit.train.evaluation.credit_check.truths import DistanceFn, recorded_observations
 
 
 class TokenTruth:
@@ -35,7 +39,7 @@ class TokenTruth:
     Args:
         collector: the collector that made the rollouts (policy, environments, prompt format,
             ``max_new_tokens``, decoding).
-        distance: the environment's solver (``credit_truths.solver_for``).
+        distance: the environment's solver (``truths.solver_for``).
         cap: ``D``, the most steps ``d`` counts.
         temperature: the rollouts' sampling temperature.
         continuations: ``K`` per prefix.

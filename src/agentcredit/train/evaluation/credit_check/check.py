@@ -4,7 +4,7 @@
 collector, rollout temperature, group size), computes every method's advantages on that *same*
 batch (each with the inputs it declares: traces, teacher scores, hindsight), estimates the
 truths by replaying the rollouts (``truths``) and scores each method
-against each truth (``credit.accuracy``), with paired differences against the method's backbone
+against each truth (``metrics``), with paired differences against the method's backbone
 and against VICT's ``random_edges`` control. ``agentcredit credit-check`` and
 ``benchmarks/credit_accuracy.py`` call it.
 
@@ -29,26 +29,26 @@ import torch
 from agentcredit.config import ConfigError, TrainConfig, estimator_config, load_config
 from agentcredit.config.checks import GIB, machine_memory, rollout_bytes
 from agentcredit.credit import CreditResult, get_estimator
-from agentcredit.credit.accuracy import (
-    METRICS,
-    RANDOM_ROW,
-    AccuracyTable,
-    StepLayout,
-    accuracy_table,
-)
 from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider
 from agentcredit.train.build import load_model, make_collector
 from agentcredit.train.credit_inputs import CreditInputs
-from agentcredit.train.evaluation.credit_accuracy.token_truth import (
+from agentcredit.train.evaluation.credit_check.metrics import (
+    METRICS,
+    RANDOM_ROW,
+    AccuracyTable,
+    StepLayout,
+    accuracy_table,
+)
+from agentcredit.train.evaluation.credit_check.token_truth import (
     TokenTruth,
     chosen_steps,
     token_credit,
     token_within,
 )
-from agentcredit.train.evaluation.credit_accuracy.truths import (
+from agentcredit.train.evaluation.credit_check.truths import (
     MonteCarloTruth,
     SolverTruth,
     TruthEstimate,
@@ -75,6 +75,15 @@ def method_settings(method: str) -> list[str]:
     if not name or "/" in backbone:
         raise ValueError(f"method {method!r}: write NAME or NAME/BACKBONE (vict/gigpo)")
     return [f"method={name}"] + ([f"credit.options.backbone={backbone}"] if backbone else [])
+
+
+def method_configs(config_path: str | Path | None, overrides: Sequence[str],
+                   methods: Sequence[str]) -> dict[str, TrainConfig]:
+    """Each method's config: the run's config (``config_path``) without its ``credit.options``,
+    then ``overrides``, then the method's settings (``method_settings``). The run's options
+    belong to the run's estimator (GiGPO's ``mode``), and another method's config refuses them."""
+    return {m: load_config(config_path, ["credit.options={}", *overrides, *method_settings(m)])
+            for m in methods}
 
 
 def backbone_of(config: TrainConfig) -> str | None:
@@ -149,7 +158,7 @@ class CreditCheckResult:
     """What a credit check measured.
 
     Attributes:
-        table: every method against every truth (``credit.accuracy.AccuracyTable``).
+        table: every method against every truth (``metrics.AccuracyTable``).
         truths: the truths' estimates (values, cost, standard error, reliability).
         steps: steps in the batch; ``groups``: task groups; ``rollouts``: rollouts.
         seconds: wall time per phase (``collect``, ``credit``, one per truth).
@@ -342,8 +351,7 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     """Collect a batch with the model in ``model_dir`` under the config (``config_path`` plus
     ``overrides``), score every method of ``options`` against the truths; see the module
     docstring."""
-    configs = {m: load_config(config_path, [*overrides, *method_settings(m)])
-               for m in options.methods}
+    configs = method_configs(config_path, overrides, options.methods)
     base = load_config(config_path, list(overrides))
     check_memory(options, base)
     if base.run.threads:

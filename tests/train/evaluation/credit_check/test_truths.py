@@ -16,7 +16,7 @@ from agentcredit.envs.base import ReplayMismatch, Task
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.records import Trajectory
-from agentcredit.train.evaluation.credit_accuracy.truths import (
+from agentcredit.train.evaluation.credit_check.truths import (
     MonteCarloTruth,
     SolverTruth,
     TieBreaks,
@@ -150,6 +150,6 @@ def test_monte_carlo_refuses_a_replay_that_differs(fake_tokenizer):
 
 def test_webshop_has_its_planner_distance_as_a_built_in_solver():
     from agentcredit.envs.webshop.solver import distance_to_buy
-    from agentcredit.train.evaluation.credit_accuracy.truths import solver_for
+    from agentcredit.train.evaluation.credit_check.truths import solver_for
 
     assert solver_for("webshop") is distance_to_buy

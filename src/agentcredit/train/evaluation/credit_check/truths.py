@@ -30,7 +30,6 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from agentcredit.credit.accuracy import TruthValues, pearson
 from agentcredit.envs.base import Environment, ReplayMismatch, Task
 from agentcredit.envs.suites import environment_spec, environment_specs, update_environment
 from agentcredit.rollout.actions import parse_action
@@ -39,6 +38,7 @@ from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.policy import PromptCache
 from agentcredit.rollout.prompts import build_prompt_ids
 from agentcredit.rollout.records import Trajectory
+from agentcredit.train.evaluation.credit_check.metrics import TruthValues, pearson
 
 #: ``d(env, task, prefix, cap, rng, observations)``: the solver's steps to finish after
 #: ``prefix`` (valid actions only), capped at ``cap``; ``observations`` are the recorded texts
@@ -109,7 +109,7 @@ class TruthEstimate:
         return 100.0 * self.seconds / max(self.steps, 1)
 
     def truth_values(self) -> TruthValues:
-        """The values as ``credit.accuracy`` takes them."""
+        """The values as ``metrics`` takes them."""
         return TruthValues(self.values, self.threshold)
 
 

@@ -1,4 +1,4 @@
-"""Credit-accuracy metrics on hand-built corridor groups whose truth is known by construction.
+"""The credit check's metrics on hand-built corridor groups whose truth is known by construction.
 
 The corridor (``tests/corridor.py``, ``conftest.FakeEnv``): walk to the apple's room and take
 it. Walking is free within the budget, so the one action that decides a rollout's outcome is
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from agentcredit.credit import CreditBatch, get_estimator
-from agentcredit.credit.accuracy import (
+from agentcredit.train.evaluation.credit_check.metrics import (
     RANDOM_ROW,
     StepLayout,
     TruthValues,

@@ -1,4 +1,4 @@
-"""The credit check on scripted policies (``train.evaluation.credit_accuracy.regimes``): Monte Carlo
+"""The credit check on scripted policies (``train.evaluation.credit_check.regimes``): Monte Carlo
 continuations follow the same policy from a replayed state, checked against A^π worked out by
 hand on a three-room corridor; the Table-12 row counts tie abstention apart."""
 
@@ -12,7 +12,7 @@ import pytest
 from agentcredit.envs.base import Task
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.rollout.scripted import EpsilonPolicy, play
-from agentcredit.train.evaluation.credit_accuracy.regimes import (
+from agentcredit.train.evaluation.credit_check.regimes import (
     PAPER_TABLE12,
     ScriptedMonteCarlo,
     cell_method_settings,

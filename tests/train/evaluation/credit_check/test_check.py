@@ -12,9 +12,9 @@ import pytest
 
 from agentcredit.cli import main
 from agentcredit.envs import suites
-from agentcredit.train.evaluation.credit_accuracy import check
-from agentcredit.train.evaluation.credit_accuracy.check import method_pairs, method_settings
-from agentcredit.train.evaluation.credit_accuracy.truths import register_solver
+from agentcredit.train.evaluation.credit_check import check
+from agentcredit.train.evaluation.credit_check.check import method_pairs, method_settings
+from agentcredit.train.evaluation.credit_check.truths import register_solver
 
 from ....corridor import corridor_distance
 from ...test_loop_envs import ENVS, TINY
@@ -120,12 +120,33 @@ def test_pairs_are_against_the_backbone_and_the_random_edges_control():
 
 def test_every_default_method_resolves_and_knows_its_backbone():
     from agentcredit.config import load_config
-    from agentcredit.train.evaluation.credit_accuracy.check import DEFAULT_METHODS, backbone_of
+    from agentcredit.train.evaluation.credit_check.check import DEFAULT_METHODS, backbone_of
 
     backbones = {m: backbone_of(load_config(None, method_settings(m))) for m in DEFAULT_METHODS}
     assert backbones["grpo"] is None and backbones["gigpo"] is None
     assert backbones["vict"] == "grpo" and backbones["vict/gigpo"] == "gigpo"
     assert backbones["random_edges"] == "grpo" and backbones["adrs"] == "grpo"
+
+
+def test_each_method_starts_from_the_run_config_without_the_runs_estimator_options(tmp_path):
+    from agentcredit.config import load_config
+    from agentcredit.config.load import save_config
+
+    # a GiGPO run trained with an option only GiGPO has; its other settings are the run's
+    run = tmp_path / "config.yaml"
+    save_config(load_config(None, ["method=gigpo", "credit.options.mode=mean_norm",
+                                   "rollout.max_steps=12"]), run)
+    configs = check.method_configs(run, ["rollout.group_size=4"],
+                                   ["grpo", "gigpo", "vict/gigpo", "adrs"])
+    options = {m: (c.credit.estimator, c.credit.options) for m, c in configs.items()}
+    backbone = options.pop("vict/gigpo")[1]["backbone"]  # validated: the backbone's fields
+    assert options == {
+        "grpo": ("grpo", {}),  # mode=mean_norm would be refused here
+        "gigpo": ("gigpo", {}),  # the check's GiGPO row is GiGPO as its method name sets it
+        "adrs": ("adrs", {"eta": 0.1, "scope": "global", "gate": "L2", "gate_norm": True})}
+    assert configs["vict/gigpo"].credit.estimator == "vict"
+    assert (backbone["name"], backbone["mode"]) == ("gigpo", "mean_std_norm")  # GiGPO's default
+    assert {(c.rollout.max_steps, c.rollout.group_size) for c in configs.values()} == {(12, 4)}
 
 
 def test_training_logs_the_credit_check_every_k_updates(tmp_path, tiny_fake_run):

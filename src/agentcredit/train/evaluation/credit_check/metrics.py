@@ -1,10 +1,10 @@
-"""Credit accuracy: how well a method's step advantages rank the true value of each action
-(docs/credit_check.md).
+"""The credit check's metrics: how well a method's step advantages rank the true value of each
+action (docs/credit_check.md).
 
 Pure functions of numbers: a method's advantages ``A [S]``, a truth ``g [S]`` (``NaN`` where
 the truth was not estimated) and the batch's layout (which group and rollout each step
 belongs to, which groups had mixed returns). Nothing here touches a model or an
-environment; the truths are computed elsewhere (``train.evaluation.credit_accuracy``) and
+environment; the truths are computed beside it (``truths``, ``token_truth``) and
 enter as data.
 
 Metrics, each with a 95% bootstrap interval that resamples groups:

@@ -2,9 +2,9 @@
 
 ``regime_cell`` plays ``groups`` task groups with ``rollout.scripted.EpsilonPolicy`` at one ``ε``,
 computes every credit method that needs no language model on that batch, estimates both
-truths (the solver's regret, ``credit_truths.SolverTruth``; the policy's own advantage by
+truths (the solver's regret, ``truths.SolverTruth``; the policy's own advantage by
 Monte Carlo, ``ScriptedMonteCarlo``, whose continuations follow the same policy from the
-replayed state) and scores each method (``credit.accuracy``), with paired differences against
+replayed state) and scores each method (``metrics``), with paired differences against
 the backbone and against ``random_edges``, the sign agreement of each VICT variant's
 correction and of its base advantage at the corrected steps, and VICT's Table-12 diagnostics
 (``table12_row``); ``table12_vs_paper`` sets them beside the paper's Table 12.
@@ -30,20 +30,20 @@ import numpy as np
 
 from agentcredit.config import estimator_config, load_config
 from agentcredit.credit import get_estimator
-from agentcredit.credit.accuracy import accuracy_table
 from agentcredit.credit.step import credit_batch
 from agentcredit.credit.vict.method import ABSTAIN_REASONS
 from agentcredit.envs.base import Environment
 from agentcredit.envs.suites import environment_spec, environment_specs
 from agentcredit.rollout.records import Trajectory
 from agentcredit.rollout.scripted import EpsilonPolicy, PlannerStart, Rewards, play
-from agentcredit.train.evaluation.credit_accuracy.check import (
+from agentcredit.train.evaluation.credit_check.check import (
     backbone_of,
     method_pairs,
     method_settings,
     step_layout,
 )
-from agentcredit.train.evaluation.credit_accuracy.truths import (
+from agentcredit.train.evaluation.credit_check.metrics import accuracy_table
+from agentcredit.train.evaluation.credit_check.truths import (
     SolverTruth,
     TruthEstimate,
     sent_actions,
@@ -140,7 +140,7 @@ def continuation_rng(seed: int, task_id: str, prefix: Sequence[str], k: int) -> 
 class ScriptedMonteCarlo:
     """The scripted policy's advantage ``g_t = V̂(s_{t+1}) − V̂(s_t)``, ``V̂`` the win rate of
     ``K`` continuations of the same policy from the replayed state, with the remaining step
-    budget (``credit_truths.MonteCarloTruth``'s estimator, the policy scripted).
+    budget (``truths.MonteCarloTruth``'s estimator, the policy scripted).
 
     Args:
         env: an environment to replay in.

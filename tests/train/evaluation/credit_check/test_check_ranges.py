@@ -1,5 +1,5 @@
 """credit-check's sizes are range-checked and its bootstrap memory estimated before anything
-is collected: one error line each, through the CLI (train/evaluation/credit_accuracy/check.py)."""
+is collected: one error line each, through the CLI (train/evaluation/credit_check/check.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 from agentcredit.cli import main
 from agentcredit.config import load_config
-from agentcredit.train.evaluation.credit_accuracy import check
-from agentcredit.train.evaluation.credit_accuracy.check import (
+from agentcredit.train.evaluation.credit_check import check
+from agentcredit.train.evaluation.credit_check.check import (
     OPTION_RANGES,
     CreditCheckOptions,
     memory_estimate,
