@@ -205,6 +205,23 @@ def per_env(value: str, defaults: dict[str, int], flag: str) -> dict[str, int]:
     return out
 
 
+def chosen_epsilons(value: str, envs: list[str]) -> dict[str, tuple[float, ...]]:
+    """``--eps``: per environment of ``envs``, the ε of its grid to play; ``env=ε/ε,...`` keeps
+    only the named cells of the named environments (the others keep their whole grid)."""
+    chosen = {e: GRIDS[e] for e in envs}
+    for item in filter(None, value.split(",")):
+        env, _, values = item.partition("=")
+        try:
+            picked = tuple(float(v) for v in values.split("/"))
+        except ValueError:
+            picked = ()
+        if env not in chosen or not picked or not set(picked) <= set(GRIDS[env]):
+            raise SystemExit(f"--eps {value!r}: {item!r} is not env=ε/ε/... with env one of "
+                             f"{', '.join(envs)} and each ε in its grid")
+        chosen[env] = picked
+    return chosen
+
+
 def run_cell(job: tuple[str, float, CellOptions, list[str]]) -> dict:
     """One cell in a worker process (one torch thread: the workers share the cores)."""
     torch.set_num_threads(1)
@@ -218,6 +235,8 @@ def run_cell(job: tuple[str, float, CellOptions, list[str]]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", default=",".join(GRIDS), help="comma-separated environments")
+    parser.add_argument("--eps", default="",
+                        help="only these cells of the grids: env=ε/ε/...,... (default: all)")
     parser.add_argument("--groups", default="", help="G, or env=G,... (default GROUPS)")
     parser.add_argument("--mc-groups", type=int, default=0, help="0: every group")
     parser.add_argument("--continuations", default="",
@@ -250,7 +269,7 @@ def main() -> None:
     options = {e: (CellOptions(groups=4, continuations=2, boots=50) if args.quick else
                    CellOptions(groups=groups[e], mc_groups=args.mc_groups,
                                continuations=ks[e], boots=args.boots)) for e in envs}
-    grid = [(e, eps) for e in envs for eps in GRIDS[e]]
+    grid = [(e, eps) for e in envs for eps in chosen_epsilons(args.eps, envs)[e]]
     # the dearest cells first (ALFWorld, then the highest ε), so the workers finish together
     cost = {e: i for i, e in enumerate(("searchqa", "tau-airline", "tau-retail", "webshop",
                                         "alfworld"))}
@@ -258,7 +277,7 @@ def main() -> None:
                   key=lambda j: (cost[j[0]], j[1]), reverse=True)
     began = time.perf_counter()
     done: dict[tuple[str, float], dict] = {}
-    config = {"envs": args.envs, "groups": {e: options[e].groups for e in envs},
+    config = {"envs": args.envs, "eps": args.eps, "groups": {e: options[e].groups for e in envs},
               "mc_groups": args.mc_groups,
               "continuations": {e: options[e].continuations for e in envs},
               "boots": args.boots if not args.quick else 50, "workers": args.workers,

@@ -98,3 +98,13 @@ def test_table12_beside_the_papers_prints_ours_the_papers_and_the_ratio():
                         "at 92.3%")
     assert lines[2].split() == ["trigger_pct", "30.90", "61.80", "0.50"]
     assert lines[3].split("|")[1].strip() == "terminal-only fact"
+
+
+def test_eps_keeps_only_the_named_cells_of_the_named_environments():
+    from credit_regimes import GRIDS, chosen_epsilons
+
+    chosen = chosen_epsilons("webshop=0.3/0.5", ["webshop", "searchqa"])
+    assert chosen == {"webshop": (0.3, 0.5), "searchqa": GRIDS["searchqa"]}
+    for bad in ("webshop=0.31", "alfworld=0.44", "webshop=x", "webshop"):
+        with pytest.raises(SystemExit, match="--eps"):
+            chosen_epsilons(bad, ["webshop", "searchqa"])
