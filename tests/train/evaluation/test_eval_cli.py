@@ -108,6 +108,7 @@ def test_eval_that_cannot_write_its_result_is_one_error_line_naming_the_file(run
                                                                              capsys):
     checkpoint = tmp_path / "update_00002"
     shutil.copytree(run_dir / "checkpoints" / "update_00002", checkpoint)
+    (checkpoint / "eval.json").unlink(missing_ok=True)  # an earlier test's result
     (checkpoint / "eval.json").mkdir()  # stands where the result goes (a stale temporary name
     # would be cleared, run/safe_files.write_new)
     assert main(["eval", "--checkpoint", str(checkpoint), "--config",
