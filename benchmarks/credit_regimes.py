@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import time
 
 import torch
@@ -266,6 +267,10 @@ def main() -> None:
                               ("--mc-groups", [args.mc_groups], 0)):
         if min(values) < low:
             raise SystemExit(f"{flag} {min(values)}: it must be at least {low}")
+    cores = os.cpu_count() or 1
+    if args.workers > cores:  # each plays a whole cell: more processes than cores only queue
+        raise SystemExit(f"--workers {args.workers}: this machine has {cores} cores; use at most "
+                         f"{cores}")
     options = {e: (CellOptions(groups=4, continuations=2, boots=50) if args.quick else
                    CellOptions(groups=groups[e], mc_groups=args.mc_groups,
                                continuations=ks[e], boots=args.boots)) for e in envs}

@@ -108,3 +108,11 @@ def test_eps_keeps_only_the_named_cells_of_the_named_environments():
     for bad in ("webshop=0.31", "alfworld=0.44", "webshop=x", "webshop"):
         with pytest.raises(SystemExit, match="--eps"):
             chosen_epsilons(bad, ["webshop", "searchqa"])
+
+
+def test_more_workers_than_cores_stops_naming_the_cores(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr(sys, "argv", ["credit_regimes.py", "--workers", "3"])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == "--workers 3: this machine has 2 cores; use at most 2"
