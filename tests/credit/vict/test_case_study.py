@@ -325,3 +325,9 @@ def test_putting_the_egg_down_or_walking_away_writes_nothing_to_the_held_atom(pl
     for step in (put_down, leave):
         assert "object_held" not in {e.atom_id for e in trace.edges if e.step == step
                                      and e.relation in ("write", "reveal")}
+    # the egg "held" is bound to (egg 1, taken back, never placed): its put-down writes
+    # nothing, its two takes write "held" (holds turning true)
+    trace = play(TAKEN_BACK).trace
+    writes = [trace.actions[e.step] for e in trace.edges
+              if e.atom_id == "object_held" and e.relation == "write"]
+    assert writes == ["take egg 1 from countertop 2", "take egg 1 from countertop 1"]
