@@ -7,18 +7,18 @@ the same samples, alternating, repeated, median times of:
 
 - ``ordinary``: the trainer's behaviour scoring pass (``train.ppo.score_steps``, each
   trajectory's rows as prefix trees, docs/backbones.md §0.1);
-- ``teacher``: the trainer's teacher pass, ``train.scoring.teacher.privileged_logprobs`` with
-  each trajectory's privileged rows as prefix trees (``groups``);
-- ``teacher_reuse``: the same function on rows with the per-task prefix cache (the task's
-  system turn + skill prefix computed once per task, its KV cache reused);
-- ``teacher_no_reuse``: the same function, full privileged sequences;
-- ``teacher_naive``: ``score_steps`` on the skill-spliced samples, i.e. the
-  straightforward implementation (right padding, batch order, the LM head on
-  every position), to show where the savings come from;
-- ``prefix_caches``: computing the per-task prefix caches alone, the part of
-  ``teacher`` that does not grow with the rows per task
-  (``teacher_over_ordinary_ratio_amortized`` subtracts it: the ratio for long
-  rollouts and large groups, which the CPU budget here does not reach).
+- ``teacher``: the trainer's teacher pass under ``optim.layout=trees``
+  (``train.scoring.teacher.privileged_logprobs`` with ``groups``): each task's head (system
+  turn, user header, skill) a trunk computed once, each trajectory's rows continuing it as
+  prefix trees;
+- ``teacher_rows``: the same function under ``optim.layout=rows``, every privileged row
+  alone;
+- ``teacher_naive``: ``score_steps`` on the skill-spliced samples, each trajectory's spliced
+  rows as prefix trees of their own (the skill recomputed in every trajectory), to show where
+  the savings come from;
+- ``prefix_caches``: the heads' trunks alone, the part of ``teacher`` that does not grow with
+  the rows per task (``teacher_over_ordinary_ratio_amortized`` subtracts it: the ratio for
+  long rollouts and large groups, which the CPU budget here does not reach).
 
 Two models: the embedded tiny policy (``TinyModelConfig()`` defaults) and a
 larger random-init Qwen2 (``--qwen-*``; vocabulary sized so the LM head's share
@@ -47,7 +47,8 @@ from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids, system_m
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
 from agentcredit.train.ppo import score_steps
-from agentcredit.train.scoring.teacher import prefix_cache, privileged_logprobs
+from agentcredit.train.scoring.teacher import privileged_logprobs
+from agentcredit.train.scoring.tree_forward import trunk_forward
 from agentcredit.train.warm_start.models import load_policy
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 from bench_common import write_result
@@ -107,10 +108,9 @@ def measure(model, tokenizer, trajs: list[Trajectory], micro_batch_size: int,
     spliced = tensorize_steps(with_skill_prompts(trajs, provider, splicer), tokenizer.pad_token_id)
     skills = [provider.skill_text(t.task) for t in trajs for _ in t.steps]
 
-    def teacher(reuse: bool, trees: bool = False):
+    def teacher(trees: bool):
         return privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask,
                                    steps.loss_mask, skills, micro_batch_size=micro_batch_size,
-                                   reuse_prefix=reuse,
                                    groups=steps.step_rollout if trees else None)
 
     prefixes = {splicer.splice(s.prompt_ids, provider.skill_text(t.task))[0]
@@ -119,17 +119,16 @@ def measure(model, tokenizer, trajs: list[Trajectory], micro_batch_size: int,
     def prefixes_only():
         with torch.no_grad():
             for prefix in prefixes:
-                prefix_cache(model, prefix[:-1])
+                trunk_forward(model, torch.tensor(prefix[:-1], dtype=torch.long))
 
     passes = {"ordinary": lambda: score_steps(model, steps, micro_batch_size),
-              "teacher": lambda: teacher(False, trees=True),
-              "teacher_reuse": lambda: teacher(True),
-              "teacher_no_reuse": lambda: teacher(False),
+              "teacher": lambda: teacher(trees=True),
+              "teacher_rows": lambda: teacher(trees=False),
               "teacher_naive": lambda: score_steps(model, spliced, micro_batch_size),
               "prefix_caches": prefixes_only}
     model.eval()
-    # warm-up, and the agreement checks
-    reused, full, trees = teacher(True), teacher(False), teacher(False, trees=True)
+    # warm-up, and the agreement check
+    rows, trees = teacher(trees=False), teacher(trees=True)
     times: dict[str, list[float]] = {name: [] for name in passes}
     names = list(passes)
     for r in range(repeats):
@@ -146,8 +145,7 @@ def measure(model, tokenizer, trajs: list[Trajectory], micro_batch_size: int,
              "mean_prompt_tokens": statistics.mean(prompts),
              "mean_response_tokens": steps.num_response_tokens / steps.input_ids.shape[0],
              "mean_shared_prefix_tokens": statistics.mean(shared),
-             "reuse_max_abs_diff": float((reused - full).abs().max()),
-             "trees_max_abs_diff": float((trees - full).abs().max())}
+             "trees_max_abs_diff": float((trees - rows).abs().max())}
     return medians, stats
 
 
@@ -197,14 +195,12 @@ def main() -> None:
         medians, stats = measure(model, tokenizer, trajs, micro_batch_size, setting["repeats"])
         ordinary = medians["ordinary"]
         metrics[f"teacher_over_ordinary_ratio.{name}"] = medians["teacher"] / ordinary
-        metrics[f"teacher_over_ordinary_ratio_reuse.{name}"] = medians["teacher_reuse"] / ordinary
-        metrics[f"teacher_over_ordinary_ratio_no_reuse.{name}"] = \
-            medians["teacher_no_reuse"] / ordinary
+        metrics[f"teacher_over_ordinary_ratio_rows.{name}"] = medians["teacher_rows"] / ordinary
         metrics[f"teacher_over_ordinary_ratio_naive.{name}"] = medians["teacher_naive"] / ordinary
         # the prefix caches are computed once per task: with many rows per task their share
         # vanishes, so this is the ratio in the limit of long rollouts / large groups
         metrics[f"teacher_over_ordinary_ratio_amortized.{name}"] = \
-            (medians["teacher_reuse"] - medians["prefix_caches"]) / ordinary
+            (medians["teacher"] - medians["prefix_caches"]) / ordinary
         for key, seconds in medians.items():
             metrics[f"{key}_median_s.{name}"] = seconds
         metrics.update({f"{key}.{name}": value for key, value in stats.items()})
@@ -215,28 +211,28 @@ def main() -> None:
             "vocab_size": model.config.vocab_size}
         print(f"{name}: " + ", ".join(f"{k} {v:.3f} s" for k, v in medians.items())
               + f"; teacher/ordinary {medians['teacher'] / ordinary:.3f}, "
-              f"no reuse {medians['teacher_no_reuse'] / ordinary:.3f}, "
+              f"rows {medians['teacher_rows'] / ordinary:.3f}, "
               f"naive {medians['teacher_naive'] / ordinary:.3f}", flush=True)
     names = list(models)
     metrics["teacher_over_ordinary_ratio"] = max(
         metrics[f"teacher_over_ordinary_ratio.{n}"] for n in names)
-    metrics["teacher_over_ordinary_ratio_no_reuse"] = max(
-        metrics[f"teacher_over_ordinary_ratio_no_reuse.{n}"] for n in names)
+    metrics["teacher_over_ordinary_ratio_rows"] = max(
+        metrics[f"teacher_over_ordinary_ratio_rows.{n}"] for n in names)
     notes = (
         "Headline ratios are the worse of the two models. Rows are step samples (prompt + "
         "response) of ALFWorld expert episodes, each episode repeated group_size times as one "
         "task group; the skill prefix is shared by every row of a task. teacher is the trainer's "
-        "pass (each trajectory's privileged rows as prefix trees), teacher_reuse the per-task "
-        "prefix cache over rows; every teacher path runs the LM head only on "
-        "response-predicting columns; the naive "
-        "path (ordinary scoring of the spliced samples) shows the cost without those savings. "
+        "pass under optim.layout=trees (each task's head a trunk computed once, each "
+        "trajectory's privileged rows continuing it as prefix trees), teacher_rows the same "
+        "pass under optim.layout=rows; the naive path (ordinary scoring of the spliced "
+        "samples, the skill recomputed per trajectory) shows the cost without the shared head. "
         "CPU timings, single-threaded (--threads 1): on this 2-core machine shared with other "
         "jobs, 2 OpenMP threads made every forward pass stall on thread barriers (a 530-token "
         "prefix took 0.67 s instead of 12 ms), which swamped the comparison. Medians of "
         "alternating repeats. "
-        "reuse_max_abs_diff (trees_max_abs_diff) is the largest |ℓ^T(reuse) − ℓ^T(no reuse)| "
-        "(|ℓ^T(trees) − ℓ^T(no reuse)|) over the run's tokens. The prompts keep a window of 2 "
-        "steps, so the trees share the prompt head and the skill within a trajectory only.")
+        "trees_max_abs_diff is the largest |ℓ^T(trees) − ℓ^T(rows)| over the run's tokens. The "
+        "prompts keep a window of 2 steps, so the trees share little history within a "
+        "trajectory: the head is most of what is shared.")
     path = write_result("adrs_overhead", config, metrics,
                         {"teacher_over_ordinary_ratio": {"max": 1.15}}, notes, quick)
     print(f"wrote {path}")

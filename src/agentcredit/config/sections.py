@@ -387,9 +387,6 @@ class SkillsConfig:
     root: str = ""
     """Folder with ``<env>/guide.md`` and one ``<env>/<task_type>.md`` per task type; empty =
     the packaged texts (ALFWorld, WebShop). The embedded tokenizer is also fitted on them."""
-    reuse_prefix: bool = True
-    """Teacher pass: compute each task's shared ``system + skill`` prefix once and reuse its KV
-    cache (``train/scoring/teacher.py``); needs full attention in every layer."""
 
 
 

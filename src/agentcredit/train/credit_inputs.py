@@ -75,7 +75,6 @@ class CreditInputs:
         self.overlong = OverlongPenalty.of(config.rollout)
         self.provider = provider
         self.micro_batch_size = config.optim.score_micro_batch_size
-        self.reuse_prefix = config.skills.reuse_prefix
         self.layout = config.optim.layout
 
     def prepare(self, model: nn.Module, trajectories: Sequence[Trajectory], steps: StepTensors,
@@ -88,7 +87,6 @@ class CreditInputs:
             began = time.perf_counter()
             teacher = teacher_logprobs(model, self.splicer, self.provider, trajectories, steps,
                                        micro_batch_size=self.micro_batch_size,
-                                       reuse_prefix=self.reuse_prefix,
                                        temperature=self.rollout.policy_temperature,
                                        layout=self.layout)  # [S, L]
             seconds["teacher"] = time.perf_counter() - began

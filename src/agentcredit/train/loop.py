@@ -356,7 +356,7 @@ def evaluate_after(state: TrainState, update: int, ends: bool,
             state.learner.model, state.context.tokenizer, state.probes, provider,
             action_format=config.rollout.action_format,
             micro_batch_size=config.optim.score_micro_batch_size, env=config.env.name,
-            temperature=config.rollout.policy_temperature))
+            temperature=config.rollout.policy_temperature, layout=config.optim.layout))
         metrics["time/probe_gap"] = time.perf_counter() - began
     state.logs.log(metrics)
     held_out = ", ".join(f"{s} {metrics[f'eval/{s}/success']:.3f}" for s in splits

@@ -19,7 +19,7 @@ from agentcredit.credit.aux_losses import get_aux_loss
 from agentcredit.credit.step import StepTensors
 from agentcredit.train.loss import ppo_loss
 from agentcredit.train.prefix_tree import layout_trees, uses_trees
-from agentcredit.train.scoring.tree_logprobs import tree_logprobs
+from agentcredit.train.scoring.tree_forward import Rows, branch_forward, score_trees, trunk_of
 
 
 def score_steps(model, steps: StepTensors, micro_batch_size: int,
@@ -28,16 +28,11 @@ def score_steps(model, steps: StepTensors, micro_batch_size: int,
     ``temperature``, ``[S, L]`` (0 elsewhere), no grad; renormalised over ``steps.allowed``
     when the steps were sampled with admissible decoding.
 
-    ``layout`` (``optim.layout``): ``trees`` runs each trajectory's rows as prefix trees
-    (``micro_batch_size`` branches per forward), ``rows`` runs the rows sorted by length,
-    ``micro_batch_size`` per forward; both give the same log-probs to float rounding."""
-    out = torch.zeros(steps.input_ids.shape, dtype=torch.float32)
-    for tree in layout_trees(model, steps, layout):
-        logprobs, _ = tree_logprobs(model, tree, steps.input_ids, steps.attention_mask,
-                                    steps.loss_mask, branch_batch=micro_batch_size,
-                                    allowed=steps.allowed, temperature=temperature)
-        out[tree.rows, :logprobs.shape[1]] = logprobs
-    return out
+    ``layout`` (``optim.layout``): ``trees`` runs each trajectory's rows as prefix trees,
+    ``rows`` runs the rows sorted by length; either way ``micro_batch_size`` rows per forward,
+    and the same log-probs to float rounding."""
+    return score_trees(model, layout_trees(model, steps, layout), Rows.of_steps(steps),
+                       branch_batch=micro_batch_size, temperature=temperature)
 
 
 @dataclass
@@ -98,66 +93,103 @@ def ppo_update(model, optimizer, batch: PPOBatch, config: OptimConfig,
     aux = get_aux_loss(config.aux_loss) if config.aux_loss != "none" else None
     if aux is not None and batch.teacher_logprobs is None:
         raise ValueError(f"optim.aux_loss = {config.aux_loss!r} needs the teacher log-probs ℓ^T")
-    steps, advantages = batch.steps, batch.advantages
+    steps, rows_scored = batch.steps, Rows.of_steps(batch.steps)
     device = next(model.parameters()).device
-    mini_batches = _mini_batches(steps, config.mini_batches, generator,
-                                 by_rollout=uses_trees(model, config.layout))
-    trained = _rows_with_gradient(steps, advantages, config, aux is not None)  # [S]
-    if config.loss_agg == "rollout_mean":
-        advantages = advantages * rollout_weights(steps.loss_mask, steps.step_rollout)[:, None]
-    per_token = {"mask": steps.loss_mask, "old": batch.old_logprobs, "adv": advantages,
-                 "ref": batch.ref_logprobs,
-                 "teacher": batch.teacher_logprobs if aux is not None else None}
+    per_token = _per_token_inputs(batch, config, aux is not None)
+    trained = _rows_with_gradient(steps, batch.advantages, config, aux is not None)  # [S]
     totals: dict[str, list[float]] = {}
-    for rows in mini_batches:
+    for rows in _mini_batches(steps, config.mini_batches, generator,
+                              by_rollout=uses_trees(model, config.layout)):
         normalizer = steps.loss_mask[rows].sum().clamp(min=1).to(torch.float32).to(device)
         rows = rows[trained[rows]]
-        # the loss divides by the whole mini-batch's |V|; the statistics become token means
-        # over the rows trained on
-        to_trained = float(normalizer.cpu() / steps.loss_mask[rows].sum().clamp(min=1))
-        # rows without a gradient have no loss and nothing clipped; what they would read for
-        # the ratio and the entropy is not measured
-        sums: dict[str, float] = {} if len(rows) else {"pg_loss": 0.0, "kl": 0.0,
-                                                        "clip_frac": 0.0}
-
-        def loss_of(micro: Tensor, logprobs: Tensor, entropy: Tensor, normalizer=normalizer,
-                    sums=sums, to_trained=to_trained) -> Tensor:
-            """The loss of rows ``micro`` from their new log-probs and entropies ``[b, l]``;
-            adds its statistics to ``sums``."""
-            cut = {name: value[micro, :logprobs.shape[1]].to(device)
-                   for name, value in per_token.items() if value is not None}
-            mask, old = cut["mask"], cut["old"]
-            loss, stats = ppo_loss(logprobs, old, cut.get("ref"), cut["adv"], mask,
-                                   config.clip_low, config.clip_high, config.kl_coef,
-                                   normalizer=normalizer, pg_coef=config.pg_coef,
-                                   entropy=entropy, entropy_coef=config.entropy_coef)
-            if aux is not None:
-                aux_term, aux_stats = aux.fn(logprobs, cut["teacher"], old, mask,
-                                             config.aux_coef, normalizer)
-                loss = loss + aux_term
-                stats.update(aux_stats, aux_loss=float(aux_term.detach()))
-            stats["entropy"] = float((entropy.detach() * mask).sum() / normalizer)
-            for key, value in stats.items():
-                sums[key] = sums.get(key, 0.0) + value * to_trained
-            return loss
-
+        parts: list[dict[str, float]] = []
         for tree in layout_trees(model, steps, config.layout, rows):
-            tree_logprobs(model, tree, steps.input_ids, steps.attention_mask, steps.loss_mask,
-                          branch_batch=config.micro_batch_size, with_entropy=True,
-                          allowed=steps.allowed, temperature=temperature, loss=loss_of)
-        if not len(rows):  # all silent: AdamW steps on the zero gradient running them gives
-            for param in model.parameters():
-                if param.requires_grad:
-                    param.grad = torch.zeros_like(param)
+            trunk = trunk_of(model, tree, rows_scored, grad=True)
+            for branch in tree.batches(config.micro_batch_size):
+                logprobs, entropy = branch_forward(model, trunk, tree, branch, rows_scored,
+                                                   with_entropy=True, temperature=temperature)
+                loss, stats = _loss(logprobs, entropy, _cut(per_token, tree.rows[branch],
+                                                            logprobs.shape[1], device),
+                                    normalizer, config, aux)
+                loss.backward()
+                parts.append(stats)
+            trunk.backward()
+        if not len(rows):
+            _zero_gradients(model)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        sums["grad_norm"] = float(grad_norm)
-        for key, value in sums.items():
+        statistics = _trained_token_means(parts, normalizer, steps.loss_mask[rows])
+        for key, value in {**statistics, "grad_norm": float(grad_norm)}.items():
             totals.setdefault(key, []).append(value)
     # an all-silent mini-batch has a grad norm only: each figure is averaged where it exists
     return {"ppo/trained_rows": float(trained.double().mean()),
             **{f"ppo/{key}": sum(values) / len(values) for key, values in totals.items()}}
+
+
+def _loss(logprobs: Tensor, entropy: Tensor, t: dict[str, Tensor], normalizer: Tensor,
+          config: OptimConfig, aux) -> tuple[Tensor, dict[str, float]]:
+    """One branch batch's loss from its new log-probs and entropies ``[b, w]`` and its
+    per-token inputs ``t`` (``_cut``): ``ppo_loss``, plus the auxiliary loss toward ``ℓ^T``
+    when ``aux`` is set; and its statistics, the token-mean entropy among them."""
+    loss, stats = ppo_loss(logprobs, t["old"], t.get("ref"), t["adv"], t["mask"],
+                           config.clip_low, config.clip_high, config.kl_coef,
+                           normalizer=normalizer, pg_coef=config.pg_coef,
+                           entropy=entropy, entropy_coef=config.entropy_coef)
+    if aux is not None:
+        aux_term, aux_stats = aux.fn(logprobs, t["teacher"], t["old"], t["mask"],
+                                     config.aux_coef, normalizer)
+        loss = loss + aux_term
+        stats.update(aux_stats, aux_loss=float(aux_term.detach()))
+    stats["entropy"] = float((entropy.detach() * t["mask"]).sum() / normalizer)
+    return loss, stats
+
+
+def _per_token_inputs(batch: PPOBatch, config: OptimConfig, auxiliary: bool
+                      ) -> dict[str, Tensor]:
+    """``[S, L]`` what the loss reads at each token: ``mask``, ``old`` (``ℓ^b``), ``adv``
+    (scaled by ``rollout_weights`` under ``loss_agg=rollout_mean``), and ``ref`` / ``teacher``
+    where the loss has such a term."""
+    steps, advantages = batch.steps, batch.advantages
+    if config.loss_agg == "rollout_mean":
+        advantages = advantages * rollout_weights(steps.loss_mask, steps.step_rollout)[:, None]
+    inputs = {"mask": steps.loss_mask, "old": batch.old_logprobs, "adv": advantages,
+              "ref": batch.ref_logprobs, "teacher": batch.teacher_logprobs if auxiliary else None}
+    return {name: value for name, value in inputs.items() if value is not None}
+
+
+def _cut(per_token: dict[str, Tensor], rows: Tensor, width: int, device: torch.device
+         ) -> dict[str, Tensor]:
+    """Rows ``rows``, columns ``0 … width − 1`` of each of ``per_token``, on ``device``."""
+    return {name: value[rows, :width].to(device) for name, value in per_token.items()}
+
+
+def _zero_gradients(model) -> None:
+    """An all-silent mini-batch: AdamW steps on the zero gradient that running it gives
+    (its moments decay, its weight decay applies), as a mini-batch of rows would."""
+    for param in model.parameters():
+        if param.requires_grad:
+            param.grad = torch.zeros_like(param)
+
+
+def _trained_token_means(parts: list[dict[str, float]], normalizer: Tensor,
+                         trained_mask: Tensor) -> dict[str, float]:
+    """The mini-batch's statistics as token means over the rows trained on.
+
+    Each branch batch's figures are sums over its tokens divided by the whole mini-batch's
+    ``|V|`` (``normalizer``); rescaled by ``|V| / |V_trained|`` they add up to token means
+    over the rows trained on. Rows without a gradient have no loss and nothing clipped (what
+    they would read for the ratio and the entropy is not measured), so a mini-batch with no
+    trained row reports 0 for the loss, the KL and the clip fraction only.
+    """
+    if not parts:
+        return {"pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0}
+    to_trained = float(normalizer.cpu() / trained_mask.sum().clamp(min=1))
+    sums: dict[str, float] = {}
+    for stats in parts:
+        for key, value in stats.items():
+            sums[key] = sums.get(key, 0.0) + value * to_trained
+    return sums
 
 
 def _mini_batches(steps: StepTensors, count: int, generator: torch.Generator,

@@ -16,8 +16,8 @@ prompt shares nothing with the others (a history window that slid, a prompt cut 
 tree of its own: the layout is right in every case and saves where prefixes are shared.
 
 ``prefix_trees`` builds the trees, ``step_trees`` those of ``StepTensors`` rows, and
-``layout_trees`` the ones a pass runs under ``optim.layout`` (``uses_trees``);
-``train/scoring/tree_logprobs.py`` runs them.
+``layout_trees`` the ones a pass runs under ``optim.layout`` (``uses_trees``; ``row_trees``
+lays rows out without a trunk); ``train/scoring/tree_forward.py`` runs them.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import torch
 from torch import Tensor
 
 from agentcredit.rollout.policy import has_full_attention
-from agentcredit.train.padding import by_length
 
 
 @dataclass(frozen=True)
@@ -49,6 +48,13 @@ class PrefixTree:
     attach: Tensor
     trunk_row: int
     trunk_len: int
+
+    def batches(self, size: int) -> list[Tensor]:
+        """Positions in ``rows`` of each branch batch of at most ``size`` rows, in order."""
+        if size < 1:
+            raise ValueError(f"a branch batch of {size} rows: use at least 1 "
+                             "(optim.micro_batch_size, optim.score_micro_batch_size)")
+        return list(torch.arange(len(self.rows)).split(size))
 
     def tokens(self, lengths: Tensor) -> int:
         """Tokens one forward of the tree computes: ``A + Σ_i (len_i − a_i)``."""
@@ -154,19 +160,44 @@ def layout_trees(model, steps, layout: str, rows: Tensor | None = None
     if uses_trees(model, layout):
         return step_trees(steps.input_ids, steps.attention_mask, steps.loss_mask,
                           steps.step_rollout, rows)
+    return row_trees(rows, steps.attention_mask)
+
+
+def row_trees(rows: Tensor, attention_mask: Tensor) -> list[PrefixTree]:
+    """``rows`` (indices into ``attention_mask``'s ``[S, L]``) as plain rows: one tree without a
+    trunk, its rows sorted by length so that each branch batch holds rows of similar length
+    and little padding (none when ``rows`` is empty)."""
     if not len(rows):
         return []
-    rows = by_length(rows, steps.attention_mask)
+    rows = rows[torch.argsort(attention_mask[rows].sum(1), stable=True)]
     return [PrefixTree(rows=rows, attach=torch.zeros_like(rows), trunk_row=int(rows[0]),
                        trunk_len=0)]
 
 
 def uses_trees(model, layout: str) -> bool:
     """Whether ``model`` is run as prefix trees under ``optim.layout = layout``: ``trees`` on a
-    model with full attention in every layer and ``sdpa`` or ``eager`` attention (whose masks
-    take the trunk columns a branch may not see as padding); any other model as rows."""
+    model ``tree_refusal`` accepts; any other model, and ``rows``, as rows."""
     if layout not in ("trees", "rows"):
         raise ValueError(f"optim.layout = {layout!r}: use trees or rows")
+    return layout == "trees" and tree_refusal(model) is None
+
+
+def tree_refusal(model) -> str | None:
+    """Why ``model`` cannot run as prefix trees, or ``None`` when it can: trees need full
+    attention in every layer and ``sdpa`` or ``eager`` attention, whose masks take the trunk
+    columns a branch may not see as padding."""
+    if not has_full_attention(model):
+        return "the model has sliding-window attention layers"
     implementation = getattr(getattr(model, "config", None), "_attn_implementation", None)
-    return layout == "trees" and has_full_attention(model) and implementation in ("sdpa",
-                                                                                   "eager")
+    if implementation not in ("sdpa", "eager"):
+        return (f"its attention implementation {implementation!r} takes no padding mask over "
+                "a shared trunk (sdpa and eager do)")
+    return None
+
+
+def layout_line(model, layout: str) -> str:
+    """One line saying how every pass over ``model`` lays its rows out under ``optim.layout =
+    layout``, and why rows when trees were asked for."""
+    if not uses_trees(model, layout) and layout == "trees":
+        return f"layout: rows, not prefix trees: {tree_refusal(model)}"
+    return "layout: prefix trees" if layout == "trees" else "layout: rows (optim.layout=rows)"

@@ -37,6 +37,7 @@ from agentcredit.run.directory import RandomStreams
 from agentcredit.train.batch_source import GroupSource, collect_with_signal
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
+from agentcredit.train.prefix_tree import uses_trees
 from agentcredit.train.rollout_metrics import rollout_metrics
 
 
@@ -156,6 +157,7 @@ def update_step(learner: Learner, context: RunContext, update: int
                **{f"credit/{key}": value for key, value in credit.diagnostics.items()},
                "advantage/mean_abs": float(credit.step_advantages.abs().mean()),
                **sampling_gap,
+               "score/trees": float(uses_trees(model, config.optim.layout)),
                "tokens/generated_per_s": sum(len(s.response_ids) for t in trajectories
                                              for s in t.steps) / times["rollout"],
                "tokens/trained_per_s": steps.num_response_tokens / times["update"],

@@ -258,7 +258,7 @@ def hook_run(request, tiny_policy, tiny_fake_run, tmp_path_factory) -> HookRun:
     (skill_root / "fake").mkdir()
     for name, text in SKILLS.items():
         (skill_root / "fake" / name).write_text(text)
-    overrides = (*tiny_fake_run, f"skills.root={skill_root}", "skills.reuse_prefix=false",
+    overrides = (*tiny_fake_run, f"skills.root={skill_root}",
                  "optim.mini_batches=1", *SETTINGS[method])
     setup = agent_loop.run_setup("", overrides)
     run_dir = tmp_path_factory.mktemp("run")

@@ -298,7 +298,7 @@ def composed(tiny_fake_run, fake_model_dir, skill_root):
     def plan(method, run_dir):
         return launch.plan([
             "alfworld", method, "--config", "embedded", *tiny_fake_run,
-            f"skills.root={skill_root}", "skills.reuse_prefix=false",
+            f"skills.root={skill_root}",
             f"rollout.group_size={GROUP_SIZE}", f"rollout.tasks_per_update={TASKS}",
             f"optim.mini_batches={MINI_BATCHES}", "--",
             f"actor_rollout_ref.model.path={fake_model_dir}",

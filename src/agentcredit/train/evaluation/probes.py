@@ -30,8 +30,8 @@ from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.prefix import SkillSplicer
 from agentcredit.skills.provider import SkillProvider
 from agentcredit.train.build import collector_config
-from agentcredit.train.scoring.logprobs import token_logprobs
-from agentcredit.train.scoring.teacher import privileged_logprobs
+from agentcredit.train.ppo import score_steps
+from agentcredit.train.scoring.teacher import teacher_logprobs
 from agentcredit.train.warm_start.sft import demonstration_steps, expert_demonstrations
 
 ACTION, OBJECT, OTHER = (TOKEN_CLASSES.index(name) for name in ("action", "object", "other"))
@@ -81,24 +81,20 @@ def response_token_classes(tokenizer, response_ids: Sequence[int], action_format
 def probe_token_gap(model: nn.Module, tokenizer, probes: Sequence[Trajectory],
                     provider: SkillProvider, *, action_format: ActionFormat,
                     micro_batch_size: int, env: str = "alfworld",
-                    temperature: float = 1.0) -> dict[str, float]:
+                    temperature: float = 1.0, layout: str = "trees") -> dict[str, float]:
     """Mean ``ℓ^T − ℓ^b`` per token class over the response tokens of ``probes``.
 
     Scores every step of the probe trajectories with the current policy,
     without (``ℓ^b``) and with (``ℓ^T``) the task's skill, both at ``temperature``, and returns
     ``credit.adrs.token_class_gap``'s ``gap.<class>`` and ``tokens.<class>``
-    entries. No gradient, no weight change.
+    entries. No gradient, no weight change; both passes run under ``layout``
+    (``optim.layout``), as the trainer's do.
     """
     steps = tensorize_steps(probes, tokenizer.pad_token_id)
-    with torch.no_grad():
-        behaviour = token_logprobs(model, steps.input_ids, steps.attention_mask, micro_batch_size,
-                                   allowed=steps.allowed, score_mask=steps.loss_mask,
-                                   temperature=temperature)
-    skills = [provider.skill_text(t.task) for t in probes for _ in t.steps]
-    teacher = privileged_logprobs(model, SkillSplicer(tokenizer), steps.input_ids,
-                                  steps.attention_mask, steps.loss_mask, skills,
-                                  micro_batch_size=micro_batch_size, allowed=steps.allowed,
-                                  temperature=temperature)
+    behaviour = score_steps(model, steps, micro_batch_size, temperature, layout)
+    teacher = teacher_logprobs(model, SkillSplicer(tokenizer), provider, probes, steps,
+                               micro_batch_size=micro_batch_size, temperature=temperature,
+                               layout=layout)
     classes = torch.tensor([c for t in probes for step in t.steps
                             for c in response_token_classes(tokenizer, step.response_ids,
                                                             action_format, env)])
@@ -140,9 +136,11 @@ def probe_set(config: TrainConfig, suite: EnvSuite, valid: Mapping[str, Sequence
 
 def probe_gap_metrics(model: nn.Module, tokenizer, probes: Sequence[Trajectory],
                       provider: SkillProvider, *, action_format: str, micro_batch_size: int,
-                      env: str, temperature: float = 1.0) -> dict[str, float]:
+                      env: str, temperature: float = 1.0, layout: str = "trees"
+                      ) -> dict[str, float]:
     """``eval/probe_gap/{action,object,other}``: mean ``ℓ^T − ℓ^b`` per token class."""
     gap = probe_token_gap(model, tokenizer, probes, provider, action_format=action_format,
-                          micro_batch_size=micro_batch_size, env=env, temperature=temperature)
+                          micro_batch_size=micro_batch_size, env=env, temperature=temperature,
+                          layout=layout)
     return {f"eval/probe_gap/{name}": gap[f"gap.{name}"] for name in TOKEN_CLASSES
             if f"gap.{name}" in gap}

@@ -7,8 +7,8 @@ environment text after the last step, ``Trajectory.final_observation``) in the p
 It is the ADRS teacher pass with another text: the hindsight prefix
 ``[Hindsight: how this episode ended]\\n`` + ``o_T`` + ``\\n\\n`` goes where the skill
 goes, at the start of the first user message (``skills.prefix``), and
-``train.scoring.teacher.privileged_logprobs`` scores it with the same length sorting,
-``logits_to_keep`` and admissible renormalisation. [choice] The header wording; the
+``train.scoring.teacher.privileged_logprobs`` scores it through the same tree forward, with
+the same admissible renormalisation. [choice] The header wording; the
 HCAPO text at hand says only that the final outcome is added to the context.
 
 The scores reach the estimator as ``credit.hindsight.HindsightScores`` (the record; this
@@ -16,8 +16,8 @@ module is the pass that computes them).
 
 Prefix trees (docs/backbones.md §0.1): the text differs per rollout, so the rows that share a
 prefix are one rollout's (system turn, hindsight text, the history so far); under
-``optim.layout=trees`` each rollout's privileged rows run as prefix trees, else as rows
-without a cached prefix.
+``optim.layout=trees`` each rollout's head is a trunk its rows continue as prefix trees, else
+every row runs alone.
 """
 
 from __future__ import annotations
@@ -69,6 +69,6 @@ def hindsight_logprobs(model: nn.Module, splicer: HindsightSplicer,
     outcomes = [t.final_observation for t in trajectories for _ in t.steps]
     return privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask,
                                steps.loss_mask, outcomes, micro_batch_size=micro_batch_size,
-                               reuse_prefix=False, allowed=steps.allowed,
+                               allowed=steps.allowed,
                                temperature=temperature,
                                groups=steps.step_rollout if layout == "trees" else None)

@@ -11,35 +11,22 @@ runs under ``no_grad`` in eval mode (the caller's mode is restored).
 inserts the final observation the same way, ``hindsight_pass.py``). Who reads the
 skill text, per method: docs/adrs.md §5.6.
 
-**Prefix reuse.** The privileged prompt of step ``s`` of task ``x`` is
-``shared(x) + rest_s`` where ``shared(x)`` = system turn + user header + skill
-prefix, the same for every rollout and step of the task (often ~500 tokens of a
-~1000-token sequence). With ``reuse_prefix=True`` rows are grouped by their
-shared prefix, the prefix's key/value cache is computed once per group
-(``shared[:-1]``; its last token is re-fed with every row so the first scored
-logit always comes from the row's own forward) and expanded over each
-micro-batch; the rows then run only ``shared[-1] + rest + response``, with
-position ids continuing after the prefix. ``reuse_prefix=False`` runs the full
-privileged sequences; both give the same log-probs up to float rounding
-(tested to 1e-4).
+**One trunk per privileged head** (docs/backbones.md §0.1). Step ``s``'s privileged prompt
+is ``head + rest_s``, where ``head`` = system turn + user header + inserted text is the same for
+every row that inserts the same text: every rollout and step of a task for a skill (often
+~500 tokens of a ~1000-token row), every step of one rollout for HCAPO's hindsight. Under
+``optim.layout=trees`` each head but its last token is a trunk computed once
+(``tree_forward.trunk_forward``), and the rows that share it continue it as prefix trees of
+their trajectory (``train.prefix_tree.prefix_trees`` over ``head[-1] + rest + response``, the
+head's last token re-fed so that every scored logit comes from the row's own branch): the
+head once per task, each history line a trajectory's steps share once per trajectory. Under
+``rows`` (or on a model ``uses_trees`` refuses) every row runs its whole privileged sequence
+alone. Both give the same log-probs up to float rounding (tested to 1e-5), through the one
+tree forward every pass runs, with the LM head only on the columns that predict response
+tokens.
 
-**Prefix trees.** With ``groups`` (the trajectory of each row; ``teacher_logprobs`` passes
-them under ``optim.layout=trees``) the privileged rows of a trajectory run as prefix trees
-instead (docs/backbones.md §0.1): its skill prefix and every history line its steps share
-are computed once per trajectory. With ``reuse_prefix`` too, the path that computes fewer
-tokens runs: trees where histories are long, the per-task cache where they are short and a
-task has many rollouts.
-
-Two further savings apply to both row paths: rows are sorted by length before
-micro-batching (less padding), and the LM head runs only on the columns that
-predict response tokens (``logits_to_keep``; rows are left-padded so those
-columns line up), not on the ~1000 prompt positions. Requires a Hugging Face
-causal LM whose ``forward`` accepts ``logits_to_keep`` and ``past_key_values``
-(Qwen2, Llama, Mistral, … in transformers 5) and, for reuse, full attention in
-every layer.
-
-Output layout: ``[S, L]`` aligned with the input rows, like
-``scoring.token_logprobs``: entry ``(s, l)`` is ``ℓ^T`` of token ``l`` of row
+Output layout: ``[S, L]`` aligned with the input rows, like every scoring pass
+(``tree_forward.score_trees``): entry ``(s, l)`` is ``ℓ^T`` of token ``l`` of row
 ``s`` on ``loss_mask`` positions and 0 elsewhere, so
 ``TokenScores.from_step_rows(loss_mask, teacher, ...)`` takes it as is.
 """
@@ -51,16 +38,13 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-from transformers import DynamicCache
 
 from agentcredit.credit.step import StepTensors
-from agentcredit.rollout.policy import has_full_attention
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.prefix import SkillSplicer
 from agentcredit.skills.provider import SkillProvider
-from agentcredit.train.prefix_tree import prefix_trees, uses_trees
-from agentcredit.train.scoring.logprobs import logprob_entropy_rows
-from agentcredit.train.scoring.tree_logprobs import tree_logprobs
+from agentcredit.train.prefix_tree import prefix_trees, row_trees, uses_trees
+from agentcredit.train.scoring.tree_forward import Rows, score_trees, trunk_forward
 
 
 @dataclass
@@ -69,7 +53,7 @@ class _Row:
     scored."""
 
     index: int  # row of the input
-    shared: tuple[int, ...]  # prompt head + skill prefix, identical for every step of a task
+    shared: tuple[int, ...]  # prompt head + inserted text, identical for every row of a task
     tail: list[int]  # rest of the prompt, then the response (up to the last real token)
     scored: int  # trailing tokens of ``tail`` whose log-prob is returned
     start: int  # column of the input row where the scored tokens start
@@ -85,12 +69,11 @@ def privileged_logprobs(
     texts: Sequence[str],
     *,
     micro_batch_size: int,
-    reuse_prefix: bool = True,
     allowed: Tensor | None = None,
     temperature: float = 1.0,
     groups: Tensor | None = None,
 ) -> Tensor:
-    """``ℓ^T`` of every response token, with each row's skill inserted into its prompt.
+    """``ℓ^T`` of every response token, with each row's text inserted into its prompt.
 
     Args:
         model: the frozen behaviour snapshot (the policy before this update).
@@ -104,17 +87,14 @@ def privileged_logprobs(
             row's task (``SkillProvider.skill_text``), or for a ``HindsightSplicer`` its
             rollout's final observation (``scoring/hindsight_pass.py``).
         micro_batch_size: rows per forward pass (the result does not depend on it).
-        reuse_prefix: compute each task's shared prefix once and reuse its KV cache.
         allowed: ``[S, L, K]`` allowed ids per token (admissible decoding, −1 padded,
             ``StepTensors.allowed``): the teacher renormalises over the same sets the
             sampler did. ``None``: the whole vocabulary.
         temperature: the policy's ``T``: ``ℓ^T`` is scored under ``softmax(z / T)``, as the
             student's ``ℓ^b`` is.
-        groups: ``[S]`` the trajectory of each row: the privileged rows of a trajectory run as
-            prefix trees (``train.prefix_tree``; the skill and every shared history line once
-            per trajectory) on any model ``train.prefix_tree.uses_trees`` accepts, unless with
-            ``reuse_prefix`` the per-task cache computes fewer tokens (short histories, many
-            rollouts per task). ``None``: rows (with or without ``reuse_prefix``).
+        groups: ``[S]`` the trajectory of each row: each privileged head is a trunk and the
+            rows continue it as prefix trees of their trajectory (see the module docstring),
+            on a model ``train.prefix_tree.uses_trees`` accepts. ``None``: rows.
 
     Returns:
         float32 ``[S, L]`` on ``input_ids``' device: ``ℓ^T`` on ``loss_mask``, 0 elsewhere.
@@ -128,31 +108,34 @@ def privileged_logprobs(
                          "skill of each row's task (one per step sample)")
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size={micro_batch_size} must be >= 1")
-    if reuse_prefix:
-        _check_full_attention(model)
     rows = _teacher_rows(splicer, input_ids, attention_mask, loss_mask, texts, allowed)
+    trees = groups is not None and uses_trees(model, "trees")
+    heads: dict[tuple[int, ...], list[_Row]] = {}
+    for row in rows:
+        heads.setdefault(row.shared if trees else (), []).append(row)
     out = torch.zeros(input_ids.shape, dtype=torch.float32)
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
-            # the per-task cache computes each task's shared prefix once and every row's tail
-            cached = (sum(len(shared) for shared in {row.shared for row in rows})
-                      + sum(len(row.tail) + 1 for row in rows)) if reuse_prefix else None
-            ran = groups is not None and uses_trees(model, "trees") and _score_trees(
-                model, rows, groups, micro_batch_size, out, temperature, cached)
-            if not ran and reuse_prefix:
-                by_prefix: dict[tuple[int, ...], list[_Row]] = {}
-                for row in rows:
-                    by_prefix.setdefault(row.shared, []).append(row)
-                for shared, members in by_prefix.items():
-                    past = prefix_cache(model, shared[:-1])
-                    _score_rows(model, members, past, len(shared) - 1,
-                                [[shared[-1], *row.tail] for row in members],
-                                micro_batch_size, out, temperature)
-            elif not ran:
-                _score_rows(model, rows, None, 0, [[*row.shared, *row.tail] for row in rows],
-                            micro_batch_size, out, temperature)
+        for head, members in heads.items():
+            past = None
+            if len(head) > 1:  # every member sees the head whole; its last token is re-fed
+                with torch.no_grad():
+                    past = trunk_forward(model, torch.tensor(head[:-1], dtype=torch.long))
+            sequences = [[*head[-1:], *row.tail] if trees else [*row.shared, *row.tail]
+                         for row in members]
+            scored = _scored_rows(sequences, members)
+            layout = (prefix_trees(scored.input_ids, scored.attention_mask.sum(1),
+                                   scored.score_mask.long().argmax(1),
+                                   groups.cpu()[[row.index for row in members]])
+                      if trees else row_trees(torch.arange(len(members)),
+                                              scored.attention_mask))
+            logprobs = score_trees(model, layout, scored, branch_batch=micro_batch_size,
+                                   temperature=temperature, past=past)
+            for i, (row, sequence) in enumerate(zip(members, sequences, strict=True)):
+                end = len(sequence)
+                out[row.index, row.start:row.start + row.scored] = \
+                    logprobs[i, end - row.scored:end]
     finally:
         model.train(was_training)
     return (out * loss_mask.to(torch.float32).cpu()).to(input_ids.device)
@@ -160,21 +143,21 @@ def privileged_logprobs(
 
 def teacher_logprobs(model: nn.Module, splicer: SkillSplicer, provider: SkillProvider,
                      trajectories: Sequence[Trajectory], steps: StepTensors, *,
-                     micro_batch_size: int, reuse_prefix: bool,
-                     temperature: float = 1.0, layout: str = "trees") -> Tensor:
+                     micro_batch_size: int, temperature: float = 1.0,
+                     layout: str = "trees") -> Tensor:
     """``ℓ^T [S, L]`` of the batch's sampled tokens (docs/adrs.md §5.1), 0 off the response tokens.
 
     ``model`` must be the frozen behaviour snapshot: the policy that sampled the
     batch, before this update. The pass takes no gradient and changes no weight
     (``privileged_logprobs``; tested in the loop). Steps sampled with admissible decoding are
     scored over the same allowed sets (``steps.allowed``), at the policy's ``temperature``.
-    Under ``layout = "trees"`` (``optim.layout``) each trajectory's rows run as prefix trees.
+    Under ``layout = "trees"`` (``optim.layout``) each task's skill head is computed once and
+    each trajectory's rows continue it as prefix trees.
     """
     skills = [provider.skill_text(t.task) for t in trajectories for _ in t.steps]
     return privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask,
                                steps.loss_mask, skills, micro_batch_size=micro_batch_size,
-                               reuse_prefix=reuse_prefix, allowed=steps.allowed,
-                               temperature=temperature,
+                               allowed=steps.allowed, temperature=temperature,
                                groups=steps.step_rollout if layout == "trees" else None)
 
 
@@ -203,12 +186,9 @@ def _teacher_rows(splicer: SkillSplicer, input_ids: Tensor, attention_mask: Tens
     return rows
 
 
-def _score_trees(model: nn.Module, rows: list[_Row], groups: Tensor, micro_batch_size: int,
-                 out: Tensor, temperature: float, cached: int | None) -> bool:
-    """Score the privileged sequences ``shared + tail`` as prefix trees into ``out``, unless
-    the trees would compute more tokens than ``cached`` (the per-task cache's count; ``None``:
-    no cache); whether they ran."""
-    sequences = [[*row.shared, *row.tail] for row in rows]
+def _scored_rows(sequences: list[list[int]], rows: list[_Row]) -> Rows:
+    """The privileged ``sequences`` right-padded, each scoring its row's last ``scored`` tokens
+    (over their allowed sets where the row has them)."""
     lengths = torch.tensor([len(seq) for seq in sequences])
     width = int(lengths.max())
     ids = torch.zeros((len(rows), width), dtype=torch.long)
@@ -216,104 +196,12 @@ def _score_trees(model: nn.Module, rows: list[_Row], groups: Tensor, micro_batch
     for i, (seq, row) in enumerate(zip(sequences, rows, strict=True)):
         ids[i, :len(seq)] = torch.tensor(seq)
         scored[i, len(seq) - row.scored:len(seq)] = True
-    attention = (torch.arange(width)[None] < lengths[:, None]).long()
     allowed = None
-    if any(row.allowed is not None for row in rows):
-        allowed = torch.full((len(rows), width, max(row.allowed.shape[1] for row in rows
-                                                     if row.allowed is not None)), -1)
-        for i, row in enumerate(rows):
+    sets = [row.allowed for row in rows if row.allowed is not None]
+    if sets:
+        allowed = torch.full((len(rows), width, max(a.shape[1] for a in sets)), -1)
+        for i, (seq, row) in enumerate(zip(sequences, rows, strict=True)):
             if row.allowed is not None:
-                allowed[i, len(sequences[i]) - row.scored:len(sequences[i]),
-                        :row.allowed.shape[1]] = row.allowed
-    first = lengths - torch.tensor([row.scored for row in rows])
-    trees = prefix_trees(ids, lengths, first, groups.cpu()[[row.index for row in rows]])
-    if cached is not None and sum(tree.tokens(lengths) for tree in trees) > cached:
-        return False
-    for tree in trees:
-        logprobs, _ = tree_logprobs(model, tree, ids, attention, scored,
-                                    branch_batch=micro_batch_size, allowed=allowed,
-                                    temperature=temperature)
-        for i, k in enumerate(tree.rows.tolist()):
-            row, end = rows[k], len(sequences[k])
-            out[row.index, row.start:row.start + row.scored] = logprobs[i, end - row.scored:end]
-    return True
-
-
-def _check_full_attention(model: nn.Module) -> None:
-    if not has_full_attention(model):
-        raise ValueError(f"prefix reuse needs full attention in every layer, but this "
-                         f"{type(model).__name__} uses sliding-window layers; call "
-                         "privileged_logprobs(..., reuse_prefix=False)")
-
-
-def prefix_cache(model: nn.Module, prefix: Sequence[int]) -> list[tuple[Tensor, Tensor]] | None:
-    """Per-layer ``(keys, values)`` ``[1, heads, P, d]`` of ``prefix``; ``None`` when it is empty.
-
-    Call under ``torch.no_grad()``; ``privileged_logprobs`` computes one per task.
-    """
-    if not prefix:
-        return None
-    device = next(model.parameters()).device
-    ids = torch.tensor([list(prefix)], dtype=torch.long, device=device)
-    cache = model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values
-    return [(layer.keys, layer.values) for layer in cache.layers]
-
-
-def _score_rows(model: nn.Module, rows: list[_Row], past: list[tuple[Tensor, Tensor]] | None,
-                past_len: int, sequences: list[list[int]], micro_batch_size: int,
-                out: Tensor, temperature: float) -> None:
-    """Score the last ``row.scored`` tokens of each sequence (after ``past``) into ``out``."""
-    order = sorted(range(len(rows)), key=lambda k: len(sequences[k]))
-    for start in range(0, len(order), micro_batch_size):
-        chunk = order[start:start + micro_batch_size]
-        scores = _score_block(model, past, past_len, [sequences[k] for k in chunk],
-                              [rows[k].scored for k in chunk], [rows[k].allowed for k in chunk],
-                              temperature)
-        for k, lp in zip(chunk, scores, strict=True):
-            row = rows[k]
-            out[row.index, row.start:row.start + row.scored] = lp
-
-
-def _score_block(model: nn.Module, past: list[tuple[Tensor, Tensor]] | None, past_len: int,
-                 sequences: list[list[int]], scored: list[int],
-                 allowed: list[Tensor | None], temperature: float) -> list[Tensor]:
-    """Log-probs at ``temperature`` of the last ``scored[i]`` tokens of each sequence, given the
-    cached ``past`` (renormalised over ``allowed[i]`` ``[scored[i], K]`` where given).
-
-    Sequences are left-padded to one length so their ends line up: the
-    ``keep = max(scored) + 1`` last columns hold every logit needed (column
-    ``c`` predicts token ``c + 1``), and the LM head runs on those only.
-    """
-    device = next(model.parameters()).device
-    b, length = len(sequences), max(len(seq) for seq in sequences)
-    ids = torch.zeros((b, length), dtype=torch.long)
-    mask = torch.zeros((b, length), dtype=torch.long)
-    for i, seq in enumerate(sequences):
-        ids[i, length - len(seq):] = torch.tensor(seq)
-        mask[i, length - len(seq):] = 1
-    ids, mask = ids.to(device), mask.to(device)
-    position_ids = past_len + (mask.cumsum(-1) - 1).clamp(min=0)  # [b, Ls]
-    full_mask = torch.cat([mask.new_ones(b, past_len), mask], dim=1)  # [b, P + Ls]
-    cache = None
-    if past is not None:
-        cache = DynamicCache(ddp_cache_data=[(keys.expand(b, -1, -1, -1),
-                                              values.expand(b, -1, -1, -1))
-                                             for keys, values in past])
-    keep = max(scored) + 1
-    logits = model(input_ids=ids, attention_mask=full_mask, position_ids=position_ids,
-                   past_key_values=cache, use_cache=cache is not None,
-                   logits_to_keep=keep).logits  # [b, keep, V]
-    targets = ids[:, length - keep + 1:]  # [b, keep − 1], predicted by logits[:, :-1]
-    sets = None
-    if any(a is not None for a in allowed):  # right-aligned like the scored tokens
-        width = max(a.shape[1] for a in allowed if a is not None)
-        sets = torch.full((b, keep - 1, width), -1, dtype=torch.long)
-        for i, (a, n) in enumerate(zip(allowed, scored, strict=True)):
-            if a is not None:
-                sets[i, keep - 1 - n:, :a.shape[1]] = a
-        sets = sets.reshape(b * (keep - 1), width)
-    logprobs, _ = logprob_entropy_rows(logits[:, :-1].reshape(b * (keep - 1), -1),
-                                        targets.reshape(-1), with_entropy=False, allowed=sets,
-                                        temperature=temperature)
-    logprobs = logprobs.view(b, keep - 1).float().cpu()
-    return [logprobs[i, keep - 1 - n:] for i, n in enumerate(scored)]
+                allowed[i, len(seq) - row.scored:len(seq), :row.allowed.shape[1]] = row.allowed
+    attention = (torch.arange(width)[None] < lengths[:, None]).long()
+    return Rows(ids, attention, scored, allowed)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agentcredit.credit.step import StepTensors, tensorize_steps
+from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.base import Environment, Task
 from agentcredit.rollout.actions import format_action
 from agentcredit.rollout.admissible import ActionTrie, Decoding
@@ -38,7 +38,7 @@ from agentcredit.rollout.prompts import (
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
 from agentcredit.train.prefix_tree import layout_trees
-from agentcredit.train.scoring.tree_logprobs import tree_logprobs
+from agentcredit.train.scoring.tree_forward import Rows, branch_forward, trunk_of
 
 #: the most wrong actions in a row a recovery sample's history ends with (``demonstration_steps``).
 RECOVERY_MAX_TRIES = 3
@@ -206,11 +206,14 @@ def with_skill_demonstrations(samples: Sequence[Trajectory], share: float,
 
 
 def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
-            generator: torch.Generator, progress=None) -> dict[str, float]:
-    """Behaviour cloning: AdamW on the NLL of response tokens, linear LR decay to 0.
+            generator: torch.Generator, progress=None, layout: str = "trees"
+            ) -> dict[str, float]:
+    """Behaviour cloning: AdamW on the token-mean NLL of the response tokens of each batch,
+    ``−(1/|V|) Σ_{t∈V} log π(y_t | y_<t)``, linear LR decay to 0.
 
-    A batch holds whole demonstrations (``sft_batches``), whose steps run as prefix trees
-    (``train.prefix_tree``): every prompt token two steps share is computed once.
+    A batch holds whole demonstrations (``sft_batches``); under ``layout = "trees"``
+    (``optim.layout``) its steps run as prefix trees (``train.prefix_tree``: every prompt
+    token two steps share is computed once), under ``rows`` as rows sorted by length.
 
     Args:
         model: the policy, trained in place.
@@ -219,6 +222,7 @@ def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
         config: ``config.SFTConfig`` (epochs, lr, batch sizes, clip).
         generator: CPU generator for the demonstration order.
         progress: optional callable ``(step, num_steps, loss)`` after each optimiser step.
+        layout: ``trees`` or ``rows`` (``optim.layout``); the same loss either way.
 
     Returns:
         ``sft/steps``, ``sft/samples``, ``sft/first_loss``, ``sft/final_loss`` (mean
@@ -226,16 +230,28 @@ def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
     """
     start = time.perf_counter()
     data = tensorize_steps(trajectories, pad_id)
+    scored = Rows.of_steps(data)
     batches, batches_per_epoch = sft_batches(data.step_rollout, config.batch_size,
                                              config.epochs, generator)
     num_steps = len(batches)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
                                   weight_decay=config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / max(num_steps, 1))
+    device = next(model.parameters()).device
     model.train()
     losses = []
     for step, rows in enumerate(batches):
-        total = sft_backward(model, data, rows, config.micro_batch_size)
+        normalizer = data.loss_mask[rows].sum().clamp(min=1).to(torch.float32).to(device)
+        total = 0.0
+        for tree in layout_trees(model, data, layout, rows):
+            trunk = trunk_of(model, tree, scored, grad=True)
+            for branch in tree.batches(config.micro_batch_size):
+                logprobs, _ = branch_forward(model, trunk, tree, branch, scored)
+                mask = data.loss_mask[tree.rows[branch], :logprobs.shape[1]].to(device)
+                loss = -(logprobs * mask).sum() / normalizer
+                loss.backward()
+                total += float(loss.detach())
+            trunk.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         schedule.step()
@@ -285,23 +301,3 @@ def sft_batches(step_rollout: torch.Tensor, batch_size: int, epochs: float,
         return [], max(per_epoch, default=0)
     wanted = math.ceil(epochs / math.ceil(epochs) * len(batches))
     return batches[:wanted], per_epoch[0]
-
-
-def sft_backward(model, data: StepTensors, rows: torch.Tensor, branch_batch: int) -> float:
-    """Back-propagate the token-mean NLL of the response tokens of ``rows`` (one batch):
-    ``−(1/|V|) Σ_{t∈V} log π(y_t | y_<t)``, ``|V|`` the batch's response tokens, with the
-    rows run as prefix trees; the loss's value."""
-    normalizer = data.loss_mask[rows].sum().clamp(min=1).to(torch.float32)
-    device = next(model.parameters()).device
-    total = []
-
-    def nll(micro: torch.Tensor, logprobs: torch.Tensor, _entropy) -> torch.Tensor:
-        mask = data.loss_mask[micro, :logprobs.shape[1]].to(device)
-        loss = -(logprobs * mask).sum() / normalizer.to(device)
-        total.append(float(loss.detach()))
-        return loss
-
-    for tree in layout_trees(model, data, "trees", rows):
-        tree_logprobs(model, tree, data.input_ids, data.attention_mask, data.loss_mask,
-                      branch_batch=branch_batch, allowed=data.allowed, loss=nll)
-    return sum(total)

@@ -70,7 +70,8 @@ def start_inputs(config: TrainConfig, train_tasks: Sequence[Task],
 
     Args:
         config: the run's config; its ``model``, ``sft`` (less ``cache`` and ``cache_dir``),
-            the environment's name, train-game count and options, the prompt and decoding,
+            the environment's name, train-game count and options, the prompt, the decoding and
+            the layout SFT runs (``optim.layout``),
             ``run.seed``, ``run.threads`` and ``run.device`` enter.
         train_tasks: the train games the demonstrations are played on (their ids, types and
             instructions enter).
@@ -91,6 +92,7 @@ def start_inputs(config: TrainConfig, train_tasks: Sequence[Task],
                 "options": _without(options, _NOT_START), "train_tasks": tasks},
         "prompt": dataclasses.asdict(collector_config(config).prompt),
         "decoding": config.rollout.decoding,
+        "layout": config.optim.layout,
         "skill_texts": hashlib.sha256("\0".join(skill_texts).encode()).hexdigest(),
         "run": {"seed": config.run.seed, "threads": config.run.threads,
                 "device": config.run.device},

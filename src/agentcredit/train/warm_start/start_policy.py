@@ -93,7 +93,8 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
             stats = run_sft(model, samples, tokenizer.pad_token_id, config.sft,
                             torch.Generator().manual_seed(config.run.seed + 1),
                             progress=lambda step, steps, loss: bar.update(total=steps,
-                                                                          loss=f"{loss:.3f}"))
+                                                                          loss=f"{loss:.3f}"),
+                            layout=config.optim.layout)
         sft_record = {"kind": "sft", "update": 0, **stats}
         log(sft_record)
         echo(f"SFT: {int(stats['sft/steps'])} steps on {int(stats['sft/samples'])} expert steps, "

@@ -379,7 +379,8 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     began = time.perf_counter()
     steps = tensorize_steps(trajectories, tokenizer.pad_token_id)
     temperature = base.rollout.policy_temperature
-    old = (score_steps(model, steps, base.optim.score_micro_batch_size, temperature)
+    old = (score_steps(model, steps, base.optim.score_micro_batch_size, temperature,
+                       base.optim.layout)
            if "behaviour" in scoring_passes(base) else steps.sampling_logprobs)
     provider = SkillProvider(base.skills.root or None)
     prepared: dict[frozenset, object] = {}

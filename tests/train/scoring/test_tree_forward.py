@@ -1,10 +1,13 @@
-"""Prefix trees compute what the rows compute (train/scoring/tree_logprobs.py, docs/backbones.md
-§0.2): log-probs, entropies and gradients of real step prompts, tree against row."""
+"""The tree forward computes what each row alone computes (train/scoring/tree_forward.py,
+docs/backbones.md §0.1): log-probs, entropies and gradients of real step prompts for every
+pass (behaviour and reference, PPO, SFT, teacher, hindsight), tree against the tests' row
+oracle."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -17,15 +20,17 @@ from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train import prefix_tree
-from agentcredit.train.ppo import PPOBatch, ppo_update
+from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
 from agentcredit.train.prefix_tree import step_trees
 from agentcredit.train.scoring import teacher as teacher_module
-from agentcredit.train.scoring.logprobs import token_logprobs, token_logprobs_and_entropy
+from agentcredit.train.scoring.hindsight_pass import HindsightSplicer
 from agentcredit.train.scoring.teacher import privileged_logprobs
-from agentcredit.train.scoring.tree_logprobs import tree_logprobs
+from agentcredit.train.scoring.tree_forward import Rows, branch_forward, trunk_forward, trunk_of
 from agentcredit.train.warm_start.models import load_policy
-from agentcredit.train.warm_start.sft import Demonstration, demonstration_steps, sft_backward
+from agentcredit.train.warm_start.sft import Demonstration, demonstration_steps, run_sft
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
+
+from ...row_oracle import row_logprobs
 
 ACTIONS = ["go to countertop 1", "take egg 1 from countertop 2", "heat egg 1 with microwave 1",
            "open fridge 1", "examine countertop 1"]
@@ -91,19 +96,22 @@ def _steps(tokenizer, case: str, admissible: bool = False) -> StepTensors:
 def test_tree_logprobs_and_entropies_equal_the_rows(policy, case, admissible):
     model, tokenizer = policy
     steps = _steps(tokenizer, case, admissible)
-    expected, entropy = token_logprobs_and_entropy(model, steps.input_ids, steps.attention_mask,
-                                                   4, allowed=steps.allowed,
-                                                   score_mask=steps.loss_mask, temperature=0.7)
+    expected, entropy = row_logprobs(model, steps.input_ids, steps.attention_mask,
+                                     allowed=steps.allowed, score_mask=steps.loss_mask,
+                                     temperature=0.7)
     trees = step_trees(steps.input_ids, steps.attention_mask, steps.loss_mask,
                        steps.step_rollout)
     assert sorted(int(r) for t in trees for r in t.rows) == list(range(len(steps.input_ids)))
+    rows = Rows.of_steps(steps)
     got, got_entropy = torch.zeros_like(expected), torch.zeros_like(expected)
-    for tree in trees:
-        lp, ent = tree_logprobs(model, tree, steps.input_ids, steps.attention_mask,
-                                steps.loss_mask, branch_batch=2, with_entropy=True,
-                                allowed=steps.allowed, temperature=0.7)
-        got[tree.rows, :lp.shape[1]] = lp
-        got_entropy[tree.rows, :ent.shape[1]] = ent
+    with torch.no_grad():
+        for tree in trees:
+            trunk = trunk_of(model, tree, rows)
+            for batch in tree.batches(2):
+                lp, ent = branch_forward(model, trunk, tree, batch, rows, with_entropy=True,
+                                         temperature=0.7)
+                got[tree.rows[batch], :lp.shape[1]] = lp
+                got_entropy[tree.rows[batch], :ent.shape[1]] = ent
     # every free token has a log-prob; under admissible decoding a forced token's is 0
     scored = expected[steps.loss_mask] != 0
     assert bool(scored.any() if admissible else scored.all())
@@ -111,6 +119,9 @@ def test_tree_logprobs_and_entropies_equal_the_rows(policy, case, admissible):
     torch.testing.assert_close(got_entropy, entropy, atol=1e-5, rtol=0)
     lengths = steps.attention_mask.sum(1)
     computed = sum(tree.tokens(lengths) for tree in trees)
+    for layout in ("trees", "rows"):  # the behaviour and reference passes
+        torch.testing.assert_close(score_steps(model, steps, 2, 0.7, layout), expected,
+                                   atol=1e-5, rtol=0)
     if case == "shared history":  # each step departs after the history its prompt adds
         assert len(trees) == 3
         assert all(bool((tree.attach.diff() > 0).all()) for tree in trees)
@@ -138,17 +149,21 @@ def test_the_gradient_of_a_tree_equals_the_rows_gradient(policy):
     steps = _steps(tokenizer, "shared history", admissible=True)
     weights = torch.rand(steps.input_ids.shape, generator=torch.Generator().manual_seed(0))
     model = copy.deepcopy(model).train()
-    logprobs = token_logprobs(model, steps.input_ids, steps.attention_mask, 32,
-                              requires_grad=True, allowed=steps.allowed,
-                              score_mask=steps.loss_mask, temperature=0.7)
-    (logprobs * weights).sum().backward()
+    logprobs, entropy = row_logprobs(model, steps.input_ids, steps.attention_mask,
+                                     requires_grad=True, allowed=steps.allowed,
+                                     score_mask=steps.loss_mask, temperature=0.7)
+    ((logprobs + 0.3 * entropy) * weights).sum().backward()
     expected = {name: p.grad.clone() for name, p in model.named_parameters()}
     model.zero_grad()
+    rows = Rows.of_steps(steps)
     for tree in step_trees(steps.input_ids, steps.attention_mask, steps.loss_mask,
                            steps.step_rollout):
-        tree_logprobs(model, tree, steps.input_ids, steps.attention_mask, steps.loss_mask,
-                      branch_batch=2, allowed=steps.allowed, temperature=0.7,
-                      loss=lambda rows, lp, _ent: (lp * weights[rows, :lp.shape[1]]).sum())
+        trunk = trunk_of(model, tree, rows, grad=True)
+        for batch in tree.batches(2):
+            lp, ent = branch_forward(model, trunk, tree, batch, rows, with_entropy=True,
+                                     temperature=0.7)
+            ((lp + 0.3 * ent) * weights[tree.rows[batch], :lp.shape[1]]).sum().backward()
+        trunk.backward()
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.grad, expected[name], rtol=1e-5,
                                    atol=1e-5 * float(expected[name].abs().max()), msg=name)
@@ -160,8 +175,8 @@ def test_a_ppo_update_on_trees_moves_the_weights_as_on_rows(policy):
     steps = _steps(tokenizer, "shared history", admissible=True)
     advantages = torch.randn(steps.input_ids.shape[0], generator=torch.Generator().manual_seed(1))
     advantages = advantages[:, None] * steps.loss_mask.float()
-    old = token_logprobs(model, steps.input_ids, steps.attention_mask, 32,
-                         allowed=steps.allowed, score_mask=steps.loss_mask, temperature=0.7)
+    old, _ = row_logprobs(model, steps.input_ids, steps.attention_mask, allowed=steps.allowed,
+                          score_mask=steps.loss_mask, temperature=0.7)
     moved = {}
     for layout in ("trees", "rows"):
         trained = copy.deepcopy(model)
@@ -181,21 +196,71 @@ def test_a_ppo_update_on_trees_moves_the_weights_as_on_rows(policy):
         assert moved["trees"][1][key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
 
 
-def test_a_skill_prefixed_teacher_row_scores_the_same_as_a_tree(policy):
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_skill_prefixed_teacher_row_scores_the_same_as_a_tree(policy, case):
     model, tokenizer = policy
-    steps = _steps(tokenizer, "shared history", admissible=True)
+    steps = _steps(tokenizer, case, admissible=True)
     splicer = SkillSplicer(tokenizer)
     skills = [SkillProvider().skill_text(TASK)] * steps.input_ids.shape[0]
     common = {"micro_batch_size": 3, "allowed": steps.allowed, "temperature": 0.7}
     rows = privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask,
-                               steps.loss_mask, skills, reuse_prefix=False, **common)
+                               steps.loss_mask, skills, **common)
     trees = privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask,
                                 steps.loss_mask, skills, groups=steps.step_rollout, **common)
-    assert bool((rows[steps.loss_mask] != 0).any())
-    torch.testing.assert_close(trees, rows, atol=1e-5, rtol=0)
+    expected = _privileged_oracle(model, splicer, steps, skills)
+    assert bool((expected[steps.loss_mask] != 0).any())
+    torch.testing.assert_close(rows, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(trees, expected, atol=1e-5, rtol=0)
 
 
-def test_sft_on_a_recovery_sample_takes_the_rows_gradient(policy):
+def test_a_hindsight_row_scores_the_same_as_a_tree(policy):
+    """The hindsight text differs per rollout: each rollout's head is its own trunk."""
+    model, tokenizer = policy
+    steps = _steps(tokenizer, "shared history", admissible=True)
+    splicer = HindsightSplicer(tokenizer)
+    texts = [OBSERVATIONS[int(r)] for r in steps.step_rollout]
+    got = privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask,
+                              steps.loss_mask, texts, micro_batch_size=2, allowed=steps.allowed,
+                              temperature=0.7, groups=steps.step_rollout)
+    torch.testing.assert_close(got, _privileged_oracle(model, splicer, steps, texts),
+                               atol=1e-5, rtol=0)
+
+
+def test_the_teacher_computes_each_task_head_once_for_all_its_rollouts(policy, monkeypatch):
+    """Three rollouts of one task: one trunk of the skill head, whatever the trajectories."""
+    model, tokenizer = policy
+    steps = _steps(tokenizer, "slid window")
+    splicer = SkillSplicer(tokenizer)
+    skills = [SkillProvider().skill_text(TASK)] * steps.input_ids.shape[0]
+    heads = []
+    monkeypatch.setattr(teacher_module, "trunk_forward",
+                        lambda model, ids, **kw: heads.append(len(ids)) or trunk_forward(
+                            model, ids, **kw))
+    privileged_logprobs(model, splicer, steps.input_ids, steps.attention_mask, steps.loss_mask,
+                        skills, micro_batch_size=3, groups=steps.step_rollout)
+    first = int(steps.loss_mask[0].nonzero()[0])
+    head, _ = splicer.splice(steps.input_ids[0, :first].tolist(), skills[0])
+    assert heads == [len(head) - 1]
+
+
+def _privileged_oracle(model, splicer, steps: StepTensors, texts: list[str]) -> torch.Tensor:
+    """``ℓ^T`` of each row's response from the row oracle on the row spliced by hand."""
+    out = torch.zeros(steps.input_ids.shape)
+    for i in range(steps.input_ids.shape[0]):
+        length = int(steps.attention_mask[i].sum())
+        first = int(steps.loss_mask[i].nonzero()[0])
+        shared, rest = splicer.splice(steps.input_ids[i, :first].tolist(), texts[i])
+        sequence = torch.tensor([[*shared, *rest, *steps.input_ids[i, first:length].tolist()]])
+        n = length - first
+        allowed = torch.full((1, sequence.shape[1], steps.allowed.shape[2]), -1)
+        allowed[0, -n:] = steps.allowed[i, first:length]
+        lp, _ = row_logprobs(model, sequence, torch.ones_like(sequence), allowed=allowed,
+                             temperature=0.7)
+        out[i, first:length] = lp[0, -n:]
+    return out
+
+
+def test_sft_on_a_recovery_sample_takes_the_rows_gradient(policy, monkeypatch):
     """A recovery sample branches off its step's history with wrong actions: the SFT loss's
     gradient over the tree equals the rows'."""
     model, tokenizer = policy
@@ -206,19 +271,26 @@ def test_sft_on_a_recovery_sample_takes_the_rows_gradient(policy):
     (traj,) = demonstration_steps([demo], tokenizer, COMPACT, recovery=1.0, seed=0)
     assert len(traj.steps) == 8  # every step and its recovery sample
     data = tensorize_steps([traj], tokenizer.pad_token_id)
-    model = copy.deepcopy(model).train()
-    rows = torch.arange(data.input_ids.shape[0])
-    value = sft_backward(model, data, rows, branch_batch=3)
-    tree_grads = {name: p.grad.clone() for name, p in model.named_parameters()}
-    model.zero_grad()
-    logprobs = token_logprobs(model, data.input_ids, data.attention_mask, 16, requires_grad=True,
-                              score_mask=data.loss_mask)
+    reference = copy.deepcopy(model).train()
+    logprobs, _ = row_logprobs(reference, data.input_ids, data.attention_mask,
+                               requires_grad=True, score_mask=data.loss_mask)
     loss = -(logprobs * data.loss_mask).sum() / data.loss_mask.sum()
     loss.backward()
-    assert value == pytest.approx(float(loss), rel=1e-5)
-    for name, p in model.named_parameters():
-        torch.testing.assert_close(tree_grads[name], p.grad, rtol=1e-5,
-                                   atol=1e-5 * float(p.grad.abs().max()), msg=name)
+    # one step of SGD at lr 1 on the whole batch moves each weight by minus its gradient
+    monkeypatch.setattr(torch.optim, "AdamW",
+                        lambda params, lr, weight_decay: torch.optim.SGD(params, lr=lr))
+    settings = SimpleNamespace(batch_size=len(traj.steps), epochs=1, lr=1.0, weight_decay=0.0,
+                               grad_clip=1e9, micro_batch_size=3)
+    for layout in ("trees", "rows"):
+        trained = copy.deepcopy(model)
+        stats = run_sft(trained, [traj], tokenizer.pad_token_id, settings, torch.Generator(),
+                        layout=layout)
+        assert stats["sft/steps"] == 1
+        assert stats["sft/first_loss"] == pytest.approx(float(loss.detach()), rel=1e-5)
+        for name, p in trained.named_parameters():
+            grad = dict(reference.named_parameters())[name].grad
+            torch.testing.assert_close(model.state_dict()[name] - p.detach(), grad, rtol=1e-4,
+                                       atol=1e-4 * float(grad.abs().max()), msg=name)
     trees = step_trees(data.input_ids, data.attention_mask, data.loss_mask, data.step_rollout)
     assert any(tree.trunk_len for tree in trees)
 
@@ -231,14 +303,12 @@ def test_rows_are_the_layout_when_the_model_cannot_take_trees(policy, monkeypatc
     assert tree.trunk_len == 0 and len(tree.rows) == steps.input_ids.shape[0]
 
 
-
-
 def test_a_rollout_without_gradient_is_not_run_as_a_tree_and_the_update_is_unchanged(policy):
     model, tokenizer = policy
     steps = _steps(tokenizer, "shared history")  # 3 rollouts of 6 steps
     advantages = torch.tensor([1.0] * 6 + [0.0] * 6 + [-1.0] * 6)[:, None] * steps.loss_mask
-    old = token_logprobs(model, steps.input_ids, steps.attention_mask, 32,
-                         score_mask=steps.loss_mask)
+    old, _ = row_logprobs(model, steps.input_ids, steps.attention_mask,
+                          score_mask=steps.loss_mask)
     config = OptimConfig(kl_coef=0.0, mini_batches=1, micro_batch_size=3)
     moved = []
     for settings in (config, dataclasses.replace(config, entropy_coef=1e-30)):
@@ -254,23 +324,3 @@ def test_a_rollout_without_gradient_is_not_run_as_a_tree_and_the_update_is_uncha
     assert stats["ppo/trained_rows"] == pytest.approx(12 / 18)
     for name, weight in ran_all.items():
         torch.testing.assert_close(skipped[name], weight, atol=1e-6, rtol=0, msg=name)
-
-
-@pytest.mark.parametrize(("rollouts", "length", "cache_used"), [(1, 8, False), (3, 1, True)])
-def test_the_teacher_runs_whichever_of_trees_and_the_task_cache_computes_fewer_tokens(
-        policy, monkeypatch, rollouts, length, cache_used):
-    """One rollout with a long shared history: trees; one step in each of three rollouts of
-    one task (nothing shared within a rollout, the skill shared by the task): the cache."""
-    model, tokenizer = policy
-    steps = tensorize_steps([_trajectory(tokenizer, COMPACT, length, seed)
-                             for seed in range(rollouts)], tokenizer.pad_token_id)
-    used = []
-    score_rows = teacher_module._score_rows
-    monkeypatch.setattr(teacher_module, "_score_rows",
-                        lambda *args, **kwargs: used.append(1) or score_rows(*args, **kwargs))
-    skills = [SkillProvider().skill_text(TASK)] * steps.input_ids.shape[0]
-    got = privileged_logprobs(model, SkillSplicer(tokenizer), steps.input_ids,
-                              steps.attention_mask, steps.loss_mask, skills, micro_batch_size=3,
-                              groups=steps.step_rollout)
-    assert bool(used) == cache_used
-    assert bool((got[steps.loss_mask] != 0).all())
