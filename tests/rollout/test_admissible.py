@@ -20,7 +20,7 @@ from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillSplicer
 from agentcredit.train.ppo import score_steps
-from agentcredit.train.scoring.logprobs import logprob_entropy_rows, token_logprobs_and_entropy
+from agentcredit.train.scoring.logprobs import logprob_entropy_rows
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.warm_start.models import load_policy
 
@@ -128,10 +128,6 @@ def test_sampled_and_rescored_log_probs_agree_to_1e_5(policy, temperature):
     rescored = score_steps(policy.model, tensors, micro_batch_size=2, temperature=temperature)
     mask = tensors.loss_mask
     assert torch.allclose(rescored[mask], tensors.sampling_logprobs[mask], atol=1e-5)
-    with_grad, _ = token_logprobs_and_entropy(policy.model, tensors.input_ids,
-                                              tensors.attention_mask, 3, requires_grad=True,
-                                              allowed=tensors.allowed, temperature=temperature)
-    assert torch.allclose(with_grad.detach()[mask], tensors.sampling_logprobs[mask], atol=1e-5)
 
 
 def test_unrestricted_rescoring_differs_so_the_check_above_can_fail(policy):
@@ -156,7 +152,7 @@ def test_tempered_samples_rescored_at_temperature_1_differ_so_the_check_above_ca
 
 def test_the_teacher_renormalises_over_the_same_sets(policy):
     """Each first response token scored by the teacher: the restricted probabilities of the
-    alternatives sum to 1, with and without prefix reuse."""
+    alternatives sum to 1, on trees (the head a shared trunk) and on rows."""
     tok = policy.tokenizer
     prompt = build_prompt_ids(tok, "heat some egg", [], "You are in room 1.", COMMANDS,
                               PromptConfig())
@@ -166,10 +162,10 @@ def test_the_teacher_renormalises_over_the_same_sets(policy):
                   allowed_ids=[first]) for v in first]
     tensors = tensorize_steps([Trajectory(task=None, group_id=0, steps=steps)],
                               tok.pad_token_id)
-    for reuse in (True, False):
+    for groups in (tensors.step_rollout, None):
         teacher = privileged_logprobs(policy.model, SkillSplicer(tok), tensors.input_ids,
                                       tensors.attention_mask, tensors.loss_mask,
                                       ["Heat the egg first."] * len(steps), micro_batch_size=2,
-                                      reuse_prefix=reuse, allowed=tensors.allowed)
+                                      groups=groups, allowed=tensors.allowed)
         total = teacher[tensors.loss_mask].exp().sum().item()
         assert total == pytest.approx(1.0, abs=1e-5)

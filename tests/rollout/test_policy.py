@@ -9,7 +9,7 @@ from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.admissible import ActionTrie
 from agentcredit.rollout.policy import HFPolicy, PolicyDiverged, PromptCache, sample_token
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.scoring.logprobs import token_logprobs
+from agentcredit.train.ppo import score_steps
 from agentcredit.train.warm_start.models import load_policy
 
 
@@ -52,7 +52,7 @@ def test_sampling_logprobs_match_the_scored_logprobs_at_temperature_one(policy):
         Step("", g.text, None, False, 0.0, "", {}, list(p), g.token_ids, g.logprobs)
         for p, g in zip(prompts, gens, strict=True)])
     steps = tensorize_steps([traj], policy.tokenizer.pad_token_id)
-    scored = token_logprobs(policy.model, steps.input_ids, steps.attention_mask, 4)
+    scored = score_steps(policy.model, steps, 4)
     # equal up to the masked spare vocabulary rows, which hold almost no mass
     assert torch.allclose(scored[steps.loss_mask], steps.sampling_logprobs[steps.loss_mask],
                           atol=0.05)
@@ -216,7 +216,6 @@ def test_cached_and_repeated_prompts_record_the_log_probs_rescoring_gives(policy
                        allowed_ids=g.allowed_ids) for p, g in zip(prompts, gens, strict=True)]
     tensors = tensorize_steps([Trajectory(task=None, group_id=0, steps=steps)],
                               tok.pad_token_id)
-    rescored = token_logprobs(policy.model, tensors.input_ids, tensors.attention_mask, 4,
-                              allowed=tensors.allowed, temperature=temperature)
+    rescored = score_steps(policy.model, tensors, 4, temperature)
     mask = tensors.loss_mask
     assert torch.allclose(rescored[mask], tensors.sampling_logprobs[mask], atol=1e-5)

@@ -16,8 +16,9 @@ from agentcredit.train.scoring.hindsight_pass import (
     hindsight_logprobs,
     hindsight_prefix,
 )
-from agentcredit.train.scoring.logprobs import token_logprobs
 from agentcredit.train.warm_start.models import load_policy
+
+from ...row_oracle import row_logprobs
 
 FINALS = ("You take the apple.", "Nothing happens.")
 
@@ -72,8 +73,8 @@ def test_hindsight_scores_are_ordinary_scores_with_the_final_observation_in_the_
         assert tokenizer.decode(spliced).replace(hindsight_prefix(finals[row]), "", 1) == prompt
         assert hindsight_prefix(finals[row]) + header in tokenizer.decode(spliced)
         sequence = spliced + steps.input_ids[row, first:last + 1].tolist()
-        expected = token_logprobs(model, torch.tensor([sequence]),
-                                  torch.ones(1, len(sequence), dtype=torch.long), 1)[0]
+        expected = row_logprobs(model, torch.tensor([sequence]),
+                                torch.ones(1, len(sequence), dtype=torch.long))[0][0]
         assert torch.allclose(scores[row, first:last + 1], expected[-(last + 1 - first):],
                               atol=1e-4)
     assert (scores[~steps.loss_mask] == 0).all()

@@ -1,11 +1,15 @@
-"""token_logprobs: aligned with the tokens, independent of micro-batching and padding."""
+"""Log-probs and entropies from logits (train/scoring/logprobs.py), and the scoring pass over plain
+rows: aligned with the tokens, independent of the branch batch, zero off the scored tokens."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from agentcredit.train.scoring.logprobs import token_logprobs, token_logprobs_and_entropy
+from agentcredit.train.prefix_tree import row_trees
+from agentcredit.train.scoring import logprobs as logprobs_module
+from agentcredit.train.scoring.logprobs import logprob_entropy_rows
+from agentcredit.train.scoring.tree_forward import Rows, score_trees
 from agentcredit.train.warm_start.models import load_policy
 
 
@@ -14,7 +18,8 @@ def policy(tiny_model_dir):
     return load_policy(str(tiny_model_dir))
 
 
-def _right_padded_batch(vocab: int, lengths: list[int], pad_id: int, seed: int = 0):
+def _right_padded_rows(vocab: int, lengths: list[int], pad_id: int, seed: int = 0) -> Rows:
+    """Random rows, every token after the first scored."""
     gen = torch.Generator().manual_seed(seed)
     width = max(lengths)
     ids = torch.full((len(lengths), width), pad_id)
@@ -22,82 +27,80 @@ def _right_padded_batch(vocab: int, lengths: list[int], pad_id: int, seed: int =
     for row, n in enumerate(lengths):
         ids[row, :n] = torch.randint(3, vocab, (n,), generator=gen)
         mask[row, :n] = 1
-    return ids, mask
+    scored = mask.bool().clone()
+    scored[:, 0] = False
+    return Rows(ids, mask, scored)
 
 
-def test_micro_batched_logprobs_equal_single_batch(policy):
+def _score(model, rows: Rows, branch_batch: int) -> torch.Tensor:
+    return score_trees(model, row_trees(torch.arange(rows.input_ids.shape[0]),
+                                        rows.attention_mask), rows, branch_batch=branch_batch)
+
+
+def test_the_scores_do_not_depend_on_the_branch_batch(policy):
     model, tokenizer = policy
-    ids, mask = _right_padded_batch(len(tokenizer), [7, 12, 3, 12, 9], tokenizer.pad_token_id)
-    whole = token_logprobs(model, ids, mask, micro_batch_size=5)
-    for mbs in (1, 2, 3):
-        torch.testing.assert_close(
-            token_logprobs(model, ids, mask, micro_batch_size=mbs), whole, atol=1e-5, rtol=1e-5
-        )
+    rows = _right_padded_rows(len(tokenizer), [7, 12, 3, 12, 9], tokenizer.pad_token_id)
+    whole = _score(model, rows, 5)
+    for size in (1, 2, 3):
+        torch.testing.assert_close(_score(model, rows, size), whole, atol=1e-5, rtol=1e-5)
 
 
-def test_logprob_entry_equals_manual_log_softmax_gather(policy):
+def test_an_entry_is_the_log_softmax_of_the_column_before_it_at_its_token(policy):
     model, tokenizer = policy
-    ids, mask = _right_padded_batch(len(tokenizer), [10, 10], tokenizer.pad_token_id)
-    scored = token_logprobs(model, ids, mask, micro_batch_size=2)
+    rows = _right_padded_rows(len(tokenizer), [10, 6], tokenizer.pad_token_id)
+    scored = _score(model, rows, 2)
     with torch.no_grad():
-        log_probs = torch.log_softmax(model(input_ids=ids).logits.float(), dim=-1)
-    for row in range(2):
-        assert scored[row, 0] == 0
-        for pos in range(1, 10):
-            manual = log_probs[row, pos - 1, ids[row, pos]]
+        log_probs = torch.log_softmax(model(input_ids=rows.input_ids).logits.float(), dim=-1)
+    assert (scored[:, 0] == 0).all() and (scored[1, 6:] == 0).all()
+    for row, length in enumerate((10, 6)):
+        for pos in range(1, length):
+            manual = log_probs[row, pos - 1, rows.input_ids[row, pos]]
             torch.testing.assert_close(scored[row, pos], manual, atol=1e-5, rtol=1e-5)
-
-
-def test_padding_does_not_change_scores_and_padded_entries_are_zero(policy):
-    model, tokenizer = policy
-    pad = tokenizer.pad_token_id
-    seq = torch.randint(3, len(tokenizer), (8,), generator=torch.Generator().manual_seed(1))
-    alone = token_logprobs(model, seq[None], torch.ones(1, 8, dtype=torch.long), 1)[0]
-
-    right = torch.cat([seq, torch.full((4,), pad)])
-    left = torch.cat([torch.full((4,), pad), seq])
-    ids = torch.stack([right, left])
-    mask = torch.tensor([[1] * 8 + [0] * 4, [0] * 4 + [1] * 8])
-    scored = token_logprobs(model, ids, mask, micro_batch_size=2)
-
-    assert torch.isfinite(scored).all()
-    torch.testing.assert_close(scored[0, :8], alone, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(scored[1, 4:], alone, atol=1e-5, rtol=1e-5)
-    assert (scored[0, 8:] == 0).all() and (scored[1, :5] == 0).all()
-
-
-def test_entropy_matches_the_full_softmax_and_logprobs_match_token_logprobs(policy):
-    model, tokenizer = policy
-    ids, mask = _right_padded_batch(len(tokenizer), [6, 9], tokenizer.pad_token_id)
-    logprobs, entropy = token_logprobs_and_entropy(model, ids, mask, micro_batch_size=1)
-    torch.testing.assert_close(logprobs, token_logprobs(model, ids, mask, 2))
-    with torch.no_grad():
-        log_p = torch.log_softmax(model(input_ids=ids[1:]).logits.float(), dim=-1)[0]
-    manual = -(log_p.exp() * log_p).sum(-1)  # [L], row l predicts token l+1
-    torch.testing.assert_close(entropy[1, 1:], manual[:-1], atol=1e-5, rtol=1e-5)
-    assert (entropy[0, 6:] == 0).all() and entropy[0, 0] == 0
-    assert (entropy[:, 1:][mask[:, 1:].bool()] > 0).all()
-
-
-def test_scoring_runs_without_grad_unless_asked(policy):
-    model, tokenizer = policy
-    ids, mask = _right_padded_batch(len(tokenizer), [5, 4], tokenizer.pad_token_id)
-    assert not token_logprobs(model, ids, mask, 2).requires_grad
-    with_grad = token_logprobs(model, ids, mask, 2, requires_grad=True)
-    (with_grad * mask).sum().backward()
-    grad = model.get_input_embeddings().weight.grad
-    assert grad is not None and torch.isfinite(grad).all() and grad.abs().sum() > 0
-    model.zero_grad(set_to_none=True)
 
 
 def test_a_score_mask_gives_the_full_scores_on_its_tokens_and_zero_elsewhere(policy):
     model, tokenizer = policy
-    ids, mask = _right_padded_batch(len(tokenizer), [9, 12, 5], tokenizer.pad_token_id)
-    wanted = torch.zeros_like(mask, dtype=torch.bool)
+    rows = _right_padded_rows(len(tokenizer), [9, 12, 5], tokenizer.pad_token_id)
+    wanted = torch.zeros_like(rows.score_mask)
     wanted[0, 6:9] = True
     wanted[1, 2:4] = True  # row 2 wants nothing
-    full, full_ent = token_logprobs_and_entropy(model, ids, mask, 3)
-    part, part_ent = token_logprobs_and_entropy(model, ids, mask, 2, score_mask=wanted)
-    assert torch.allclose(part[wanted], full[wanted], atol=1e-5)
-    assert torch.allclose(part_ent[wanted], full_ent[wanted], atol=1e-5)
-    assert (part[~wanted] == 0).all() and (part_ent[~wanted] == 0).all()
+    full = _score(model, rows, 3)
+    part = _score(model, Rows(rows.input_ids, rows.attention_mask, wanted), 2)
+    torch.testing.assert_close(part[wanted], full[wanted], atol=1e-5, rtol=0)
+    assert (part[~wanted] == 0).all()
+
+
+def test_scoring_takes_no_gradient(policy):
+    model, tokenizer = policy
+    rows = _right_padded_rows(len(tokenizer), [5, 4], tokenizer.pad_token_id)
+    assert not _score(model, rows, 2).requires_grad
+
+
+def test_statistics_are_those_of_the_tempered_renormalised_softmax(monkeypatch):
+    """Hand-made logits: the log-prob and the entropy of ``softmax(z / T)`` over each row's
+    allowed ids (all ids where the row allows all), whatever the chunk size."""
+    logits = torch.tensor([[2.0, 0.0, -1.0, 1.0], [0.5, 0.5, 3.0, -2.0], [1.0, 2.0, 3.0, 4.0]])
+    targets = torch.tensor([3, 0, 2])
+    allowed = torch.tensor([[0, 3], [-1, -1], [2, -1]])
+    temperature = 0.5
+    expected_lp, expected_ent = [], []
+    for z, y, ids in zip(logits, targets, allowed, strict=True):
+        keep = ids[ids >= 0] if bool((ids >= 0).any()) else torch.arange(4)
+        p = {int(v): float(torch.exp(z[v] / temperature)) for v in keep}
+        total = sum(p.values())
+        expected_lp.append(float(torch.log(torch.tensor(p[int(y)] / total))))
+        expected_ent.append(-sum(q / total * float(torch.log(torch.tensor(q / total)))
+                                 for q in p.values()))
+    for chunk in (2**25, 4):  # all rows at once; one row per chunk
+        monkeypatch.setattr(logprobs_module, "_LOGIT_ELEMENTS_PER_CHUNK", chunk)
+        lp, ent = logprob_entropy_rows(logits, targets, True, allowed, temperature)
+        torch.testing.assert_close(lp, torch.tensor(expected_lp), atol=1e-6, rtol=0)
+        torch.testing.assert_close(ent, torch.tensor(expected_ent), atol=1e-6, rtol=0)
+    # the last row's only allowed id is certain
+    assert float(lp[2]) == 0.0 and float(ent[2]) == 0.0
+
+
+def test_a_temperature_that_is_not_positive_is_refused():
+    with pytest.raises(ValueError, match="temperature=0"):
+        logprob_entropy_rows(torch.zeros(1, 3), torch.zeros(1, dtype=torch.long), False,
+                             temperature=0)

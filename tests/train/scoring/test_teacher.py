@@ -20,10 +20,11 @@ from agentcredit.train.evaluation.probes import (
     probe_token_gap,
     response_token_classes,
 )
-from agentcredit.train.scoring.logprobs import token_logprobs
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.warm_start.models import load_policy
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
+
+from ...row_oracle import row_logprobs
 
 TASK_TYPES = ("pick_heat_then_place", "pick_and_place", "look_at_obj_in_light")
 ACTIONS = ["go to countertop 1", "take egg 1 from countertop 2", "heat egg 1 with microwave 1",
@@ -90,29 +91,31 @@ def teacher(policy, batch, **kwargs):
                                steps.attention_mask, steps.loss_mask, skills, **kwargs)
 
 
-def test_prefix_reuse_equals_no_reuse(policy, batch):
-    reused = teacher(policy, batch, reuse_prefix=True)
-    full = teacher(policy, batch, reuse_prefix=False, micro_batch_size=2)
-    assert torch.allclose(reused, full, atol=1e-4)
+def test_the_shared_head_and_trees_equal_rows(policy, batch):
+    steps, _ = batch
+    trees = teacher(policy, batch, groups=steps.step_rollout)
+    rows = teacher(policy, batch, micro_batch_size=2)
+    assert torch.allclose(trees, rows, atol=1e-5)
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.5])
-@pytest.mark.parametrize("reuse_prefix", [True, False])
+@pytest.mark.parametrize("trees", [True, False])
 def test_teacher_scores_equal_ordinary_scoring_of_the_spliced_sequences(policy, batch,
-                                                                       temperature, reuse_prefix):
+                                                                       temperature, trees):
     model, tokenizer = policy
     steps, skills = batch
     splicer = SkillSplicer(tokenizer)
-    scores = teacher(policy, batch, temperature=temperature, reuse_prefix=reuse_prefix)
+    scores = teacher(policy, batch, temperature=temperature,
+                     groups=steps.step_rollout if trees else None)
     for row in range(0, steps.input_ids.shape[0], 3):
         response = steps.loss_mask[row].nonzero().flatten()
         first, last = int(response[0]), int(response[-1])
         prompt = steps.input_ids[row, :first].tolist()
         sequence = splicer.privileged_prompt_ids(prompt, skills[row]) + \
             steps.input_ids[row, first:last + 1].tolist()
-        expected = token_logprobs(model, torch.tensor([sequence]),
-                                  torch.ones(1, len(sequence), dtype=torch.long), 1,
-                                  temperature=temperature)[0]
+        expected = row_logprobs(model, torch.tensor([sequence]),
+                                torch.ones(1, len(sequence), dtype=torch.long),
+                                temperature=temperature)[0][0]
         assert torch.allclose(scores[row, first:last + 1], expected[-(last + 1 - first):],
                               atol=1e-4)
 
@@ -120,7 +123,7 @@ def test_teacher_scores_equal_ordinary_scoring_of_the_spliced_sequences(policy, 
 def test_the_skill_changes_the_scores_so_the_comparison_above_is_not_vacuous(policy, batch):
     model, _ = policy
     steps, _ = batch
-    ordinary = token_logprobs(model, steps.input_ids, steps.attention_mask, 4)
+    ordinary, _ = row_logprobs(model, steps.input_ids, steps.attention_mask)
     gap = (teacher(policy, batch) - ordinary)[steps.loss_mask].abs()
     assert gap.max() > 1e-2
 

@@ -14,7 +14,6 @@ from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation, HFPolicy
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.train.evaluation.evaluate import evaluate
-from agentcredit.train.scoring.logprobs import token_logprobs
 from agentcredit.train.warm_start.models import load_policy
 from agentcredit.train.warm_start.sft import (
     RECOVERY_MAX_TRIES,
@@ -25,6 +24,8 @@ from agentcredit.train.warm_start.sft import (
     run_sft,
 )
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
+
+from ...row_oracle import row_logprobs
 
 
 def _tasks(make_fake_task, split, n):
@@ -185,7 +186,7 @@ def test_admissible_demonstrations_carry_their_sets_and_sft_trains_the_restricte
     trie = ActionTrie.from_commands(tokenizer, commands[0], "bare")
     assert first.allowed_ids == trie.allowed_along(first.response_ids)
     steps = tensorize_steps(trajs, tokenizer.pad_token_id)
-    lp = token_logprobs(model, steps.input_ids, steps.attention_mask, 2, allowed=steps.allowed)
+    lp, _ = row_logprobs(model, steps.input_ids, steps.attention_mask, allowed=steps.allowed)
     second_row = lp[1][steps.loss_mask[1]]
     assert torch.allclose(second_row, torch.zeros_like(second_row), atol=1e-6)
     first_row = lp[0][steps.loss_mask[0]]
