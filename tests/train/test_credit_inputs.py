@@ -146,6 +146,9 @@ def test_the_update_chooses_the_rows_on_the_shaped_rewards(policy, tiny_fake_run
         model, trajectories, steps, old, None, update=1)
     multi_step = [len(r[1]) >= 2 for r in ROLLOUTS]
     assert hindsight_rollouts(prepared.batch).tolist() == multi_step
+    rows = hindsight_rollouts(prepared.batch)[prepared.batch.step_rollout]
+    scores = prepared.batch.hindsight
+    assert (scores.hindsight[rows] != scores.behaviour[rows]).all()  # scored, not left at ℓ^b
     lengths = [len(r[1]) for r in ROLLOUTS]
     assert prepared.metrics["score/hindsight_row_share"] == pytest.approx(
         sum(n for n, m in zip(lengths, multi_step, strict=True) if m) / sum(lengths))
