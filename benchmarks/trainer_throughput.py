@@ -34,7 +34,10 @@ prefix read from a cache not counted, so a prefix tree's trunk counts once. SFT:
 also times ``--sft-epochs`` of an SFT epoch (default a quarter) over the embedded default's
 demonstration samples (built once, by the working tree), from the ``--model`` weights, as
 ``sft_epoch_s``. ``--hcapo`` adds one worker of the working tree with ``method=hcapo`` and
-``hcapo_extra_pass_share_pct``, its hindsight pass as a share of an update.
+``hcapo_extra_pass_share_pct``, its hindsight pass as a share of an update, beside
+``hcapo_hindsight_row_share``, the share of step rows the pass scored (the rollouts whose
+hindsight can change an advantage, ``credit.hcapo.hindsight_rollouts``; the median over updates
+of ``score/hindsight_row_share``).
 
     python benchmarks/trainer_throughput.py --model SFT_DIR [--updates N] [--repeats R]
         [--baseline REV] [--threads N] [--sft-epochs E] [--hcapo] [--quick] [key=value ...]
@@ -377,6 +380,10 @@ def summarise(result: dict) -> dict[str, float]:
                                                         for r in rows)
     for phase in {p for t in times for p in t}:
         out[f"loop_{phase}_s"] = statistics.median(t.get(phase, 0.0) for t in times)
+    shares = [r["record"]["score/hindsight_row_share"] for r in rows
+              if "score/hindsight_row_share" in r["record"]]
+    if shares:
+        out["hindsight_row_share"] = statistics.median(shares)
     out["ppo_tokens_per_update"] = tokens["ppo_forward_backward"] / n
     out["scoring_tokens_per_update"] = tokens["scoring"] / n
     if result.get("sft_epoch_s"):
@@ -466,6 +473,7 @@ def main() -> None:
         metrics["hcapo_extra_pass_share_pct"] = (100 * hcapo_figures["loop_hindsight_s"]
                                                  / hcapo_figures["update_s"])
         metrics["hcapo_update_s"] = hcapo_figures["update_s"]
+        metrics["hcapo_hindsight_row_share"] = hcapo_figures["hindsight_row_share"]
     if results["old"]:
         old = _medians(results["old"])
         metrics |= {f"{key}.baseline": value for key, value in old.items()}
@@ -506,7 +514,10 @@ def main() -> None:
                "default's demonstration samples, timed on --sft-epochs of one, in each worker "
                "after its updates; *_ratio: old over new (outcomes: new over old). "
                "hcapo_extra_pass_share_pct: with --hcapo, HCAPO's hindsight pass as a share of "
-               "the median update of one method=hcapo worker of the working tree."),
+               "the median update of one method=hcapo worker of the working tree; "
+               "hcapo_hindsight_row_share: the share of its step rows the pass scored (the "
+               "rollouts with two steps or more and a non-zero reward, the only ones whose "
+               "hindsight can change an HCAPO advantage), median over updates."),
         quick=args.quick)
     print(path)
 

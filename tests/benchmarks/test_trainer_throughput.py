@@ -45,3 +45,11 @@ def test_tokens_computed_are_counted_per_update_and_the_sft_epoch_is_carried():
     assert figures["ppo_tokens_per_update"] == 10000 and figures["scoring_tokens_per_update"] == 0
     assert figures["sft_epoch_s"] == 12.5
     assert "sft_epoch_s" not in summarise(_result())
+
+
+def test_the_share_of_rows_the_hindsight_pass_scored_is_the_median_over_updates():
+    result = _result()
+    result["updates"] = [{**row, "record": {**row["record"], "score/hindsight_row_share": share}}
+                         for row, share in zip(result["updates"], (0.25, 0.75), strict=True)]
+    assert summarise(result)["hindsight_row_share"] == 0.5
+    assert "hindsight_row_share" not in summarise(_result())

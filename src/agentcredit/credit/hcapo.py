@@ -33,9 +33,28 @@ pushed down; the hindsight term may still lower it toward 0.
 [choice] A rollout succeeded when its return ``R_i`` (outcome plus penalties) exceeds
 ``success_threshold = 0``: ALFWorld's ``10·1[won]`` outcome dwarfs the −0.1 penalties.
 
+Which hindsight scores can change an advantage (``hindsight_rollouts``). ``ℓ^H`` enters
+only through ``ρ``, and ``ρ̃_{i,t}`` reads every step of rollout ``i`` (the mean), so a
+rollout's scores count all together or not at all. They cannot change any advantage when
+
+- every reward of rollout ``i`` is 0: then ``G_{i,t} = 0`` at every step, so
+  ``Q^H_{i,t} = ρ̃_{i,t} · 0 = 0`` whatever ``ρ̃`` is (this covers the failed rollouts of
+  a reward that pays only at success, and groups whose rollouts all failed without a
+  penalty);
+- rollout ``i`` has one step: ``ρ̃_{i,0} = clip(ρ_{i,0} / ρ_{i,0}) = clip(1)``.
+
+Every other rollout's scores reach ``Q^H`` and, through ``μ_g`` and ``σ_g``, every step of
+its group (equal returns do not help: ``A^GRPO = 0`` but the z-score of ``Q^H`` still varies
+with ``ρ̃``). HCAPO sets ``ρ = 1`` on the rollouts the rule leaves out, so its whole result
+(advantages, extras, diagnostics) reads ``ℓ^H`` of the marked rollouts only, and the advantages
+are those of the formulas above wherever ``ρ`` is finite and positive (``|m^H − m^b| / T`` below
+about 700). The trainer scores only the marked rollouts (``train/credit_inputs.py``). The rule
+reads the rewards, not the config: ``ω = 0`` would read no score at all, and is left to GRPO.
+
 Tested properties (tests/credit/test_hcapo.py): hand-worked advantages; the ratio clip
 bounds ``ρ̃`` to [0.8, 1.2]; no step of a successful rollout is negative; ``ρ ≡ 1``
-reduces the step term to the group z-score of ``G``.
+reduces the step term to the group z-score of ``G``; the rollouts ``hindsight_rollouts``
+leaves out change no advantage (against the formulas computed without the rule).
 """
 
 from __future__ import annotations
@@ -101,16 +120,26 @@ def normalised_ratio(log_ratio: Tensor, batch: CreditBatch, low: float, high: fl
     return (ratio / mean[batch.step_rollout]).clamp(low, high)
 
 
+def hindsight_rollouts(batch: CreditBatch) -> Tensor:
+    """``[B]`` bool: the rollouts whose hindsight scores can change an HCAPO advantage, those
+    with at least two steps and a non-zero reward (the module docstring derives it). Reads
+    the rewards an estimator reads (after any shaping), never ``batch.hindsight``."""
+    rewarded = torch.zeros(batch.num_rollouts, dtype=torch.long, device=batch.step_rewards.device)
+    rewarded.index_add_(0, batch.step_rollout, (batch.step_rewards != 0).long())  # [B]
+    return (rewarded > 0) & (batch.episode_lengths >= 2)
+
+
 @register_estimator("hcapo", HCAPOConfig, needs=("hindsight",),
                     claims=("step_credit", "permutation"))
 def hcapo(batch: CreditBatch, config: HCAPOConfig) -> CreditResult:
     """HCAPO step advantages (see the module docstring for the equations).
 
-    Needs ``batch.hindsight``. Returns ``step_advantages [S]``; ``extras``:
+    Needs ``batch.hindsight``, read on the rollouts ``hindsight_rollouts`` marks only.
+    Returns ``step_advantages [S]``; ``extras``:
     ``episode_advantage [B]`` (``A^GRPO``, VICT's direction), ``hindsight_ratio [S]``
     (``ρ̃``), ``hindsight_value [S]`` (``Q^H``); diagnostics: the GRPO ones plus the
-    ratio's mean and clipped share, the step term's scale and the share of steps the
-    success rule lifted to 0.
+    ratio's mean and clipped share (over every step, ``ρ = 1`` on the rollouts left out), the
+    step term's scale and the share of steps the success rule lifted to 0.
     """
     if batch.hindsight is None:
         raise ValueError("hcapo needs the hindsight scores: build the batch with "
@@ -122,8 +151,10 @@ def hcapo(batch: CreditBatch, config: HCAPOConfig) -> CreditResult:
     # MACRO: GRPO over episode returns
     macro = group_relative(batch.returns, batch.group_index, batch.num_groups,
                            norm_by_std=True, eps=config.eps)  # [B]
-    # HINDSIGHT RATIO
-    log_ratio = (batch.hindsight.hindsight - batch.hindsight.behaviour) / config.temperature
+    # HINDSIGHT RATIO: ρ = 1 where the scores cannot change an advantage (hindsight_rollouts)
+    read = hindsight_rollouts(batch)[rollout_of]  # [S]
+    log_ratio = torch.where(read, (batch.hindsight.hindsight - batch.hindsight.behaviour)
+                            / config.temperature, 0.0)  # [S]
     normalised = normalised_ratio(log_ratio, batch, config.ratio_clip_low,
                                   config.ratio_clip_high)  # [S] ρ̃
     # MICRO: group z-score of Q^H over the group's steps

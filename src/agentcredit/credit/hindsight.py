@@ -2,12 +2,15 @@
 
 HCAPO (``credit/hcapo.py``) compares how likely the policy finds each response
 before and after it has seen how the episode ended. The trainer's hindsight
-pass (``train/scoring/hindsight_pass.py``) rescores every sampled response token with the
+pass (``train/scoring/hindsight_pass.py``) rescores the sampled response tokens with the
 trajectory's final observation added to the prompt; this record keeps, per flat
 step ``s``, the mean log-prob of the step's response tokens both ways:
 
     m^H_s = mean_{j∈V_s} ℓ^H_{s,j}     (with the final observation in the prompt)
     m^b_s = mean_{j∈V_s} ℓ^b_{s,j}     (the ordinary prompt: PPO's old log-probs)
+
+The trainer rescores only the rollouts whose hindsight HCAPO reads
+(``credit.hcapo.hindsight_rollouts``); on the other steps ``m^H = m^b``.
 """
 
 from __future__ import annotations

@@ -9,6 +9,11 @@ policy's log-probs and HCAPO's ``hindsight`` scores. ``CreditInputs`` runs the `
 ``reference`` log-probs it is given into the teacher's ``TokenScores``. It also adds
 DAPO's overlong penalty (``credit/overlong.py``) to the step rewards when
 ``rollout.overlong_buffer`` is set.
+
+The hindsight pass scores only the rollouts whose scores can change an HCAPO advantage
+(``credit.hcapo.hindsight_rollouts``: at least two steps and a non-zero reward, read from the
+shaped rewards); ``hindsight_scores`` leaves every other row at ``ℓ^b``, which HCAPO never
+reads, and logs the share of rows scored as ``score/hindsight_row_share``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from torch import Tensor, nn
 
 from agentcredit.config import TrainConfig
 from agentcredit.credit import CreditBatch, TokenScores
+from agentcredit.credit.hcapo import hindsight_rollouts
 from agentcredit.credit.hindsight import HindsightScores
 from agentcredit.credit.overlong import OverlongPenalty, response_lengths
 from agentcredit.credit.step import StepTensors, credit_batch
@@ -90,25 +96,52 @@ class CreditInputs:
                                        temperature=self.rollout.policy_temperature,
                                        layout=self.layout)  # [S, L]
             seconds["teacher"] = time.perf_counter() - began
-        hindsight = None
-        if self.hindsight is not None:  # ℓ^H: the same pass with the final observation
-            began = time.perf_counter()
-            hindsight = HindsightScores.from_step_rows(steps.loss_mask, hindsight_logprobs(
-                model, self.hindsight, trajectories, steps, micro_batch_size=self.micro_batch_size,
-                temperature=self.rollout.policy_temperature, layout=self.layout),
-                old_logprobs)
-            seconds["hindsight"] = time.perf_counter() - began
         traces = None
         if self.tracer is not None:
             began = time.perf_counter()
             traces = self.tracer.trace(trajectories)
             seconds["trace"] = time.perf_counter() - began
         batch = credit_batch(trajectories, traces)
-        if hindsight is not None:
+        # DAPO: shaped before any estimator (or the hindsight rows' choice) reads it
+        batch, metrics = self.overlong.apply(batch, response_lengths(trajectories))
+        if self.hindsight is not None:  # ℓ^H: the same pass with the final observation
+            began = time.perf_counter()
+            hindsight = hindsight_scores(model, self.hindsight, trajectories, steps, batch,
+                                         old_logprobs, micro_batch_size=self.micro_batch_size,
+                                         temperature=self.rollout.policy_temperature,
+                                         layout=self.layout)
             batch = dataclasses.replace(batch, hindsight=hindsight)
+            seconds["hindsight"] = time.perf_counter() - began
+            metrics["score/hindsight_row_share"] = float(
+                hindsight_rollouts(batch)[batch.step_rollout].double().mean())
         if teacher is not None:
             batch = dataclasses.replace(batch, tokens=TokenScores.from_step_rows(
                 steps.loss_mask, teacher, old_logprobs, ref_logprobs, update=update))
-        # DAPO: shaped before any estimator reads it
-        batch, metrics = self.overlong.apply(batch, response_lengths(trajectories))
         return PreparedCredit(batch, teacher, seconds, metrics)
+
+
+def hindsight_scores(model: nn.Module, splicer: HindsightSplicer,
+                     trajectories: Sequence[Trajectory], steps: StepTensors, batch: CreditBatch,
+                     old_logprobs: Tensor, *, micro_batch_size: int, temperature: float,
+                     layout: str) -> HindsightScores:
+    """HCAPO's ``m^H`` and ``m^b [S]`` of ``batch`` (built from ``trajectories``, rewards
+    shaped), with the hindsight pass run on the rows of ``hindsight_rollouts(batch)`` only.
+
+    Those rows are cut out of ``steps`` (with their trajectories, in the same flat order),
+    scored by ``hindsight_logprobs`` and put back into an ``[S, L]`` tensor whose other rows
+    hold ``old_logprobs`` (``ℓ^b``): there ``m^H = m^b``, ``ρ = 1``, the value HCAPO itself
+    sets on those rollouts, so its result is the full pass's (``credit/hcapo.py`` derives
+    why; tested against the full pass).
+    """
+    read = hindsight_rollouts(batch).cpu()  # [B]
+    rows = read[steps.step_rollout.cpu()]  # [S]
+    scores = old_logprobs.clone()  # [S, L]
+    if bool(rows.any()):
+        kept = [t for t, keep in zip(trajectories, read.tolist(), strict=True) if keep]
+        subset = StepTensors(*(None if x is None else x[rows.to(x.device)] for x in (
+            steps.input_ids, steps.attention_mask, steps.loss_mask, steps.sampling_logprobs,
+            steps.step_rollout, steps.allowed)))
+        scores[rows.to(scores.device)] = hindsight_logprobs(
+            model, splicer, kept, subset, micro_batch_size=micro_batch_size,
+            temperature=temperature, layout=layout).to(scores)
+    return HindsightScores.from_step_rows(steps.loss_mask, scores, old_logprobs)

@@ -12,7 +12,9 @@ the same admissible renormalisation. [choice] The header wording; the
 HCAPO text at hand says only that the final outcome is added to the context.
 
 The scores reach the estimator as ``credit.hindsight.HindsightScores`` (the record; this
-module is the pass that computes them).
+module is the pass that computes them). Each update runs it on the rows of the rollouts whose
+hindsight can change an HCAPO advantage only (``credit.hcapo.hindsight_rollouts``, chosen in
+``train/credit_inputs.py``).
 
 Prefix trees (docs/backbones.md §0.1): the text differs per rollout, so the rows that share a
 prefix are one rollout's (system turn, hindsight text, the history so far); under
