@@ -48,10 +48,14 @@ def without_timings(records: list[dict]) -> list[dict]:
             for r in records]
 
 
+#: what the uninterrupted run printed
+ECHOED: list[str] = []
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, tiny_config):
     root = tmp_path_factory.mktemp("runs")
-    result = train(tiny_config(root, "full"), echo=lambda _: None)
+    result = train(tiny_config(root, "full"), echo=ECHOED.append)
     return root, result
 
 
@@ -69,6 +73,9 @@ def test_a_run_writes_config_metrics_and_checkpoints(uninterrupted):
                 "ppo/grad_norm", "tokens/generated_per_s", "tokens/trained_per_s",
                 "time/rollout", "time/score", "time/credit", "time/update"):
         assert key in update, key
+    # the layout every pass ran: said once, and logged with every update
+    assert ECHOED.count("layout: prefix trees") == 1
+    assert [r["score/trees"] for r in records if r["kind"] == "update"] == [1.0, 1.0, 1.0]
     evaluation = records[1]
     assert {"eval/success", "eval/valid_seen/success", "eval/valid_unseen/success",
             "eval/valid_seen/success/type0", "eval/valid_unseen/success/type1"} <= set(evaluation)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentcredit.train.prefix_tree import layout_trees, prefix_trees, step_trees, uses_trees
+from agentcredit.train.prefix_tree import (
+    layout_line,
+    layout_trees,
+    prefix_trees,
+    row_trees,
+    step_trees,
+    uses_trees,
+)
 
 
 def _rows(sequences: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -107,3 +114,32 @@ def test_the_rows_layout_is_one_tree_without_a_trunk_sorted_by_length():
                                "attention_mask": (torch.arange(5)[None] < lengths[:, None]).long()})
     (tree,) = layout_trees(_Model(_attn_implementation="sdpa"), steps, "rows")
     assert (tree.rows.tolist(), tree.attach.tolist(), tree.trunk_len) == ([1, 0, 2], [0, 0, 0], 0)
+
+
+def test_row_trees_sort_the_rows_by_their_real_length_stably():
+    attention = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 0, 0],
+                              [1, 0, 0, 0]])
+    (tree,) = row_trees(torch.tensor([0, 1, 2, 3, 4]), attention)
+    assert tree.rows.tolist() == [1, 4, 3, 0, 2] and tree.trunk_len == 0
+    assert row_trees(torch.tensor([2, 0]), attention)[0].rows.tolist() == [0, 2]
+    assert row_trees(torch.tensor([], dtype=torch.long), attention) == []
+
+
+def test_branch_batches_cover_the_rows_in_order_and_an_empty_batch_is_refused():
+    (tree,) = row_trees(torch.arange(5), torch.ones(5, 3, dtype=torch.long))
+    assert [b.tolist() for b in tree.batches(2)] == [[0, 1], [2, 3], [4]]
+    with pytest.raises(ValueError, match="at least 1"):
+        tree.batches(0)
+
+
+def test_the_layout_line_says_which_layout_ran_and_why_trees_fell_back_to_rows():
+    full = {"layer_types": ["full_attention"]}
+    assert layout_line(_Model(_attn_implementation="sdpa", **full), "trees") == \
+        "layout: prefix trees"
+    assert layout_line(_Model(_attn_implementation="sdpa", **full), "rows") == \
+        "layout: rows (optim.layout=rows)"
+    assert layout_line(_Model(_attn_implementation="flash_attention_2", **full), "trees") == (
+        "layout: rows, not prefix trees: its attention implementation 'flash_attention_2' "
+        "takes no padding mask over a shared trunk (sdpa and eager do)")
+    assert layout_line(_Model(_attn_implementation="sdpa", use_sliding_window=True), "trees") == \
+        "layout: rows, not prefix trees: the model has sliding-window attention layers"

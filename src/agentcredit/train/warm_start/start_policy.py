@@ -25,6 +25,7 @@ from agentcredit.run.directory import RunDirectory
 from agentcredit.run.safe_files import new_folder
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train.build import collector_config, load_model
+from agentcredit.train.prefix_tree import layout_line
 from agentcredit.train.warm_start.models import ModelLoadError
 from agentcredit.train.warm_start.sft import (
     demonstration_steps,
@@ -80,6 +81,7 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
             training=True)
     echo(f"policy: {config.model.name} ({sum(p.numel() for p in model.parameters()):,} "
          f"parameters, vocabulary {len(tokenizer)})")
+    echo(layout_line(model, config.optim.layout))  # which layout every pass runs, and why
     sft_record = None
     if config.sft.enabled:
         samples = demonstration_steps(demos, tokenizer, collector_config(config).prompt,
@@ -122,6 +124,7 @@ def _reused_start(config: TrainConfig, run: RunDirectory, entry: CachedStart, mo
           file=sys.stderr, flush=True)
     echo(f"policy: {config.model.name} ({sum(p.numel() for p in model.parameters()):,} "
          f"parameters, vocabulary {len(tokenizer)}), read from the cache")
+    echo(layout_line(model, config.optim.layout))
     return model, tokenizer
 
 
