@@ -26,6 +26,7 @@ from agentcredit.train.scoring import teacher as teacher_module
 from agentcredit.train.scoring.hindsight_pass import HindsightSplicer
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.scoring.tree_forward import Rows, branch_forward, trunk_forward, trunk_of
+from agentcredit.train.warm_start import sft as sft_module
 from agentcredit.train.warm_start.models import load_policy
 from agentcredit.train.warm_start.sft import Demonstration, demonstration_steps, run_sft
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
@@ -281,10 +282,15 @@ def test_sft_on_a_recovery_sample_takes_the_rows_gradient(policy, monkeypatch):
                         lambda params, lr, weight_decay: torch.optim.SGD(params, lr=lr))
     settings = SimpleNamespace(batch_size=len(traj.steps), epochs=1, lr=1.0, weight_decay=0.0,
                                grad_clip=1e9, micro_batch_size=3)
+    trunks = []  # the trunk length of every tree SFT ran
+    monkeypatch.setattr(sft_module, "trunk_of", lambda model, tree, rows, **kw: trunks.append(
+        tree.trunk_len) or trunk_of(model, tree, rows, **kw))
     for layout in ("trees", "rows"):
+        trunks.clear()
         trained = copy.deepcopy(model)
         stats = run_sft(trained, [traj], tokenizer.pad_token_id, settings, torch.Generator(),
                         layout=layout)
+        assert any(trunks) == (layout == "trees")
         assert stats["sft/steps"] == 1
         assert stats["sft/first_loss"] == pytest.approx(float(loss.detach()), rel=1e-5)
         for name, p in trained.named_parameters():
