@@ -1,6 +1,6 @@
 """Whether a change that should change no behaviour did: a seeded run's metrics, before and after.
 
-    python benchmarks/seeded_metrics.py --baseline REV [--keep]
+    python benchmarks/seeded_metrics.py --baseline REV [--layout trees|rows] [--keep]
 
 Runs the same seeded 2-update ALFWorld runs (a one-layer tiny model on 12 train games: GRPO
 with saved rollouts, VICT with the credit check every update, ADRS with its teacher pass, DAPO
@@ -13,7 +13,8 @@ Every logged number is compared except wall-clock ones (``time/*``, ``tokens/*_p
 ``sft/seconds``, ``*_ms``, ``*_s_per_100_steps``). Figures
 (``benchmarks/results/seeded_metrics.json``): ``keys_compared``, ``max_abs_diff``,
 ``mismatches`` (the number of values that differ by more than ``TOLERANCE`` or are not equal),
-and the first few of them under ``first_mismatches``.
+and the first few of them under ``first_mismatches``. ``--layout`` sets ``optim.layout`` in
+every run (default ``trees``; ``rows`` writes ``seeded_metrics_rows.json``).
 """
 
 from __future__ import annotations
@@ -48,14 +49,15 @@ WALL_CLOCK_SUFFIXES = ("_ms", "_s_per_100_steps", "_per_s")
 WALL_CLOCK_KEYS = ("sft/seconds",)
 
 
-def run_cases(tree: Path, out: Path) -> dict[str, list[dict]]:
-    """Every case's metrics records, run with ``tree``'s code."""
+def run_cases(tree: Path, out: Path, layout: str) -> dict[str, list[dict]]:
+    """Every case's metrics records, run with ``tree``'s code under ``optim.layout=layout``."""
     env = {**os.environ, "PYTHONPATH": f"{tree / 'src'}", "OMP_NUM_THREADS": "1"}
     runs = {}
     for name, extra in CASES.items():
         command = [sys.executable, "-c",
                    "import sys; from agentcredit.cli import main; sys.exit(main(sys.argv[1:]))",
-                   "train", *BASE, *extra, f"run.output_dir={out}", f"run.name={name}"]
+                   "train", *BASE, f"optim.layout={layout}", *extra, f"run.output_dir={out}",
+                   f"run.name={name}"]
         print(f"{tree.name}: {name}", flush=True)
         subprocess.run(command, cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
         lines = (out / name / "metrics.jsonl").read_text().splitlines()
@@ -98,6 +100,8 @@ def compare(old: dict[str, list[dict]], new: dict[str, list[dict]]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", required=True, help="the git revision to compare with")
+    parser.add_argument("--layout", choices=("trees", "rows"), default="trees",
+                        help="optim.layout of every run (default %(default)s)")
     parser.add_argument("--keep", action="store_true", help="keep the runs and the worktree")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="seeded-metrics-"))
@@ -105,17 +109,17 @@ def main() -> None:
     subprocess.run(["git", "worktree", "add", "--detach", str(baseline), args.baseline],
                    cwd=REPO, check=True, capture_output=True)
     try:
-        old = run_cases(baseline, scratch / "runs-baseline")
-        new = run_cases(REPO, scratch / "runs-new")
+        old = run_cases(baseline, scratch / "runs-baseline", args.layout)
+        new = run_cases(REPO, scratch / "runs-new", args.layout)
     finally:
         if not args.keep:
             subprocess.run(["git", "worktree", "remove", "--force", str(baseline)], cwd=REPO,
                            check=False)
     figures = compare(old, new)
     path = write_result(
-        "seeded_metrics", {"baseline": args.baseline, "cases": {k: list(v) for k, v in
-                                                                CASES.items()},
-                           "base_overrides": list(BASE), "tolerance": TOLERANCE},
+        "seeded_metrics" if args.layout == "trees" else "seeded_metrics_rows",
+        {"baseline": args.baseline, "cases": {k: list(v) for k, v in CASES.items()},
+         "base_overrides": [*BASE, f"optim.layout={args.layout}"], "tolerance": TOLERANCE},
         figures, {"mismatches": {"max": 0}},
         "Seeded 2-update ALFWorld runs (tiny model) at the baseline revision and at this "
         "commit, every logged number compared except wall-clock ones.", quick=False)
