@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -23,6 +24,7 @@ from agentcredit.train import prefix_tree
 from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
 from agentcredit.train.prefix_tree import step_trees
 from agentcredit.train.scoring import teacher as teacher_module
+from agentcredit.train.scoring import tree_forward as tree_forward_module
 from agentcredit.train.scoring.hindsight_pass import HindsightSplicer
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.scoring.tree_forward import Rows, branch_forward, trunk_forward, trunk_of
@@ -330,3 +332,11 @@ def test_a_rollout_without_gradient_is_not_run_as_a_tree_and_the_update_is_uncha
     assert stats["ppo/trained_rows"] == pytest.approx(12 / 18)
     for name, weight in ran_all.items():
         torch.testing.assert_close(skipped[name], weight, atol=1e-6, rtol=0, msg=name)
+
+
+def test_no_module_of_src_runs_a_scoring_forward_of_its_own():
+    """Sampling prefills its prompts; every other forward of the model is the tree forward's."""
+    src = Path(tree_forward_module.__file__).parents[2]
+    runners = {str(path.relative_to(src)) for path in src.rglob("*.py")
+               if "logits_to_keep=" in path.read_text()}
+    assert runners == {"rollout/policy.py", "train/scoring/tree_forward.py"}
