@@ -8,7 +8,6 @@ import math
 import pytest
 import torch
 
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.admissible import (
     ActionTrie,
     allowed_tensor,
@@ -22,6 +21,7 @@ from agentcredit.skills import SkillSplicer
 from agentcredit.train.ppo import score_steps
 from agentcredit.train.scoring.logprobs import logprob_entropy_rows, token_logprobs_and_entropy
 from agentcredit.train.scoring.teacher import privileged_logprobs
+from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.warm_start.models import load_policy
 
 COMMANDS = ("go to countertop 1", "go to countertop 2", "take egg 1 from countertop 2",

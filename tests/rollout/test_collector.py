@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.prompts import PromptConfig
+from agentcredit.train.step_tensors import tensorize_steps
 
 
 class ScriptedPolicy:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.admissible import ActionTrie
 from agentcredit.rollout.policy import HFPolicy, PolicyDiverged, PromptCache, sample_token
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.scoring.logprobs import token_logprobs
+from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.warm_start.models import load_policy
 
 

@@ -54,13 +54,13 @@ from verl.workers.rollout.replica import TokenOutput
 
 from agentcredit.config import estimator_config
 from agentcredit.credit import get_estimator
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.integrations.verl import agent_loop, launch
 from agentcredit.integrations.verl import rows as verl_rows
 from agentcredit.integrations.verl.trainer import AgentCreditTrainer
 from agentcredit.skills import SkillProvider
 from agentcredit.train import credit_inputs
 from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
+from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.warm_start.models import load_policy
 
 from .test_equivalence import RandomActionPolicy

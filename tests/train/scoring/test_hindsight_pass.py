@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from agentcredit.credit.hindsight import HindsightScores
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.base import Task
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
@@ -17,6 +16,7 @@ from agentcredit.train.scoring.hindsight_pass import (
     hindsight_prefix,
 )
 from agentcredit.train.scoring.logprobs import token_logprobs
+from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.warm_start.models import load_policy
 
 FINALS = ("You take the apple.", "Nothing happens.")

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from agentcredit.config import TinyModelConfig
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.base import Task
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
@@ -22,6 +21,7 @@ from agentcredit.train.evaluation.probes import (
 )
 from agentcredit.train.scoring.logprobs import token_logprobs
 from agentcredit.train.scoring.teacher import privileged_logprobs
+from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.warm_start.models import load_policy
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from agentcredit.config import OptimConfig, TinyModelConfig
-from agentcredit.credit.step import StepTensors, tensorize_steps
 from agentcredit.envs.base import Task
 from agentcredit.rollout.admissible import ActionTrie
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
@@ -23,6 +22,7 @@ from agentcredit.train.scoring import teacher as teacher_module
 from agentcredit.train.scoring.logprobs import token_logprobs, token_logprobs_and_entropy
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.scoring.tree_logprobs import tree_logprobs
+from agentcredit.train.step_tensors import StepTensors, tensorize_steps
 from agentcredit.train.warm_start.models import load_policy
 from agentcredit.train.warm_start.sft import Demonstration, demonstration_steps, sft_backward
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
