@@ -12,7 +12,8 @@ import torch
 from agentcredit.cli import _report
 from agentcredit.disk_full import DiskFullError, writing
 from agentcredit.jsonl_log import JsonlLog
-from agentcredit.run.directory import CHECKPOINT_STATE, RandomStreams, RunDirectory
+from agentcredit.run.directory import CHECKPOINT_STATE, RunDirectory
+from agentcredit.run.random_streams import RandomStreams
 from agentcredit.train.warm_start.models import load_policy
 
 pytestmark = pytest.mark.skipif(not Path("/dev/full").is_char_device(),

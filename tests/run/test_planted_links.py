@@ -13,7 +13,8 @@ import torch
 
 from agentcredit.cli import main
 from agentcredit.jsonl_log import JsonlLog, truncate_lines
-from agentcredit.run.directory import RandomStreams, RunDirectory, RunDirectoryError
+from agentcredit.run.directory import RunDirectory, RunDirectoryError
+from agentcredit.run.random_streams import RandomStreams
 from agentcredit.run.safe_files import UnsafeRunFile, new_file, new_folder, own_folder
 from agentcredit.run.saved_rollouts import save_rollouts
 from agentcredit.train.evaluation.evaluate import ModelSource, write_eval_result

@@ -17,7 +17,7 @@ evaluating and checkpointing when they are due. The stages and the modules that 
     evaluation/credit_check/     with ``run.credit_check_every``, the update's credit against
                                  the solver truth (``check.py``)
 
-Every random stream is explicit (``run_dir.RandomStreams``) and saved with each
+Every random stream is explicit (``run.random_streams.RandomStreams``) and saved with each
 checkpoint, and evaluation draws from generators of its own, so a run killed and
 resumed writes the same metrics as an uninterrupted run.
 """
@@ -41,8 +41,9 @@ from agentcredit.envs.suites import EnvSuite
 from agentcredit.jsonl_log import JsonlLog, finite_or_null, read_jsonl
 from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.policy import PolicyDiverged
-from agentcredit.run.directory import RandomStreams, RunDirectory, seed_global_generators
+from agentcredit.run.directory import RunDirectory
 from agentcredit.run.live_metrics import LiveMetrics
+from agentcredit.run.random_streams import RandomStreams, seed_global_generators
 from agentcredit.run.saved_rollouts import save_rollouts
 from agentcredit.skills import SkillProvider
 from agentcredit.train.batch_source import GroupSource

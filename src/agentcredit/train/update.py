@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from agentcredit.config import TrainConfig
 from agentcredit.credit import CreditBatch, CreditResult
 from agentcredit.rollout.records import Trajectory
-from agentcredit.run.directory import RandomStreams
+from agentcredit.run.random_streams import RandomStreams
 from agentcredit.train.batch_source import GroupSource, collect_with_signal
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
