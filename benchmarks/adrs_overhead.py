@@ -45,10 +45,10 @@ from agentcredit.envs.base import Task
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids, system_message
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.ppo import score_steps
 from agentcredit.train.scoring.teacher import prefix_cache, privileged_logprobs
 from agentcredit.train.step_tensors import tensorize_steps
-from agentcredit.train.warm_start.models import load_policy
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 from bench_common import write_result
 

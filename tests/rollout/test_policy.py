@@ -8,9 +8,9 @@ import torch
 from agentcredit.rollout.admissible import ActionTrie
 from agentcredit.rollout.policy import HFPolicy, PolicyDiverged, PromptCache, sample_token
 from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.scoring.logprobs import token_logprobs
 from agentcredit.train.step_tensors import tensorize_steps
-from agentcredit.train.warm_start.models import load_policy
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from agentcredit.run.directory import (
 from agentcredit.run.random_streams import RandomStreams
 from agentcredit.train.evaluation.evaluate import locate_model
 from agentcredit.train.loop import train
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.model_loading import load_policy
 
 from .fake_cli import cli_command
 

@@ -47,9 +47,9 @@ from agentcredit.jsonl_log import read_jsonl
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.skills import SkillProvider
 from agentcredit.train.credit_inputs import CreditInputs
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.ppo import score_steps
 from agentcredit.train.step_tensors import tensorize_steps
-from agentcredit.train.warm_start.models import load_policy
 
 from .test_equivalence import METHODS, RandomActionPolicy
 

@@ -59,9 +59,9 @@ from agentcredit.integrations.verl import rows as verl_rows
 from agentcredit.integrations.verl.trainer import AgentCreditTrainer
 from agentcredit.skills import SkillProvider
 from agentcredit.train import credit_inputs
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
 from agentcredit.train.step_tensors import tensorize_steps
-from agentcredit.train.warm_start.models import load_policy
 
 from .test_equivalence import RandomActionPolicy
 from .test_trainer_hook import SKILLS, FakeTransferQueue

@@ -10,6 +10,7 @@ from agentcredit.credit.hindsight import HindsightScores
 from agentcredit.envs.base import Task
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.scoring.hindsight_pass import (
     HindsightSplicer,
     hindsight_logprobs,
@@ -17,7 +18,6 @@ from agentcredit.train.scoring.hindsight_pass import (
 )
 from agentcredit.train.scoring.logprobs import token_logprobs
 from agentcredit.train.step_tensors import tensorize_steps
-from agentcredit.train.warm_start.models import load_policy
 
 FINALS = ("You take the apple.", "Nothing happens.")
 

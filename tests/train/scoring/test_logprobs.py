@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.scoring.logprobs import token_logprobs, token_logprobs_and_entropy
-from agentcredit.train.warm_start.models import load_policy
 
 
 @pytest.fixture(scope="module")

@@ -19,10 +19,10 @@ from agentcredit.train.evaluation.probes import (
     probe_token_gap,
     response_token_classes,
 )
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.scoring.logprobs import token_logprobs
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.step_tensors import tensorize_steps
-from agentcredit.train.warm_start.models import load_policy
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
 TASK_TYPES = ("pick_heat_then_place", "pick_and_place", "look_at_obj_in_light")

@@ -16,6 +16,7 @@ from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train import prefix_tree
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.ppo import PPOBatch, ppo_update
 from agentcredit.train.prefix_tree import step_trees
 from agentcredit.train.scoring import teacher as teacher_module
@@ -23,7 +24,6 @@ from agentcredit.train.scoring.logprobs import token_logprobs, token_logprobs_an
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.scoring.tree_logprobs import tree_logprobs
 from agentcredit.train.step_tensors import StepTensors, tensorize_steps
-from agentcredit.train.warm_start.models import load_policy
 from agentcredit.train.warm_start.sft import Demonstration, demonstration_steps, sft_backward
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
