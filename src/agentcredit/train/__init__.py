@@ -1,6 +1,7 @@
 """Training: the update step and the run loop around it (docs/design.md).
 
-At the top, the loop and its update: ``loop`` (the run), ``update`` (one update), ``ppo`` and
+At the top, the loop and its update: ``loop`` (the run), ``run_state`` (what a run holds,
+built once), ``update`` (one update), ``ppo`` and
 ``loss`` (the PPO step), ``padding`` (micro-batch padding), ``dapo``, ``credit_inputs`` (what
 the estimator declares it needs), ``build`` (the model, collector and tasks of a run) and
 ``model_loading`` (every command's model and tokenizer). The run's config is
