@@ -39,17 +39,17 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from agentcredit.config import TinyModelConfig
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.alfworld.engine import AlfWorldEnv
 from agentcredit.envs.alfworld.generator import GeneratorConfig, generate_split
 from agentcredit.envs.base import Task
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids, system_message
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.ppo import score_steps
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.scoring.tree_forward import trunk_forward
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 from bench_common import write_result
 

@@ -26,9 +26,9 @@ import torch
 from agentcredit.config import estimator_config, load_config
 from agentcredit.credit import get_estimator
 from agentcredit.credit.batch import CreditBatch
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.train.build import load_model, make_collector
 from agentcredit.train.ppo import PPOBatch, ppo_update
+from agentcredit.train.step_tensors import tensorize_steps
 from bench_common import parse_start_args, write_result
 
 REPEATS = 3

@@ -31,7 +31,6 @@ import torch
 
 from agentcredit.config import estimator_config, load_config, save_config
 from agentcredit.credit import TokenScores, get_estimator
-from agentcredit.credit.step import credit_batch
 from agentcredit.envs.base import Task
 from agentcredit.jsonl_log import JsonlLog, finite_or_null
 from agentcredit.report.page import write_report
@@ -39,6 +38,7 @@ from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.run.saved_rollouts import save_rollouts
 from agentcredit.train.rollout_metrics import rollout_metrics
 from agentcredit.train.scoring.verifier_traces import VerifierTracer
+from agentcredit.train.step_tensors import credit_batch
 from agentcredit.verifier.atoms import Verifier
 from bench_common import method_overrides, write_result
 from learning_alfworld import DEFAULT_METHODS

@@ -299,7 +299,7 @@ def sft_epoch_seconds(args, config) -> float:
 
     import torch
 
-    from agentcredit.train.warm_start.models import load_policy
+    from agentcredit.train.model_loading import load_policy
     from agentcredit.train.warm_start.sft import run_sft
 
     samples = pickle.loads(Path(args.samples).read_bytes())
@@ -315,7 +315,7 @@ def sft_samples(args, path: Path) -> int:
     import pickle
 
     from agentcredit.train.build import collector_config
-    from agentcredit.train.warm_start.models import load_policy
+    from agentcredit.train.model_loading import load_policy
     from agentcredit.train.warm_start.sft import demonstration_steps, expert_demonstrations
     from agentcredit.train.warm_start.start_policy import demonstration_settings
 

@@ -12,8 +12,9 @@ import torch
 from agentcredit.cli import _report
 from agentcredit.disk_full import DiskFullError, writing
 from agentcredit.jsonl_log import JsonlLog
-from agentcredit.run.directory import CHECKPOINT_STATE, RandomStreams, RunDirectory
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.run.directory import CHECKPOINT_STATE, RunDirectory
+from agentcredit.run.random_streams import RandomStreams
+from agentcredit.train.model_loading import load_policy
 
 pytestmark = pytest.mark.skipif(not Path("/dev/full").is_char_device(),
                                 reason="needs /dev/full (every write to it fails with ENOSPC)")

@@ -8,7 +8,6 @@ import math
 import pytest
 import torch
 
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.admissible import (
     ActionTrie,
     allowed_tensor,
@@ -19,10 +18,11 @@ from agentcredit.rollout.policy import HFPolicy
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillSplicer
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.ppo import score_steps
 from agentcredit.train.scoring.logprobs import logprob_entropy_rows
 from agentcredit.train.scoring.teacher import privileged_logprobs
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.step_tensors import tensorize_steps
 
 COMMANDS = ("go to countertop 1", "go to countertop 2", "take egg 1 from countertop 2",
             "open cabinet 1", "inventory", "look")

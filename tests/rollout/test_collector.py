@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.rollout.prompts import PromptConfig
+from agentcredit.train.step_tensors import tensorize_steps
 
 
 class ScriptedPolicy:
@@ -126,7 +126,7 @@ def test_the_collector_shows_a_skill_only_when_handed_a_skill_provider(fake_suit
 def test_admissible_decoding_makes_every_action_valid_and_records_its_sets(
         fake_suite, fake_model_dir, make_fake_task):
     from agentcredit.rollout.policy import HFPolicy
-    from agentcredit.train.warm_start.models import load_policy
+    from agentcredit.train.model_loading import load_policy
 
     model, tokenizer = load_policy(str(fake_model_dir))
     tasks = [make_fake_task("train", 0), make_fake_task("train", 1)]
@@ -152,7 +152,7 @@ def test_admissible_decoding_makes_every_action_valid_and_records_its_sets(
 def test_reusing_prompt_caches_between_steps_changes_no_rollout(fake_suite, fake_model_dir,
                                                                 make_fake_task, decoding):
     from agentcredit.rollout.policy import HFPolicy
-    from agentcredit.train.warm_start.models import load_policy
+    from agentcredit.train.model_loading import load_policy
 
     model, tokenizer = load_policy(str(fake_model_dir))
     tasks = [make_fake_task("train", 0), make_fake_task("train", 1)]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
+from agentcredit.train.step_tensors import tensorize_steps
 
 pytest.importorskip("alfworld")
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.admissible import ActionTrie
 from agentcredit.rollout.policy import HFPolicy, PolicyDiverged, PromptCache, sample_token
 from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.ppo import score_steps
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.step_tensors import tensorize_steps
 
 
 @pytest.fixture(scope="module")

@@ -20,15 +20,14 @@ from agentcredit.disk_full import DiskFullError
 from agentcredit.run.directory import (
     CHECKPOINT_RECORD,
     CHECKPOINT_STATE,
-    RandomStreams,
     RunDirectory,
     RunDirectoryError,
     read_trainer_state,
-    seed_global_generators,
 )
+from agentcredit.run.random_streams import RandomStreams
 from agentcredit.train.evaluation.evaluate import locate_model
 from agentcredit.train.loop import train
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.model_loading import load_policy
 
 from .fake_cli import cli_command
 
@@ -300,28 +299,6 @@ def test_a_full_disk_while_writing_the_trainer_state_names_the_file(tmp_path, fa
     written = tmp_path / "run" / "checkpoints" / ".tmp_update_00001" / CHECKPOINT_STATE
     assert str(full.value).startswith(f"cannot write {written}: the disk is full")
     assert run.latest_checkpoint() is None  # nothing half-written was renamed into place
-
-
-def _global_draws() -> tuple:
-    return random.random(), float(np.random.rand()), float(torch.rand(()))
-
-
-def test_seeding_the_global_generators_repeats_their_draws():
-    seed_global_generators(7)
-    first = _global_draws()
-    seed_global_generators(7)
-    assert _global_draws() == first
-    seed_global_generators(8)
-    assert _global_draws() != first
-
-
-def test_fresh_streams_leave_the_global_generators_alone():
-    seed_global_generators(7)
-    expected = _global_draws()
-    seed_global_generators(7)
-    streams = RandomStreams.seeded(0)
-    assert _global_draws() == expected
-    assert streams.task_rng.random() == random.Random(0).random()
 
 
 def test_every_torch_load_in_the_package_is_weights_only():

@@ -13,11 +13,12 @@ import torch
 
 from agentcredit.cli import main
 from agentcredit.jsonl_log import JsonlLog, truncate_lines
-from agentcredit.run.directory import RandomStreams, RunDirectory, RunDirectoryError
+from agentcredit.run.directory import RunDirectory, RunDirectoryError
+from agentcredit.run.random_streams import RandomStreams
 from agentcredit.run.safe_files import UnsafeRunFile, new_file, new_folder, own_folder
 from agentcredit.run.saved_rollouts import save_rollouts
 from agentcredit.train.evaluation.evaluate import ModelSource, write_eval_result
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.model_loading import load_policy
 
 _NO_STEPS = SimpleNamespace(num_steps=0, tokens=None, traces=None)
 _NO_CREDIT = SimpleNamespace(extras={}, step_advantages=torch.zeros(0), ledger_rows=[])

@@ -14,7 +14,7 @@ from agentcredit.config import load_config
 from agentcredit.credit.overlong import OverlongPenalty
 from agentcredit.envs.base import Task
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.run.directory import RandomStreams
+from agentcredit.run.random_streams import RandomStreams
 from agentcredit.train.batch_source import (
     GroupSource,
     collect_with_signal,

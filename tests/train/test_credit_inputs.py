@@ -14,15 +14,15 @@ from tests.credit.hcapo_formulas import hcapo_by_the_formulas
 from agentcredit.config import load_config
 from agentcredit.credit.hcapo import HCAPOConfig, hcapo, hindsight_rollouts
 from agentcredit.credit.hindsight import HindsightScores
-from agentcredit.credit.step import credit_batch, tensorize_steps
 from agentcredit.envs.base import Task
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train import credit_inputs
 from agentcredit.train.credit_inputs import CreditInputs, hindsight_scores
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.ppo import score_steps
 from agentcredit.train.scoring.hindsight_pass import HindsightSplicer, hindsight_logprobs
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.step_tensors import credit_batch, tensorize_steps
 
 WON, LOST = "You take the apple.", "Nothing happens."
 ACTIONS = ("go right", "take apple", "go left")

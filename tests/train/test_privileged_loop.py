@@ -25,9 +25,9 @@ from agentcredit.run.directory import RunDirectory
 from agentcredit.skills import SKILL_HEADER
 from agentcredit.train import credit_inputs
 from agentcredit.train.loop import train
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.scoring import teacher
 from agentcredit.train.warm_start import start_policy
-from agentcredit.train.warm_start.models import load_policy
 
 RUN = (
     "run.updates=1", "run.eval_every=0", "run.checkpoint_every=1",

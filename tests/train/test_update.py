@@ -9,13 +9,14 @@ import torch
 from agentcredit.config import load_config
 from agentcredit.credit import get_estimator
 from agentcredit.credit.grpo import GRPOConfig
-from agentcredit.credit.step import credit_batch
 from agentcredit.envs.base import Task
 from agentcredit.jsonl_log import read_jsonl
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.run.directory import RunDirectory
-from agentcredit.train.loop import setup, write_update
+from agentcredit.train.loop import write_update
 from agentcredit.train.loss import ppo_loss
+from agentcredit.train.run_state import setup
+from agentcredit.train.step_tensors import credit_batch
 from agentcredit.train.update import update_step
 
 #: a VICT run whose second update has ledger rows (corrections; 9 with these seeds), saving

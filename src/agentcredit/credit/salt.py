@@ -81,7 +81,7 @@ def transition_nodes(batch: CreditBatch) -> Tensor:
     if batch.action_keys is None:
         raise ValueError("salt needs each step's action text: build the batch with "
                          "CreditBatch.from_lists(..., action_keys=...) (the trainer's "
-                         "credit.step.credit_batch records them).")
+                         "train.step_tensors.credit_batch records them).")
     groups = batch.group_index[batch.step_rollout].tolist()  # [S]
     rollouts = batch.step_rollout.tolist()
     keys = batch.anchor_keys

@@ -8,7 +8,7 @@ environments. Rewards follow docs/backbones.md §2: the invalid-action penalty a
 that produced it, the outcome ``outcome_reward · 1[won]`` at the last step.
 
 The trajectories it returns are plain records; the trainer turns them into training rows
-and a credit batch (``credit.step``).
+and a credit batch (``train/step_tensors.py``).
 """
 
 from __future__ import annotations

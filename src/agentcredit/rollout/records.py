@@ -1,7 +1,7 @@
 """The records a rollout produces (docs/design.md, "Records"): ``Step`` and ``Trajectory``.
 
 Plain data: no tensors that need a model, no callbacks. The collector fills
-them, the trainer tensorises them (``credit.step.tensorize_steps``), the
+them, the trainer tensorises them (``train.step_tensors.tensorize_steps``), the
 credit functions read rewards and anchor keys from them.
 
 Training unit: a step's training sample is exactly the windowed prompt it was

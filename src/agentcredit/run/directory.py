@@ -1,4 +1,4 @@
-"""A run's folder on disk: creating and resuming it, its logs, checkpoints and RNG state.
+"""A run's folder on disk: creating and resuming it, its logs and checkpoints.
 
 ::
 
@@ -16,9 +16,10 @@ A checkpoint's trainer state holds no pickled object: ``trainer_state.pt`` has o
 tensors (the optimiser state, torch's RNG states), read with
 ``torch.load(weights_only=True)``, and ``trainer_state.json`` the rest (the
 update, the starting success, the python and numpy RNG states, the log line
-counts). A checkpoint of the earlier format (one ``trainer_state.pt`` with
-everything) is read by the same weights-only loader with numpy's array type
-allowed, and said in one line; anything else in a state file is refused, never run.
+counts); the RNG states are ``RandomStreams``' (``run/random_streams.py``). A
+checkpoint of the earlier format (one ``trainer_state.pt`` with everything) is read
+by the same weights-only loader with numpy's array type allowed, and said in one
+line; anything else in a state file is refused, never run.
 
 What a kill can leave, and what ``RunDirectory.resume`` does with it:
 
@@ -66,12 +67,11 @@ import hashlib
 import json
 import os
 import pickle
-import random
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import yaml
@@ -87,6 +87,12 @@ from agentcredit.jsonl_log import (
 )
 from agentcredit.run.live_metrics import TENSORBOARD_FOLDER
 from agentcredit.run.model_folder import parameter_shapes, weights_problem
+from agentcredit.run.random_streams import (
+    JSON_STREAMS,
+    TENSOR_STREAMS,
+    RandomStreams,
+    takes_states,
+)
 from agentcredit.run.safe_files import (
     clear_name,
     new_folder,
@@ -99,9 +105,6 @@ from agentcredit.run.safe_files import (
 )
 from agentcredit.run.saved_rollouts import FOLDER
 
-if TYPE_CHECKING:
-    import torch
-
 CHECKPOINT_STATE = "trainer_state.pt"
 CHECKPOINT_RECORD = "trainer_state.json"
 STATE_FORMAT = 2
@@ -111,7 +114,6 @@ CONFIG_DIGEST = "# written by agentcredit; sha256 of the lines below: "
 """The first line of a run's ``config.yaml``: a hand edit of the rest is found on resume."""
 #: the folders a run writes and deletes inside (never through a link)
 FOLDERS = ("init_model", "reference", "checkpoints", FOLDER, TENSORBOARD_FOLDER)
-_TENSOR_STREAMS = ("sampling", "torch_random")  # in trainer_state.pt; the others in the JSON
 # the earlier format pickled numpy's RNG state: its array type, under numpy 1's and 2's names
 _RECONSTRUCT = np.zeros(0).__reduce__()[0]
 _EARLIER_FORMAT_GLOBALS = [np.ndarray, np.dtype, np.dtypes.UInt32DType,
@@ -121,67 +123,6 @@ _EARLIER_FORMAT_GLOBALS = [np.ndarray, np.dtype, np.dtypes.UInt32DType,
 
 class RunDirectoryError(RuntimeError):
     """The run directory cannot be used as asked (exists already, or holds nothing to resume)."""
-
-
-def seed_global_generators(seed: int) -> None:
-    """Seed python's, numpy's and torch's global generators with ``seed``: code that takes no
-    generator of its own (a library's weight initialisation or dropout) draws from them, and
-    draws the same under the same seed."""
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-@dataclass
-class RandomStreams:
-    """Every random stream of a run.
-
-    Attributes:
-        task_rng: task sampling.
-        sampling: a CPU generator for token sampling and mini-batch shuffles.
-    The global python / numpy / torch states are saved and restored with them.
-    """
-
-    task_rng: random.Random
-    sampling: torch.Generator
-
-    @classmethod
-    def seeded(cls, seed: int) -> RandomStreams:
-        """Fresh streams of ``seed``; the global generators are left as they are
-        (``seed_global_generators`` seeds them)."""
-        import torch
-
-        return cls(random.Random(seed), torch.Generator().manual_seed(seed))
-
-    def state(self) -> dict[str, Any]:
-        """Everything ``restore`` needs: tensors (``sampling``, ``torch_random``) and plain
-        JSON data (the python and numpy states)."""
-        import torch
-
-        numpy_state = np.random.get_state(legacy=False)
-        numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()
-        return {"task_rng": self.task_rng.getstate(), "sampling": self.sampling.get_state(),
-                "python_random": random.getstate(), "numpy_random": numpy_state,
-                "torch_random": torch.get_rng_state()}
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Set every stream to a saved ``state`` (as ``state`` gave it, or read back from
-        JSON, where tuples are lists)."""
-        import torch
-
-        self.task_rng.setstate(_python_state(state["task_rng"]))
-        self.sampling.set_state(state["sampling"])
-        random.setstate(_python_state(state["python_random"]))
-        np.random.set_state(state["numpy_random"])
-        torch.set_rng_state(state["torch_random"])
-
-
-def _python_state(state: Any) -> tuple:
-    """``random.getstate()``'s tuple, from itself or its JSON list."""
-    version, internal, gauss = state
-    return version, tuple(internal), gauss
 
 
 @dataclass
@@ -403,7 +344,7 @@ class RunDirectory:
             tokenizer.save_pretrained(tmp / "policy")
         streams_state = streams.state()
         tensors = {"optimizer": optimizer.state_dict(),
-                   "random": {k: streams_state.pop(k) for k in _TENSOR_STREAMS}}
+                   "random": {k: streams_state.pop(k) for k in TENSOR_STREAMS}}
         record = {"format": STATE_FORMAT, "update": update, "success_start": success_start,
                   "random": streams_state,
                   "log_lines": {log: count_lines(self.path / log) for log in LOGS}}
@@ -509,15 +450,8 @@ def _check_record(record: dict[str, Any], checkpoint: Path) -> None:
     if (not isinstance(lines, dict) or set(lines) != set(LOGS)
             or not all(_is_int(n) and n >= 0 for n in lines.values())):
         raise refuse("log_lines")
-    streams = record.get("random")
-    if not isinstance(streams, dict):
+    if not takes_states(record.get("random"), JSON_STREAMS):
         raise refuse("random")
-    try:
-        random.Random().setstate(_python_state(streams["task_rng"]))
-        random.Random().setstate(_python_state(streams["python_random"]))
-        np.random.RandomState().set_state(streams["numpy_random"])
-    except (KeyError, TypeError, ValueError, OverflowError, IndexError):
-        raise refuse("random") from None
 
 
 def _check_tensors(state: dict[str, Any]) -> None:
@@ -527,11 +461,8 @@ def _check_tensors(state: dict[str, Any]) -> None:
     def refuse(key: str) -> StateUnreadable:
         return StateUnreadable(f"{CHECKPOINT_STATE}: {key} is not {STATE_SCHEMA[key]}")
 
-    try:
-        for stream in _TENSOR_STREAMS:
-            torch.Generator().set_state(state["random"][stream])
-    except (KeyError, TypeError, RuntimeError, ValueError):
-        raise refuse("random") from None
+    if not takes_states(state.get("random"), TENSOR_STREAMS):
+        raise refuse("random")
     optimizer = state.get("optimizer")
     groups = optimizer.get("param_groups") if isinstance(optimizer, dict) else None
     moments = optimizer.get("state") if isinstance(optimizer, dict) else None

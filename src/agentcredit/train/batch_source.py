@@ -32,7 +32,7 @@ from agentcredit.credit.overlong import OverlongPenalty, response_lengths
 from agentcredit.envs.base import Task
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
-from agentcredit.run.directory import RandomStreams
+from agentcredit.run.random_streams import RandomStreams
 from agentcredit.skills import SkillProvider
 
 #: returns closer than this count as equal (the estimator sums float32 step rewards)

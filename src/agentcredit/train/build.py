@@ -22,7 +22,7 @@ from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import HFPolicy
 from agentcredit.rollout.prompts import PromptConfig
 from agentcredit.train.evaluation.outcomes import POOL
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.model_loading import load_policy
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

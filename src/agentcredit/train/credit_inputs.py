@@ -30,7 +30,6 @@ from agentcredit.credit import CreditBatch, TokenScores
 from agentcredit.credit.hcapo import hindsight_rollouts
 from agentcredit.credit.hindsight import HindsightScores
 from agentcredit.credit.overlong import OverlongPenalty, response_lengths
-from agentcredit.credit.step import StepTensors, credit_batch
 from agentcredit.envs.suites import EnvSuite
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
@@ -38,6 +37,7 @@ from agentcredit.train.scoring.hindsight_pass import HindsightSplicer, hindsight
 from agentcredit.train.scoring.passes import scoring_passes
 from agentcredit.train.scoring.teacher import teacher_logprobs
 from agentcredit.train.scoring.verifier_traces import VerifierTracer
+from agentcredit.train.step_tensors import StepTensors, credit_batch
 
 
 @dataclass

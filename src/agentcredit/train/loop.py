@@ -1,12 +1,13 @@
 """The embedded training run: set up, then updates with evaluation and checkpoints around them.
 
 ``train(config)`` runs one ``TrainConfig`` in its run directory (layout and crash
-safety: ``run/directory.py``): ``setup`` builds the ``TrainState`` (tasks, the policy,
-warm-started for a new run, the learner and the run context of the updates, the logs) and
-``run_updates`` runs ``update.update_step`` for each update, then writes what it left
+safety: ``run/directory.py``): ``run_state.setup`` builds the ``TrainState`` (tasks, the
+policy, warm-started for a new run, the learner and the run context of the updates, the logs)
+and ``run_updates`` runs ``update.update_step`` for each update, then writes what it left
 (``write_update``: the credit check, the ledger, the saved rollouts, the metrics line),
 evaluating and checkpointing when they are due. The stages and the modules that own them:
 
+    run_state.py                 what a run holds, built once (``setup``)
     build.py                     policy, collector and validation tasks (shared with eval
                                  and audit)
     warm_start/start_policy.py   the tiny-model bootstrap and the SFT warm start → ``reference/``
@@ -17,7 +18,7 @@ evaluating and checkpointing when they are due. The stages and the modules that 
     evaluation/credit_check/     with ``run.credit_check_every``, the update's credit against
                                  the solver truth (``check.py``)
 
-Every random stream is explicit (``run_dir.RandomStreams``) and saved with each
+Every random stream is explicit (``run.random_streams.RandomStreams``) and saved with each
 checkpoint, and evaluation draws from generators of its own, so a run killed and
 resumed writes the same metrics as an uninterrupted run.
 """
@@ -25,48 +26,28 @@ resumed writes the same metrics as an uninterrupted run.
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from agentcredit.config import TrainConfig, config_to_dict, estimator_config
-from agentcredit.credit import get_estimator
-from agentcredit.credit.overlong import OverlongPenalty
-from agentcredit.envs.suites import EnvSuite
-from agentcredit.jsonl_log import JsonlLog, finite_or_null, read_jsonl
+from agentcredit.config import TrainConfig
+from agentcredit.jsonl_log import read_jsonl
 from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.policy import PolicyDiverged
-from agentcredit.run.directory import RandomStreams, RunDirectory, seed_global_generators
-from agentcredit.run.live_metrics import LiveMetrics
+from agentcredit.run.directory import RunDirectory
 from agentcredit.run.saved_rollouts import save_rollouts
-from agentcredit.skills import SkillProvider
-from agentcredit.train.batch_source import GroupSource
-from agentcredit.train.build import (
-    POOL,
-    check_device,
-    episodes_per_split,
-    load_model,
-    make_collector,
-    rl_tasks,
-    validation_tasks,
-)
-from agentcredit.train.credit_inputs import CreditInputs
+from agentcredit.train.build import POOL, check_device, episodes_per_split
 from agentcredit.train.evaluation.credit_check.check import (
     require_solver,
     step_credit,
     update_credit_check,
 )
 from agentcredit.train.evaluation.evaluate import evaluate, evaluation_generator
-from agentcredit.train.evaluation.probes import probe_gap_metrics, probe_set
-from agentcredit.train.scoring.passes import scoring_passes
-from agentcredit.train.update import Learner, RunContext, UpdateArtifacts, update_step
-from agentcredit.train.warm_start.skill_texts import check_skill_texts
-from agentcredit.train.warm_start.start_policy import prepare_start_policy
+from agentcredit.train.evaluation.probes import probe_gap_metrics
+from agentcredit.train.run_state import TrainState, setup
+from agentcredit.train.update import UpdateArtifacts, update_step
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -75,61 +56,6 @@ class TrainingInterrupted(KeyboardInterrupt):
     def __init__(self, run_dir: Path, update: int):
         super().__init__(RunDirectory(run_dir).interrupted_hint(update))
         self.run_dir, self.update = run_dir, update
-
-
-@dataclass
-class RunLogs:
-    """What a run appends to: ``metrics.jsonl``, the live metrics and ``ledger.jsonl``."""
-
-    metrics: JsonlLog
-    live: LiveMetrics
-    ledger: JsonlLog
-
-    def log(self, record: dict) -> None:
-        """One line of ``metrics.jsonl`` (non-finite values as null), and the live metrics."""
-        self.metrics.append([finite_or_null(record)])
-        self.live.log(record)
-
-    def close(self) -> None:
-        """Close the three logs."""
-        self.metrics.close()
-        self.ledger.close()
-        self.live.close()
-
-
-@dataclass
-class TrainState:
-    """Everything a run holds, built once by ``setup``.
-
-    Attributes:
-        learner: what the updates change (the policy, its optimiser, the random streams).
-        context: what the updates read (the config, the batch source, the scorers, the
-            estimator).
-        run: the run directory. suite: its environments.
-        provider: the privileged skill texts.
-        valid: the evaluation splits' tasks; probes: the probe-gap set (may be empty).
-        logs: the run's logs.
-        success_start: the success of the evaluation before training, once known.
-        start_update: the last update a resumed run had finished (0 for a new run).
-        finished: the last update whose checkpoint step ran (for Ctrl-C's message).
-    """
-
-    learner: Learner
-    context: RunContext
-    run: RunDirectory
-    suite: EnvSuite
-    provider: SkillProvider
-    valid: dict
-    probes: list
-    logs: RunLogs
-    success_start: float | None
-    start_update: int
-    finished: int
-
-    @property
-    def config(self) -> TrainConfig:
-        """The run's config (the context's)."""
-        return self.context.config
 
 
 @dataclass
@@ -198,81 +124,6 @@ def _library_bars(shown: bool) -> Iterator[None]:
         (hf_logging.enable_progress_bar if transformers_before
          else hf_logging.disable_progress_bar)()
         (hub.enable_progress_bars if hub_before else hub.disable_progress_bars)()
-
-
-def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
-          echo: Callable[[str], None]) -> TrainState:
-    """Open the run directory (fresh, overwritten or resumed), load the tasks and the policy
-    (warm-started for a new run), and build what the updates use."""
-    if overwrite:
-        run.overwrite()
-    point = run.resume(echo) if resume else run.create()
-    run.write_config(config_to_dict(config))
-    echo(f"run directory: {run.path.resolve()}")
-    if config.run.save_rollouts > config.run.updates > 0:
-        echo(f"warning: run.save_rollouts = {config.run.save_rollouts} is more than run.updates "
-             f"= {config.run.updates}: only the last update's rollouts are saved "
-             "(run.save_rollouts=1 saves every update)")
-    if config.run.threads:
-        torch.set_num_threads(config.run.threads)
-    seed_global_generators(config.run.seed)  # what the warm start draws without a stream of its own
-    live = LiveMetrics.open(config.run, run.path, config_to_dict(config),  # before any log line
-                            point.update if point is not None else 0)
-    logs = RunLogs(JsonlLog(run.metrics), live, JsonlLog(run.ledger))
-
-    # TASKS
-    suite = config.env.build_suite()
-    began = time.perf_counter()
-    train_tasks = suite.tasks("train")
-    pool = rl_tasks(config, train_tasks)  # what RL draws from: the RL pool, else every train task
-    valid = validation_tasks(config, suite)
-    echo(f"tasks: {len(train_tasks)} train"
-         + (f" (RL on a pool of {len(pool)})" if config.env.pool_games_per_type else "")
-         + ", " + ", ".join(f"{len(v)} {k}" for k, v in valid.items())
-         + f" ({time.perf_counter() - began:.1f} s)")
-    if (note := getattr(suite, "cache_note", lambda: None)()) is not None:
-        print(note, file=sys.stderr, flush=True)
-    provider = SkillProvider(config.skills.root or None)
-    if config.uses_skills:  # a missing skill file stops the run before anything is trained
-        check_skill_texts(provider, [*train_tasks, *(t for tasks in valid.values() for t in tasks)])
-
-    # MODEL
-    if point is None:
-        model, tokenizer = prepare_start_policy(config, run, suite, train_tasks, provider, logs.log,
-                                                echo)
-    else:
-        model, tokenizer = load_model(config, point.policy_dir, training=True)
-    # again: the updates start from the same global state whether the start policy was
-    # trained, read from the cache or loaded
-    seed_global_generators(config.run.seed)
-    streams = RandomStreams.seeded(config.run.seed)
-    passes = scoring_passes(config)
-    reference = None
-    if "reference" in passes:
-        reference, _ = load_model(config, run.reference)
-        reference.eval().requires_grad_(False)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.optim.lr,
-                                  weight_decay=config.optim.weight_decay)
-    start_update, success_start = 0, None
-    if point is not None and point.trainer_state is not None:
-        optimizer.load_state_dict(point.trainer_state["optimizer"])
-        streams.restore(point.trainer_state["random"])
-        start_update, success_start = point.update, point.trainer_state["success_start"]
-        echo(f"resuming after update {start_update} from {point.policy_dir.parent}")
-    rollout = config.rollout
-    batches = GroupSource(make_collector(config, model, tokenizer, suite), pool,
-                          rollout.group_size, rollout.temperature, rollout.tasks_per_update,
-                          rollout.dynamic_sampling_rounds, OverlongPenalty.of(rollout),
-                          skills=provider if rollout.skills else None)
-    context = RunContext(config=config, passes=passes, tokenizer=tokenizer, reference=reference,
-                         batches=batches, estimator=get_estimator(config.credit.estimator),
-                         credit_options=estimator_config(config.credit),
-                         inputs=CreditInputs(config, suite, tokenizer, provider))
-    return TrainState(
-        learner=Learner(model, optimizer, streams, stepped=start_update), context=context,
-        run=run, suite=suite, provider=provider, valid=valid,
-        probes=probe_set(config, suite, valid, tokenizer, echo), logs=logs,
-        success_start=success_start, start_update=start_update, finished=start_update)
 
 
 def run_updates(state: TrainState, stop_after_update: int | None,

@@ -16,10 +16,10 @@ from torch import Tensor
 
 from agentcredit.config import OptimConfig
 from agentcredit.credit.aux_losses import get_aux_loss
-from agentcredit.credit.step import StepTensors
 from agentcredit.train.loss import ppo_loss
 from agentcredit.train.prefix_tree import layout_trees, uses_trees
 from agentcredit.train.scoring.tree_forward import Rows, branch_forward, score_trees, trunk_of
+from agentcredit.train.step_tensors import StepTensors
 
 
 def score_steps(model, steps: StepTensors, micro_batch_size: int,
@@ -40,7 +40,7 @@ class PPOBatch:
     """What one PPO update trains on: the step rows and what each token carries, row-aligned.
 
     Attributes:
-        steps: the ``S`` step samples (``credit.step.tensorize_steps``).
+        steps: the ``S`` step samples (``step_tensors.tensorize_steps``).
         old_logprobs: ``[S, L]`` ``ℓ^b``, the behaviour log-probs the ratio is taken to.
         advantages: ``[S, L]`` float32, each response token's advantage
             (``CreditResult.per_token``), 0 elsewhere.

@@ -12,7 +12,7 @@ scorers, the estimator), and returns its ``metrics.jsonl`` record and its
     train/batch_source.py             COLLECT: the groups, with DAPO's dynamic sampling when on
     train/ppo.py                      SCORE: the ``behaviour`` ``ℓ^b`` and ``reference`` ``ℓ_ref``
     train/credit_inputs.py            CREDIT: the ``teacher``, ``hindsight``, ``traces`` passes
-    credit/step.py                    SCORE: the step rows (``tensorize_steps``)
+    train/step_tensors.py             SCORE: the step rows (``tensorize_steps``)
     credit/result.py                  CREDIT: ``CreditResult.per_token``, shared with verl's path
     train/ppo.py                      PPO: one epoch of the clipped-ratio update
     train/rollout_metrics.py          METRICS: the rollouts' reward, success, invalid rate
@@ -31,14 +31,14 @@ from torch import Tensor, nn
 
 from agentcredit.config import TrainConfig
 from agentcredit.credit import CreditBatch, CreditResult
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.records import Trajectory
-from agentcredit.run.directory import RandomStreams
+from agentcredit.run.random_streams import RandomStreams
 from agentcredit.train.batch_source import GroupSource, collect_with_signal
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
 from agentcredit.train.prefix_tree import uses_trees
 from agentcredit.train.rollout_metrics import rollout_metrics
+from agentcredit.train.step_tensors import tensorize_steps
 
 
 @dataclass

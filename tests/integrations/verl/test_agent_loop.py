@@ -21,7 +21,7 @@ from agentcredit.config import TinyModelConfig, load_config
 from agentcredit.integrations.verl import agent_loop, rows
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.policy import HFPolicy
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
 SETTINGS = ("rollout.decoding=free", "rollout.history_window=1", "rollout.max_steps=3",

@@ -19,13 +19,13 @@ from agentcredit.credit import get_estimator
 from agentcredit.credit.adrs import ADRSConfig
 from agentcredit.credit.gigpo import GiGPOConfig
 from agentcredit.credit.grpo import GRPOConfig
-from agentcredit.credit.step import credit_batch, tensorize_steps
 from agentcredit.credit.tokens import TokenScores
 from agentcredit.credit.vict import VICTConfig
 from agentcredit.integrations.verl import rows as verl_rows
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
 from agentcredit.train.scoring.verifier_traces import VerifierTracer
+from agentcredit.train.step_tensors import credit_batch, tensorize_steps
 
 ACTIONS = ("go left", "go right", "take apple", "jump")
 GROUP_SIZE = 4
@@ -60,7 +60,7 @@ def _collect(fake_tokenizer, make_fake_task, make_env):
 
 
 def _embedded(trajectories, steps, estimator, options, teacher, old, ref, traces):
-    """The embedded trainer's credit step (train/credit_inputs.py + credit/step.py)."""
+    """The embedded trainer's credit step (train/credit_inputs.py + train/step_tensors.py)."""
     batch = credit_batch(trajectories, traces)
     if teacher is not None:
         batch = dataclasses.replace(batch, tokens=TokenScores.from_step_rows(

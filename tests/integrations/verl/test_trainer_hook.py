@@ -41,15 +41,15 @@ from transfer_queue.storage.managers.simple_storage_manager import AsyncSimpleSt
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
 
 from agentcredit.credit import CreditResult, get_estimator
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.integrations.verl import agent_loop
 from agentcredit.integrations.verl.trainer import AgentCreditTrainer
 from agentcredit.jsonl_log import read_jsonl
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.skills import SkillProvider
 from agentcredit.train.credit_inputs import CreditInputs
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.ppo import score_steps
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.step_tensors import tensorize_steps
 
 from .test_equivalence import METHODS, RandomActionPolicy
 

@@ -54,14 +54,14 @@ from verl.workers.rollout.replica import TokenOutput
 
 from agentcredit.config import estimator_config
 from agentcredit.credit import get_estimator
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.integrations.verl import agent_loop, launch
 from agentcredit.integrations.verl import rows as verl_rows
 from agentcredit.integrations.verl.trainer import AgentCreditTrainer
 from agentcredit.skills import SkillProvider
 from agentcredit.train import credit_inputs
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.step_tensors import tensorize_steps
 
 from .test_equivalence import RandomActionPolicy
 from .test_trainer_hook import SKILLS, FakeTransferQueue

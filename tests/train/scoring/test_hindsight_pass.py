@@ -7,16 +7,16 @@ import pytest
 import torch
 
 from agentcredit.credit.hindsight import HindsightScores
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.base import Task
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.scoring.hindsight_pass import (
     HindsightSplicer,
     hindsight_logprobs,
     hindsight_prefix,
 )
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.step_tensors import tensorize_steps
 
 from ...row_oracle import row_logprobs
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.prefix_tree import row_trees
 from agentcredit.train.scoring import logprobs as logprobs_module
 from agentcredit.train.scoring.logprobs import logprob_entropy_rows
 from agentcredit.train.scoring.tree_forward import Rows, score_trees
-from agentcredit.train.warm_start.models import load_policy
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from agentcredit.config import TinyModelConfig
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.base import Task
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
@@ -20,8 +19,9 @@ from agentcredit.train.evaluation.probes import (
     probe_token_gap,
     response_token_classes,
 )
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.scoring.teacher import privileged_logprobs
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
 from ...row_oracle import row_logprobs

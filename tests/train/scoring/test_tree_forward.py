@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from agentcredit.config import OptimConfig, TinyModelConfig
-from agentcredit.credit.step import StepTensors, tensorize_steps
 from agentcredit.envs.base import Task
 from agentcredit.rollout.admissible import ActionTrie
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train import prefix_tree
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
 from agentcredit.train.prefix_tree import step_trees
 from agentcredit.train.scoring import teacher as teacher_module
@@ -28,8 +28,8 @@ from agentcredit.train.scoring import tree_forward as tree_forward_module
 from agentcredit.train.scoring.hindsight_pass import HindsightSplicer
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.scoring.tree_forward import Rows, branch_forward, trunk_forward, trunk_of
+from agentcredit.train.step_tensors import StepTensors, tensorize_steps
 from agentcredit.train.warm_start import sft as sft_module
-from agentcredit.train.warm_start.models import load_policy
 from agentcredit.train.warm_start.sft import Demonstration, demonstration_steps, run_sft
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 

@@ -7,14 +7,14 @@ import pytest
 import torch
 
 from agentcredit.config import SFTConfig, TinyModelConfig
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.base import Task
 from agentcredit.rollout.admissible import ActionTrie
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation, HFPolicy
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.train.evaluation.evaluate import evaluate
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.model_loading import load_policy
+from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.warm_start.sft import (
     RECOVERY_MAX_TRIES,
     Demonstration,

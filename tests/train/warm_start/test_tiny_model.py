@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from agentcredit.config import TinyModelConfig
-from agentcredit.train.warm_start.models import load_policy
+from agentcredit.train.model_loading import load_policy
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
 

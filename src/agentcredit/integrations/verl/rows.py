@@ -12,7 +12,7 @@ too), while bytes pass through unchanged. The rows hold those bytes on every pat
 agent loop's and one built in process alike; ``credit_batch_from_rows`` unpickles them.
 
 This module turns such rows into the ``CreditBatch`` the embedded trainer builds
-(``credit.step.credit_batch``), adds DAPO's overlong penalty as it does
+(``train.step_tensors.credit_batch``), adds DAPO's overlong penalty as it does
 (``credit/overlong.py``), runs the estimator from the same registry
 (``credit.get_estimator``), and writes the advantages back per token in verl's row
 order. It never imports verl: the rows are plain sequences and tensors, exactly what a

@@ -20,7 +20,6 @@ from torch import nn
 
 from agentcredit.config import TrainConfig
 from agentcredit.credit.adrs import TOKEN_CLASSES, token_class_gap
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.base import Environment, Task
 from agentcredit.envs.suites import EnvSuite, environment_spec
 from agentcredit.rollout.actions import ActionFormat, parse_action
@@ -32,6 +31,7 @@ from agentcredit.skills.provider import SkillProvider
 from agentcredit.train.build import collector_config
 from agentcredit.train.ppo import score_steps
 from agentcredit.train.scoring.teacher import teacher_logprobs
+from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.warm_start.sft import demonstration_steps, expert_demonstrations
 
 ACTION, OBJECT, OTHER = (TOKEN_CLASSES.index(name) for name in ("action", "object", "other"))

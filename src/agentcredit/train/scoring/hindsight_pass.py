@@ -28,10 +28,10 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
-from agentcredit.credit.step import StepTensors
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.prefix import SkillSplicer
 from agentcredit.train.scoring.teacher import privileged_logprobs
+from agentcredit.train.step_tensors import StepTensors
 
 HINDSIGHT_HEADER = "[Hindsight: how this episode ended]\n"
 

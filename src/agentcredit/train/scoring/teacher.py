@@ -39,12 +39,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from agentcredit.credit.step import StepTensors
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.prefix import SkillSplicer
 from agentcredit.skills.provider import SkillProvider
 from agentcredit.train.prefix_tree import prefix_trees, row_trees, uses_trees
 from agentcredit.train.scoring.tree_forward import Rows, score_trees, trunk_forward
+from agentcredit.train.step_tensors import StepTensors
 
 
 @dataclass
@@ -79,7 +79,7 @@ def privileged_logprobs(
         model: the frozen behaviour snapshot (the policy before this update).
         splicer: a ``SkillSplicer`` for the model's tokenizer.
         input_ids: ``[S, L]`` step samples, prompt then response, right padded
-            (``credit.step.StepTensors``).
+            (``train.step_tensors.StepTensors``).
         attention_mask: ``[S, L]``, 1 on real tokens (a prefix of each row).
         loss_mask: ``[S, L]``, the response tokens; the prompt is everything
             before a row's first response token.

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import torch
 
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.envs.base import Environment, Task
 from agentcredit.rollout.actions import format_action
 from agentcredit.rollout.admissible import ActionTrie, Decoding
@@ -39,6 +38,7 @@ from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
 from agentcredit.train.prefix_tree import layout_trees
 from agentcredit.train.scoring.tree_forward import Rows, branch_forward, trunk_of
+from agentcredit.train.step_tensors import tensorize_steps
 
 #: the most wrong actions in a row a recovery sample's history ends with (``demonstration_steps``).
 RECOVERY_MAX_TRIES = 3

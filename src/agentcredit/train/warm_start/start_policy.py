@@ -25,8 +25,8 @@ from agentcredit.run.directory import RunDirectory
 from agentcredit.run.safe_files import new_folder
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train.build import collector_config, load_model
+from agentcredit.train.model_loading import ModelLoadError
 from agentcredit.train.prefix_tree import layout_line
-from agentcredit.train.warm_start.models import ModelLoadError
 from agentcredit.train.warm_start.sft import (
     demonstration_steps,
     demonstration_texts,

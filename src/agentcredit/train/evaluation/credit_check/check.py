@@ -29,7 +29,6 @@ import torch
 from agentcredit.config import ConfigError, TrainConfig, estimator_config, load_config
 from agentcredit.config.checks import GIB, machine_memory, rollout_bytes
 from agentcredit.credit import CreditResult, get_estimator
-from agentcredit.credit.step import tensorize_steps
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider
@@ -57,6 +56,7 @@ from agentcredit.train.evaluation.credit_check.truths import (
 )
 from agentcredit.train.ppo import score_steps
 from agentcredit.train.scoring.passes import scoring_passes
+from agentcredit.train.step_tensors import tensorize_steps
 
 #: every estimator that runs on a collected batch: the backbones, VICT on each, VICT's six
 #: controls (on GRPO), the fine-grained baselines and ADRS.

@@ -30,7 +30,6 @@ import numpy as np
 
 from agentcredit.config import estimator_config, load_config
 from agentcredit.credit import get_estimator
-from agentcredit.credit.step import credit_batch
 from agentcredit.credit.vict.method import ABSTAIN_REASONS
 from agentcredit.envs.base import Environment
 from agentcredit.envs.suites import environment_spec, environment_specs
@@ -50,6 +49,7 @@ from agentcredit.train.evaluation.credit_check.truths import (
     solver_for,
 )
 from agentcredit.train.scoring.verifier_traces import VerifierTracer
+from agentcredit.train.step_tensors import credit_batch
 
 #: the methods that need no language model: backbones, VICT on each, its six controls, SALT,
 #: ProxMO.

@@ -16,8 +16,8 @@ from transformers import AutoTokenizer
 from agentcredit.config import ConfigError
 from agentcredit.config.checks import ModelSize
 from agentcredit.run.model_folder import looks_local
-from agentcredit.train.warm_start import models
-from agentcredit.train.warm_start.models import ModelLoadError, load_policy
+from agentcredit.train import model_loading
+from agentcredit.train.model_loading import ModelLoadError, load_policy
 
 
 def test_load_policy_on_a_missing_dir_names_the_path(tmp_path):
@@ -188,7 +188,7 @@ def test_a_chat_template_that_renders_for_too_long_is_refused(tmp_path, tiny_mod
     tokenizer.chat_template = ("{% for i in range(100000) %}{% for j in range(100000) %}"
                                "{% endfor %}{% endfor %}{{ messages[0]['content'] }}")
     tokenizer.save_pretrained(checkpoint)
-    monkeypatch.setattr(models, "TEMPLATE_SECONDS", 0.3)
+    monkeypatch.setattr(model_loading, "TEMPLATE_SECONDS", 0.3)
     began = time.perf_counter()
     with pytest.raises(ModelLoadError, match=r"took more than 0.3 s to render a two-message"):
         load_policy(str(checkpoint))
@@ -214,10 +214,10 @@ def _no_hub(monkeypatch, *, cached: str | None = None, offline: bool = False,
     def never(*args, **kwargs):
         raise AssertionError("from_pretrained was called: the hub would be retried")
 
-    monkeypatch.setattr(models, "try_to_load_from_cache", lambda repo, name: cached)
-    monkeypatch.setattr(models, "is_offline_mode", lambda: offline)
-    monkeypatch.setattr(models, "get_hf_file_metadata", probe)
-    monkeypatch.setattr(models.AutoTokenizer, "from_pretrained", never)
+    monkeypatch.setattr(model_loading, "try_to_load_from_cache", lambda repo, name: cached)
+    monkeypatch.setattr(model_loading, "is_offline_mode", lambda: offline)
+    monkeypatch.setattr(model_loading, "get_hf_file_metadata", probe)
+    monkeypatch.setattr(model_loading.AutoTokenizer, "from_pretrained", never)
     return calls
 
 
@@ -232,7 +232,7 @@ def test_a_hub_id_neither_cached_nor_reachable_is_refused_at_once_naming_it(monk
         "the model 'nobody/nothing' is neither a local folder nor in the hub cache")
     assert "cannot be reached in 5 s (ConnectError" in says and "HF_HUB_OFFLINE=1" in says
     assert [(c["url"].split("/")[-4:], c["timeout"]) for c in calls] == [
-        (["nothing", "resolve", "main", "config.json"], models.HUB_PROBE_SECONDS)]
+        (["nothing", "resolve", "main", "config.json"], model_loading.HUB_PROBE_SECONDS)]
 
 
 def test_a_hub_id_the_hub_does_not_have_is_refused_naming_it(monkeypatch):
@@ -254,17 +254,17 @@ def test_offline_a_hub_id_not_in_the_cache_is_refused_without_a_request(monkeypa
 
 def test_a_cached_hub_model_is_read_from_the_cache_when_the_hub_cannot_answer(monkeypatch):
     _no_hub(monkeypatch, cached="/cache/config.json", answer=httpx.ConnectTimeout("timed out"))
-    assert models.hub_local_only("someone/model") is True
+    assert model_loading.hub_local_only("someone/model") is True
     _no_hub(monkeypatch, cached="/cache/config.json", offline=True)
-    assert models.hub_local_only("someone/model") is True
+    assert model_loading.hub_local_only("someone/model") is True
     _no_hub(monkeypatch)  # the hub answers: it is asked for the files
-    assert models.hub_local_only("someone/model") is False
+    assert model_loading.hub_local_only("someone/model") is False
 
 
 def test_a_hub_model_is_sized_from_its_config_before_any_weight_is_fetched(monkeypatch):
     _no_hub(monkeypatch)  # the hub answers; from_pretrained fails the test
     sized = []
-    monkeypatch.setattr(models, "model_size",
+    monkeypatch.setattr(model_loading, "model_size",
                         lambda source, local_only: sized.append((source, local_only))
                         or ModelSize(parameters=7_000_000_000, vocab=150_000))
 

@@ -1,6 +1,8 @@
 """Load a policy model and its tokenizer, from a local directory or the Hugging Face hub.
 
-One path for every checkpoint: the embedded tiny model written by
+Every command that loads a model (``train``, with its warm start and reference, ``eval``,
+``audit``, ``credit-check``) loads it here, through ``build.load_model``. One path for every
+checkpoint: the embedded tiny model written by
 ``bootstrap_tiny_model``, a directory written by our own checkpoints, and a hub
 id such as ``Qwen/Qwen2.5-1.5B-Instruct`` all go through
 ``AutoModelForCausalLM.from_pretrained`` / ``AutoTokenizer.from_pretrained``.

@@ -1,6 +1,6 @@
-"""The credit step the embedded trainer and verl share (credit/step.py): step rows with loss on
-response tokens only, the credit batch in the same flat step order, and the write-back of a
-``CreditResult`` to the response tokens (``CreditResult.per_token``)."""
+"""A batch's steps as the embedded trainer reads them (train/step_tensors.py): step rows with
+loss on response tokens only, the credit batch in the same flat step order, and the write-back
+of a ``CreditResult`` to the response tokens (``CreditResult.per_token``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from agentcredit.credit import CreditResult
-from agentcredit.credit.step import credit_batch, tensorize_steps
 from agentcredit.envs.base import Task
 from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.train.step_tensors import credit_batch, tensorize_steps
 
 PAD = 0
 

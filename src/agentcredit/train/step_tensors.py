@@ -1,12 +1,16 @@
-"""The one credit step the embedded trainer and verl share (docs/design.md, "Layout").
+"""A batch's steps in the embedded trainer's two forms: padded training rows and the credit batch.
 
 Training samples (design decision): a step's sample is the prompt it was sampled from
 followed by its response; ``tensorize_steps`` pads them into ``[S, L]`` tensors whose
 ``loss_mask`` covers response tokens only, so every policy token is trained once and
 prompt, padding and environment text never. ``credit_batch`` reads the same steps, in the
 same flat order, into the ``CreditBatch`` an estimator takes; the estimator's
-``CreditResult`` goes back to those rows with ``CreditResult.per_token(loss_mask)``, on the
-embedded path and on verl's (``integrations/verl/rows.py``) alike.
+``CreditResult`` goes back to those rows with ``CreditResult.per_token(loss_mask)``.
+
+verl builds neither: its rows come from its own batch (``integrations/verl/rows.py``,
+``credit_batch_from_rows``). What the two paths share lies in ``credit/``: the estimator
+registry (``credit.get_estimator``), DAPO's overlong penalty (``credit/overlong.py``) and
+the write-back ``CreditResult.per_token``.
 
 Flat order: rollout 0's steps first, in time order, then rollout 1's, …
 """

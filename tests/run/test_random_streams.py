@@ -1,0 +1,75 @@
+"""A run's random streams (run/random_streams.py): seeding repeats the global draws, fresh
+streams leave the global generators alone, a saved state read back from JSON restores every
+stream's draws, and a state a generator refuses is found before any stream changes."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import torch
+
+from agentcredit.run.random_streams import (
+    JSON_STREAMS,
+    TENSOR_STREAMS,
+    RandomStreams,
+    seed_global_generators,
+    takes_states,
+)
+
+
+def _global_draws() -> tuple:
+    return random.random(), float(np.random.rand()), float(torch.rand(()))
+
+
+def _draws(streams: RandomStreams) -> tuple:
+    return (streams.task_rng.random(), int(torch.randint(1 << 30, (), generator=streams.sampling)),
+            *_global_draws())
+
+
+def test_seeding_the_global_generators_repeats_their_draws():
+    seed_global_generators(7)
+    first = _global_draws()
+    seed_global_generators(7)
+    assert _global_draws() == first
+    seed_global_generators(8)
+    assert _global_draws() != first
+
+
+def test_fresh_streams_leave_the_global_generators_alone():
+    seed_global_generators(7)
+    expected = _global_draws()
+    seed_global_generators(7)
+    streams = RandomStreams.seeded(0)
+    assert _global_draws() == expected
+    assert streams.task_rng.random() == random.Random(0).random()
+
+
+def test_a_state_read_back_from_json_restores_every_streams_draws():
+    seed_global_generators(3)
+    streams = RandomStreams.seeded(3)
+    _draws(streams)
+    state = streams.state()
+    assert set(state) == {*TENSOR_STREAMS, *JSON_STREAMS}
+    saved = {**json.loads(json.dumps({k: state[k] for k in JSON_STREAMS})),
+             **{k: state[k] for k in TENSOR_STREAMS}}  # as a checkpoint splits and reads it
+    expected = _draws(streams)
+    seed_global_generators(4)
+    other = RandomStreams.seeded(4)
+    other.restore(saved)
+    assert _draws(other) == expected
+
+
+def test_a_state_its_generator_refuses_is_not_taken_and_nothing_changes():
+    state = RandomStreams.seeded(0).state()
+    assert takes_states(state, (*JSON_STREAMS, *TENSOR_STREAMS))
+    seed_global_generators(5)
+    expected = _global_draws()
+    seed_global_generators(5)
+    for stream, bad in [("task_rng", [3, [1, 2], None]), ("numpy_random", {"state": 1}),
+                        ("sampling", torch.zeros(3, dtype=torch.uint8)), ("torch_random", "x")]:
+        assert not takes_states({**state, stream: bad}, [stream]), stream
+    assert not takes_states({}, JSON_STREAMS)
+    assert not takes_states(None, TENSOR_STREAMS)
+    assert _global_draws() == expected  # trying states changed no global generator
