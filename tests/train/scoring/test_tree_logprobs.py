@@ -1,5 +1,5 @@
 """Prefix trees compute what the rows compute (train/scoring/tree_logprobs.py, docs/backbones.md
-§0.2): log-probs, entropies and gradients of real step prompts, tree against row."""
+§0.1): log-probs, entropies and gradients of real step prompts, tree against row."""
 
 from __future__ import annotations
 
