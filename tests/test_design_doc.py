@@ -1,7 +1,23 @@
-"""docs/design.md matches the code: its registry tables list exactly what is registered
-(estimators with their configs and inputs, auxiliary losses, methods, ``INPUTS``), its
-records table names every field of each record, and every ``docs/<file>.md §N`` or
-``docs/<file>.md, "Section"`` a source file cites exists."""
+"""docs/design.md matches the code where it names code.
+
+- Registries and records: its registry tables list exactly what is registered (estimators
+  with their configs and inputs, auxiliary losses, methods, ``INPUTS``, ``CLAIMS``), and its
+  records table names every field of each record.
+- Modules. Every ``.py`` name it writes exists: a path (``train/loop.py``,
+  ``tests/run/test_directory.py``) ends the path of a file of the repository's code
+  (``src/``, ``tests/``, ``benchmarks/``, ``examples/``); a bare name (``loop.py``) is a
+  module under the folder whose tree line or folder-table row names it, or, in the prose,
+  a file anywhere in that code. Every module is named in the lists the design gives: each
+  folder whose line of the ``src/agentcredit/`` tree lists file names lists exactly the
+  modules directly in it (``__init__.py`` aside), and each folder with a row in the folder
+  table names in that row every module directly in it. The folders the tree and the table
+  describe by concept alone (the environments' engines ``envs/<name>/``, ``credit/vict/``,
+  ``credit/adrs/``) have their modules in their own docs.
+- Numbers: each number it states about the code equals the constant that holds it
+  (``NUMBERS``).
+- Citations: every ``docs/<file>.md §N`` or ``docs/<file>.md, "Section"`` that a file of
+  ``src/``, ``tests/``, ``benchmarks/`` or ``examples/`` cites exists.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +32,14 @@ from agentcredit.credit import estimator_names, get_estimator
 from agentcredit.credit.aux_losses import aux_loss_names, get_aux_loss
 from agentcredit.credit.registry import CLAIMS, INPUTS
 
+from .test_import_graph import CONFIG_MODULES_MAX
+
 ROOT = Path(agentcredit.__file__).parent
-DOCS = ROOT.parents[1] / "docs"
+REPO = ROOT.parents[1]
+DOCS = REPO / "docs"
 DESIGN = (DOCS / "design.md").read_text()
+#: the folders of the repository's code, where a module design.md names must be
+CODE = ("src", "tests", "benchmarks", "examples")
 
 
 def table(text: str, header: str) -> list[list[str]]:
@@ -121,9 +142,11 @@ def cited_missing(text: str) -> list[str]:
     return missing
 
 
-def test_every_docs_section_a_source_file_cites_exists():
-    missing = {str(path.relative_to(ROOT)): found for path in sorted(ROOT.rglob("*.py"))
-               if (found := cited_missing(path.read_text()))}
+def test_every_docs_section_the_code_cites_exists():
+    """Every citation in ``src/``, ``tests/``, ``benchmarks/`` and ``examples/`` (this file's
+    deliberately missing sections aside)."""
+    missing = {str(path.relative_to(REPO)): found for path in _code_files()
+               if path != Path(__file__) and (found := cited_missing(path.read_text()))}
     assert missing == {}
 
 
@@ -132,3 +155,132 @@ def test_the_citation_check_sees_a_missing_section():
         'docs/design.md, "Key records"', "docs/vict.md §4.99"]
     assert cited_missing('docs/vict.md §4.8, docs/design.md,\n    "Records", docs/verl.md, '
                          '"Launch", docs/design.md, "credit/"') == []
+
+
+def _code_files() -> list[Path]:
+    return sorted(path for folder in CODE for path in (REPO / folder).rglob("*.py"))
+
+
+#: a file name ending in ``.py``, bare or with folders (``loop.py``, ``train/loop.py``)
+PY_NAME = re.compile(r"(?<![\w./-])((?:\w+/)*\w+\.py)\b")
+
+
+def missing_modules(text: str, folder: Path, files: list[str]) -> list[str]:
+    """The ``.py`` names in ``text`` that name no file: a name with folders must end the path
+    of one of ``files`` (posix paths), a bare name must be a file under ``folder``."""
+    under = folder.as_posix().rstrip("/") + "/"
+    return [name for name in PY_NAME.findall(text)
+            if not any(f.endswith("/" + name) and ("/" in name or f.startswith(under))
+                       for f in files)]
+
+
+def modules_in(folder: Path) -> set[str]:
+    """The module files directly in ``folder``, ``__init__.py`` aside."""
+    return {path.name for path in folder.glob("*.py") if path.name != "__init__.py"}
+
+
+def tree_lines(text: str) -> dict[str, str]:
+    """The text of each folder's lines in the ``src/agentcredit/`` tree block of ``text``, by
+    the folder's path under ``src/agentcredit`` (``""`` for the top-level modules' line)."""
+    block = re.search(r"^```\nsrc/agentcredit/\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    lines, stack, folder = {}, [], ""
+    for line in block.group(1).splitlines():
+        indent = len(line) - len(line.lstrip())
+        named = re.match(r" *(\w+)/(?:\s+(.*))?$", line)
+        if named and indent < 10:  # a folder's line, two spaces deeper per level
+            stack = [*stack[:indent // 2 - 1], named.group(1)]
+            folder, line = "/".join(stack), named.group(2) or ""
+        elif indent <= 2:  # the top-level modules
+            stack, folder = [], ""
+        lines[folder] = f"{lines.get(folder, '')} {line.strip()}"
+    return lines
+
+
+def folder_rows(text: str) -> dict[str, str]:
+    """The text of each row of the folder table of ``text`` (``| folder / module |``), by its
+    first cell's folder (``train``, ``integrations/verl``) or ``""`` for a module's row."""
+    rows = {}
+    for first, *rest in table(text, "folder / module"):
+        folder = ticked(first)[0].rstrip("/") if first.strip().endswith("/`") else ""
+        rows[folder] = f"{rows.get(folder, '')} {first if not folder else ''} {' '.join(rest)}"
+    return rows
+
+
+def outside_lists(text: str) -> str:
+    """``text`` without the tree block and the folder table: the prose."""
+    text = re.sub(r"^```\nsrc/agentcredit/\n.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| folder / module |"))
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    return "\n".join(lines[:start] + lines[end:])
+
+
+def named_but_missing(text: str) -> list[str]:
+    """Every ``.py`` name of a design text that names no file (module notes)."""
+    files = [f"/{path.relative_to(REPO).as_posix()}" for path in _code_files()]
+    missing = []
+    for folder, line in [*tree_lines(text).items(), *folder_rows(text).items()]:
+        missing += missing_modules(line, Path("/src/agentcredit", folder), files)
+    return missing + missing_modules(outside_lists(text), Path("/"), files)
+
+
+def unlisted(text: str) -> dict[str, list[str]]:
+    """By folder, the modules directly in a folder that its tree line (when it lists file
+    names) or its folder-table row leaves out, and the tree's names of files not there."""
+    out = {}
+    for folder, line in tree_lines(text).items():
+        listed = {name for name in PY_NAME.findall(line) if "/" not in name}
+        if listed and (wrong := sorted(listed ^ modules_in(ROOT / folder))):
+            out[f"tree: {folder or 'src/agentcredit'}"] = wrong
+    for folder, row in folder_rows(text).items():
+        named = set(PY_NAME.findall(row))
+        if folder and (left := sorted(m for m in modules_in(ROOT / folder)
+                                      if m not in named and f"{folder}/{m}" not in named)):
+            out[f"row: {folder}/"] = left
+    return out
+
+
+def test_every_module_the_design_names_exists():
+    assert named_but_missing(DESIGN) == []
+
+
+def test_the_design_lists_every_module_of_the_folders_whose_modules_it_lists():
+    assert unlisted(DESIGN) == {}
+
+
+def test_the_module_checks_see_a_missing_and_an_unlisted_module():
+    doc = DESIGN.replace("  run/             a run on disk: directory.py,",
+                         "  run/             a run on disk: ghost.py,")
+    doc = doc.replace("`tests/test_import_graph.py` checks", "`tests/gone.py` checks")
+    before = named_but_missing(DESIGN)
+    assert [name for name in named_but_missing(doc) if name not in before] == [
+        "ghost.py", "tests/gone.py"]
+    assert unlisted(doc)["tree: run"] == ["directory.py", "ghost.py"]
+
+
+#: each number docs/design.md states about the code: the sentence, the number its group,
+#: and the constant it must equal
+NUMBERS = [
+    (r"importing `config/` loads at most (\d+) of the package's modules", CONFIG_MODULES_MAX),
+]
+
+
+def stated_numbers(text: str) -> list[tuple[str, int, int]]:
+    """``(sentence, number written, constant)`` of each of ``NUMBERS`` in ``text``; a sentence
+    written other than once is reported with ``-1``."""
+    out = []
+    for sentence, constant in NUMBERS:
+        found = re.findall(sentence.replace(" ", r"\s+"), text)
+        out.append((sentence, int(found[0]) if len(found) == 1 else -1, constant))
+    return out
+
+
+def test_each_number_the_design_states_is_the_constant_it_names():
+    assert [(s, n) for s, n, constant in stated_numbers(DESIGN) if n != constant] == []
+
+
+def test_the_number_check_sees_a_changed_number_and_a_lost_sentence():
+    most = f"at most {CONFIG_MODULES_MAX}"
+    changed = DESIGN.replace(f"{most} of", f"at most {CONFIG_MODULES_MAX + 1} of")
+    assert stated_numbers(changed)[0][1:] == (CONFIG_MODULES_MAX + 1, CONFIG_MODULES_MAX)
+    assert stated_numbers("")[0][1] == -1

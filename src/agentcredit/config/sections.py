@@ -274,7 +274,9 @@ class OptimConfig:
     """``β_KL``, weight of the k3 KL to the frozen reference (docs/backbones.md §1: 0.01);
     0 loads no reference."""
     mini_batches: int = 1
-    """Optimiser steps per update; the steps are shuffled and split evenly (one epoch)."""
+    """Optimiser steps per update, one epoch: the rollouts are shuffled and split evenly under
+    ``layout=trees`` (a rollout's prefix tree is never split), the steps under ``layout=rows``
+    and on a model that runs as rows."""
     micro_batch_size: int = 8
     """Step samples per forward/backward pass (gradient accumulation); under
     ``layout=trees`` the branches of one prefix tree per forward."""
