@@ -299,12 +299,12 @@ def test_the_privileged_passes_score_at_the_rollout_temperature(method, run, tmp
     """The teacher (ADRS, and the probe gap at each evaluation) and the hindsight pass (HCAPO)
     score ``softmax(z/T)`` at the rollout temperature, as the student's log-probs are."""
     seen = []
-    rows = teacher.logprob_entropy_rows
+    score = teacher.score_trees
 
     def recording(*args, temperature=1.0, **kwargs):
         seen.append(temperature)
-        return rows(*args, temperature=temperature, **kwargs)
+        return score(*args, temperature=temperature, **kwargs)
 
-    monkeypatch.setattr(teacher, "logprob_entropy_rows", recording)
+    monkeypatch.setattr(teacher, "score_trees", recording)
     run(tmp_path, f"tempered_{method}", f"method={method}", "rollout.temperature=0.5")
     assert seen and set(seen) == {0.5}
