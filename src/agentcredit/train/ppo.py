@@ -4,7 +4,10 @@ trees (§0.1).
 ``score_steps`` gives the per-token log-probs of a batch of step samples under a
 model (the behaviour ``ℓ^b`` before the update, the frozen reference for the KL);
 ``ppo_update`` runs one epoch of clipped-ratio PPO over them, with an optional
-auxiliary loss from ``credit.aux_losses``.
+auxiliary loss from ``credit.aux_losses``. Its loop is written out: for each mini-batch, each
+tree's trunk (``tree_forward.trunk_of``), then for each branch batch its forward
+(``branch_forward``), its loss (``ppo_loss``) and ``loss.backward()``; ``Trunk.backward()``
+after the tree; then the clipped gradient's ``optimizer.step()``.
 """
 
 from __future__ import annotations
