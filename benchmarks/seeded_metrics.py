@@ -13,8 +13,10 @@ Every logged number is compared except wall-clock ones (``time/*``, ``tokens/*_p
 ``sft/seconds``, ``*_ms``, ``*_s_per_100_steps``). Figures
 (``benchmarks/results/seeded_metrics.json``): ``keys_compared``, ``max_abs_diff``,
 ``mismatches`` (the number of values that differ by more than ``TOLERANCE`` or are not equal),
-and the first few of them under ``first_mismatches``. ``--layout`` sets ``optim.layout`` in
-every run (default ``trees``; ``rows`` writes ``seeded_metrics_rows.json``).
+the first few of them under ``first_mismatches``, and every ``case: key`` that differs at least
+once under ``mismatched_keys`` (a key logged on one side only included). ``--layout`` sets
+``optim.layout`` in every run (default ``trees``; ``rows`` writes ``seeded_metrics_rows.json``);
+``--name`` names the result file instead.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def wall_clock(key: str) -> bool:
 
 def compare(old: dict[str, list[dict]], new: dict[str, list[dict]]) -> dict:
     """``keys_compared``, ``max_abs_diff``, ``mismatches`` and the first mismatches."""
-    compared, worst, mismatches = 0, 0.0, []
+    compared, worst, mismatches, keys = 0, 0.0, [], set()
     for case in CASES:
         if len(old[case]) != len(new[case]):
             mismatches.append(f"{case}: {len(old[case])} records before, {len(new[case])} after")
@@ -81,6 +83,7 @@ def compare(old: dict[str, list[dict]], new: dict[str, list[dict]]) -> dict:
             where = f"{case} {before.get('kind')} {before.get('update')}"
             for key in sorted(set(before) ^ set(after)):
                 mismatches.append(f"{where}: {key} only {'before' if key in before else 'after'}")
+                keys.add(f"{case}: {key}")
             for key in sorted(set(before) & set(after)):
                 if wall_clock(key):
                     continue
@@ -93,8 +96,9 @@ def compare(old: dict[str, list[dict]], new: dict[str, list[dict]]) -> dict:
                 elif x == y:
                     continue
                 mismatches.append(f"{where}: {key} {x!r} → {y!r}")
+                keys.add(f"{case}: {key}")
     return {"keys_compared": compared, "max_abs_diff": worst, "mismatches": len(mismatches),
-            "first_mismatches": mismatches[:20]}
+            "first_mismatches": mismatches[:20], "mismatched_keys": sorted(keys)}
 
 
 def main() -> None:
@@ -102,6 +106,8 @@ def main() -> None:
     parser.add_argument("--baseline", required=True, help="the git revision to compare with")
     parser.add_argument("--layout", choices=("trees", "rows"), default="trees",
                         help="optim.layout of every run (default %(default)s)")
+    parser.add_argument("--name", default=None,
+                        help="result file benchmarks/results/NAME.json (default: by --layout)")
     parser.add_argument("--keep", action="store_true", help="keep the runs and the worktree")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="seeded-metrics-"))
@@ -117,7 +123,7 @@ def main() -> None:
                            check=False)
     figures = compare(old, new)
     path = write_result(
-        "seeded_metrics" if args.layout == "trees" else "seeded_metrics_rows",
+        args.name or ("seeded_metrics" if args.layout == "trees" else "seeded_metrics_rows"),
         {"baseline": args.baseline, "cases": {k: list(v) for k, v in CASES.items()},
          "base_overrides": [*BASE, f"optim.layout={args.layout}"], "tolerance": TOLERANCE},
         figures, {"mismatches": {"max": 0}},
