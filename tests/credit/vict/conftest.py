@@ -16,7 +16,9 @@ import pytest
 import torch
 
 from agentcredit.credit import CreditBatch
-from agentcredit.verifier.trace import RolloutTrace, trace_rollout
+from agentcredit.verifier.trace import RolloutTrace
+
+from ...played import played_states
 
 pytest.importorskip("alfworld")
 
@@ -141,21 +143,10 @@ def play(heat_egg_env, heat_egg_task):
 
     def run(actions: tuple[str, ...]) -> Played:
         if actions not in cache:
-            obs = heat_egg_env.reset(heat_egg_task)
-            observations, snapshots, valid, won = [obs.text], [heat_egg_env.snapshot()], [], False
-            admissible = [obs.admissible_actions]
-            for action in actions:
-                obs, _, _, info = heat_egg_env.step(action)
-                assert info.valid, f"case-study action {action!r} is not admissible"
-                observations.append(obs.text)
-                snapshots.append(heat_egg_env.snapshot())
-                valid.append(info.valid)
-                admissible.append(obs.admissible_actions)
-                won = info.won
-            trace = trace_rollout(verifier, observations, snapshots, actions, valid=valid,
-                                  admissible=admissible)
-            cache[actions] = Played(actions, tuple(observations), tuple(snapshots),
-                                    tuple(admissible), won, trace)
+            states = played_states(heat_egg_env, heat_egg_task, actions)
+            cache[actions] = Played(actions, states.observations, states.snapshots,
+                                    states.admissible, states.won,
+                                    states.trace(verifier, actions))
         return cache[actions]
 
     return run

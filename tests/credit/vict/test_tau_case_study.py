@@ -44,7 +44,8 @@ from agentcredit.credit import CreditBatch
 from agentcredit.credit.vict import VICTConfig, compute_credit
 from agentcredit.envs.tau.engine import TauEnv
 from agentcredit.envs.tau.tasks import build_tasks
-from agentcredit.verifier.trace import trace_rollout
+
+from ...played import played_states
 
 EPS = 1e-6
 ORDER = "write:orders/#W2378156"
@@ -100,17 +101,7 @@ def play():
 
     def run(actions):
         if actions not in cache:
-            obs = env.reset(task)
-            observations, snapshots = [obs.text], [env.snapshot()]
-            admissible = [obs.admissible_actions]
-            for action in actions:
-                obs, _, _, info = env.step(action)
-                assert info.valid, f"{action!r} is not a valid turn"
-                observations.append(obs.text)
-                snapshots.append(env.snapshot())
-                admissible.append(obs.admissible_actions)
-            cache[actions] = trace_rollout(verifier, observations, snapshots, actions,
-                                           admissible=admissible)
+            cache[actions] = played_states(env, task, actions).trace(verifier, actions)
         return cache[actions]
 
     return run

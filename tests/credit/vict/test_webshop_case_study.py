@@ -52,7 +52,8 @@ from agentcredit.envs.webshop.goals import Goal
 from agentcredit.envs.webshop.shop import register_catalog
 from agentcredit.envs.webshop.tasks import goal_tasks
 from agentcredit.verifier.atoms import Status
-from agentcredit.verifier.trace import trace_rollout
+
+from ...played import played_states
 
 EPS = 1e-6
 ONE_OF_8 = 1.0 / (math.sqrt(7) / 8 + EPS)  # 3.0237
@@ -124,17 +125,8 @@ def play(shop_task):
 
     def run(actions):
         if actions not in cache:
-            obs = env.reset(shop_task)
-            observations, snapshots = [obs.text], [env.snapshot()]
-            admissible = [obs.admissible_actions]
-            for action in actions:
-                obs, _, _, info = env.step(action)
-                assert info.valid, f"{action!r} is not admissible"
-                observations.append(obs.text)
-                snapshots.append(env.snapshot())
-                admissible.append(obs.admissible_actions)
-            cache[actions] = trace_rollout(env.verifier(shop_task), observations, snapshots,
-                                           actions, admissible=admissible)
+            cache[actions] = played_states(env, shop_task, actions).trace(
+                env.verifier(shop_task), actions)
         return cache[actions]
 
     return run
