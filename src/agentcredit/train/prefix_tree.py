@@ -198,6 +198,8 @@ def tree_refusal(model) -> str | None:
 def layout_line(model, layout: str) -> str:
     """One line saying how every pass over ``model`` lays its rows out under ``optim.layout =
     layout``, and why rows when trees were asked for."""
-    if not uses_trees(model, layout) and layout == "trees":
-        return f"layout: rows, not prefix trees: {tree_refusal(model)}"
-    return "layout: prefix trees" if layout == "trees" else "layout: rows (optim.layout=rows)"
+    if uses_trees(model, layout):
+        return "layout: prefix trees"
+    if layout == "rows":
+        return "layout: rows (optim.layout=rows)"
+    return f"layout: rows, not prefix trees: {tree_refusal(model)}"

@@ -120,8 +120,7 @@ def privileged_logprobs(
         for head, members in heads.items():
             past = None
             if len(head) > 1:  # every member sees the head whole; its last token is re-fed
-                with torch.no_grad():
-                    past = trunk_forward(model, torch.tensor(head[:-1], dtype=torch.long))
+                past = trunk_forward(model, torch.tensor(head[:-1], dtype=torch.long))
             sequences = [[*head[-1:], *row.tail] if trees else [*row.shared, *row.tail]
                          for row in members]
             scored = _scored_rows(sequences, members)
