@@ -88,7 +88,16 @@ class ModelConfig:
     """``embedded`` bootstraps the tiny model on environment text; else a hub id or a local
     checkpoint directory."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    """Parameter dtype (``bfloat16`` for real checkpoints on GPU)."""
+    """Compute dtype of the forwards (sampling, scoring, PPO, SFT). ``bfloat16`` runs them under
+    bfloat16 autocast while the trained policy's weights, gradients and AdamW state stay
+    float32 (mixed precision: an optimiser over bfloat16 weights loses updates far below
+    bfloat16's spacing); frozen copies (the reference) are held in bfloat16. ``float16``
+    loads any model for ``eval`` only: training in it needs a loss scaler, which the trainer
+    does not run. The embedded tiny model and CPU runs keep ``float32``."""
+    fp32_lm_head: bool = False
+    """Run the LM head in float32 under ``dtype=bfloat16``: logits (and so every log-prob the
+    scoring passes and the PPO ratio read) are computed from float32 weights instead of
+    being rounded to bfloat16 first. Costs the head's float32 matmul; no effect in float32."""
     tokenizer_games_per_type: int = 0
     """Train games per task type whose expert replays train the embedded tokenizer; 0 = all train
     games."""
@@ -312,6 +321,11 @@ class OptimConfig:
     auxiliary terms pull every token toward a reference or a teacher whatever its rollout's
     length, so they stay token means. The embedded trainer's setting; a verl run aggregates
     with verl's own ``actor.loss_agg_mode`` (the launch refuses ``rollout_mean``)."""
+    gradient_checkpointing: bool = False
+    """Keep only each decoder layer's input during the PPO and SFT forwards and recompute the
+    layer in backward: activation memory falls from every layer's intermediates to one
+    layer's, for about a third more compute in the update. The same gradients
+    (docs/backbones.md §0.1); on in the ``hf`` preset."""
     recompute_old_logprobs: bool = True
     """Score the batch again before the update for PPO's old log-probs ``ℓ^b``; ``false`` takes
     the log-probs recorded at sampling, which are the same numbers (the sampler and every

@@ -23,13 +23,13 @@ from agentcredit.rollout.policy import HFPolicy
 from agentcredit.rollout.prompts import PromptConfig
 from agentcredit.train.evaluation.outcomes import POOL
 from agentcredit.train.model_loading import load_policy
+from agentcredit.train.precision import DTYPES, mixed_precision
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
-
-def check_device(config: TrainConfig) -> None:
-    """Refuse a device this machine does not have, before anything expensive runs."""
-    device = config.run.device
+def check_device(config: TrainConfig, training: bool = False) -> None:
+    """Refuse a device this machine does not have, or a ``model.dtype`` it (or ``training``)
+    cannot use, before anything expensive runs."""
+    device, dtype = config.run.device, config.model.dtype
     try:
         kind = torch.device(device).type
     except RuntimeError:
@@ -38,6 +38,13 @@ def check_device(config: TrainConfig) -> None:
     if kind == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"run.device = {device!r} but torch sees no CUDA device on this "
                           "machine; use run.device=cpu")
+    if kind == "cuda" and dtype == "bfloat16" and not torch.cuda.is_bf16_supported():
+        raise ConfigError(f"model.dtype = 'bfloat16' but the GPU {device} cannot compute in "
+                          "bfloat16 (it is older than NVIDIA's Ampere); use model.dtype=float32")
+    if training and dtype == "float16":
+        raise ConfigError("model.dtype = 'float16' trains without the loss scaler float16 "
+                          "gradients need (small ones underflow to 0); use model.dtype=bfloat16 "
+                          "(or float32)")
 
 
 def collector_config(config: TrainConfig) -> CollectorConfig:
@@ -57,12 +64,20 @@ def collector_config(config: TrainConfig) -> CollectorConfig:
 
 def load_model(config: TrainConfig, source: str | Path, training: bool = False):
     """``(model, tokenizer)`` from a model folder or hub id, on the run's device (refused first
-    when this machine lacks it) and dtype. A model loaded for ``training`` is refused before its
-    weights are read when the run's memory estimate for it (``check_memory``: its copies, from
-    its ``config.json``) is over the memory of the device that holds it."""
-    check_device(config)
-    return load_policy(str(source), config.run.device, DTYPES[config.model.dtype],
-                       check_size=partial(_check_memory_on_device, config) if training else None)
+    when this machine lacks it), computing in ``model.dtype`` (``train/precision.py``).
+
+    A model loaded for ``training`` holds float32 weights (its gradients and AdamW state follow
+    them) and runs its forwards under autocast to ``model.dtype``; any other (a frozen
+    reference, an evaluated checkpoint) is loaded in ``model.dtype``. A model loaded for
+    ``training`` is refused before its weights are read when the run's memory estimate for it
+    (``check_memory``, from its ``config.json``) is over the memory of the device that holds
+    it."""
+    check_device(config, training)
+    compute = DTYPES[config.model.dtype]
+    model, tokenizer = load_policy(
+        str(source), config.run.device, torch.float32 if training else compute,
+        check_size=partial(_check_memory_on_device, config) if training else None)
+    return mixed_precision(model, compute, config.model.fp32_lm_head), tokenizer
 
 
 def _check_memory_on_device(config: TrainConfig, size: ModelSize) -> None:

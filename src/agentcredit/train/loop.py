@@ -82,7 +82,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         echo: where progress messages go (one line per phase); the progress bars of the
             long phases go to stderr unless ``run.progress`` is false (``agentcredit.progress``).
     """
-    check_device(config)
+    check_device(config, training=True)
     require_solver(config)
     run = RunDirectory(config.run_dir)
     run.lock()
