@@ -43,20 +43,33 @@ def test_the_memory_estimate_is_the_hand_worked_sum():
                                 "rollout.max_prompt_tokens=100", "rollout.max_new_tokens=20",
                                 "optim.score_micro_batch_size=5", "optim.micro_batch_size=5",
                                 "sft.micro_batch_size=5"])
-    # parameters: 1000*64 + 2*(4*64*64 + 3*64*128) = 64,000 + 2*(16,384 + 24,576) = 145,920
-    # model: 145,920 * 4 bytes * 4 copies (weights, gradients, AdamW's two moments; the
-    # embedded preset's optim.kl_coef is 0: no reference); logits: 5 * 120 * 1000 * 4 * 3;
-    # rollouts: 24*120*32
-    assert config.optim.kl_coef == 0
-    assert memory_estimate(config) == {"model": 145_920 * 16.0, "logits": 7_200_000.0,
-                                       "rollouts": 92_160.0}
+    # parameters (4 heads, 2 kv heads of 16): embedding 1000*64 = 64,000; per layer q 4,160,
+    # k and v 4,160, o 4,096, MLP 3*64*128 = 24,576, norms 128: 37,120; final norm 64: 138,304
+    # held, float32, no reference (optim.kl_coef = 0): weights and gradients 4 bytes each,
+    # AdamW 8; rollouts 24 rows * 120 tokens * 32 bytes
+    assert config.optim.kl_coef == 0 and config.rollout.reuse_prompt_cache
+    estimate = memory_estimate(config)
+    assert estimate.held == {"weights": 553_216.0, "gradients": 553_216.0, "adam": 1_106_432.0,
+                             "autocast": 0.0, "reference": 0.0, "rollouts": 92_160.0}
+    # a = 2*4*64 + 2*4*64 + 2*4*64 + 5*4*64 + 4*4*128 = 4,864 bytes per token and layer;
+    # keys and values: 2 layers * 2 * 2 kv heads * 16 * 4 = 512 bytes per token
+    assert estimate.phases == {
+        "generation": {"kv_cache": 64 * (100 + 120) * 512.0, "prefill": 8 * 100 * 4_864.0,
+                       "prompt_cache": 6 * 100 * 512.0},
+        "scoring": {"kv_cache": 5 * 120 * 512.0, "layer": 5 * 120 * 4_864.0,
+                    "logits": 5 * 20 * 1000 * 4 * 2.0},
+        "ppo": {"activations": 5 * 120 * 2 * 4_864.0, "logits": 5 * 20 * 1000 * 4 * 4.0},
+        "sft": {"activations": 5 * 120 * 2 * 4_864.0, "logits": 5 * 20 * 1000 * 4 * 4.0}}
+    # generation 11,407,360 is the largest phase; held 2,305,024
+    assert estimate.peak_phase == "generation"
+    assert estimate.total == 2_305_024 + 11_407_360
     with_reference = dataclasses.replace(config, optim=dataclasses.replace(config.optim,
                                                                            kl_coef=0.01))
-    assert memory_estimate(with_reference)["model"] == 145_920 * 4 * 5.0
+    assert memory_estimate(with_reference).held["reference"] == 138_304 * 4.0
 
 
 def test_the_default_config_fits_this_machine():
-    assert sum(memory_estimate(load_config(None, [])).values()) < (
+    assert memory_estimate(load_config(None, [])).total < (
         os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from agentcredit.config import ConfigError, checks, load_config
-from agentcredit.config.checks import ModelSize, memory_estimate
+from agentcredit.config.checks import memory_estimate
+from agentcredit.run.model_folder import model_size
 from agentcredit.train.build import (
     check_device,
     collector_config,
@@ -134,35 +135,39 @@ def llama_folder(tmp_path):
 def test_a_checkpoint_over_the_memory_is_refused_before_its_weights_are_read(monkeypatch,
                                                                               llama_folder):
     config = load_config(None, SMALL_RUN)
-    # model: 132,654,080 parameters * 4 bytes (float32) * 4 copies (weights, gradients, AdamW's
-    # two moments; optim.kl_coef = 0: no reference) = 2,122,465,280; logits: 5 * 120 * 32,000
-    # * 4 * 3 = 230,400,000; rollouts: 24 * 120 * 32 = 92,160; 2,352,957,440 in all (2.19 GiB)
-    assert memory_estimate(config, ModelSize(132_654_080, 32_000)) == {
-        "model": 2_122_465_280.0, "logits": 230_400_000.0, "rollouts": 92_160.0}
+    # 132,654,080 parameters held in float32 (4 bytes) as weights and gradients, and AdamW's two
+    # moments (8 bytes): 530,616,320 + 530,616,320 + 1,061,232,640; optim.kl_coef = 0: no
+    # reference; float32 compute: no autocast copy
+    terms = memory_estimate(config, model_size(llama_folder)).terms
+    assert (terms["weights"], terms["gradients"], terms["adam"]) == (
+        530_616_320, 530_616_320, 1_061_232_640)
+    assert terms["autocast"] == terms["reference"] == 0
     monkeypatch.setattr(checks, "machine_memory", lambda: 2 * GIB)
     with pytest.raises(ConfigError) as err:  # the folder has no weights: none was looked for
         load_model(config, llama_folder, training=True)
-    assert str(err.value) == (
-        "this run needs about 2.2 GiB of memory (model 2.0, logits 0.2, rollouts 0.0 GiB) and "
-        "this machine has 2.0 GiB; the model's 132,654,080 parameters are held 4 times in "
-        "float32; use a smaller model, model.dtype=bfloat16, optim.kl_coef=0 (no reference copy, "
-        "if the estimator reads none) or smaller rollout and micro-batch sizes")
-    monkeypatch.setattr(checks, "machine_memory", lambda: int(2.2 * GIB))  # it fits: go on
+    message = str(err.value)
+    assert message.startswith("this run needs about 2.5 GiB of memory in its generation phase "
+                              "(weights 0.5, gradients 0.5, adam 1.0, ")
+    assert message.endswith("and this machine has 2.0 GiB; the largest part is adam: use a "
+                            "smaller model")
+    monkeypatch.setattr(checks, "machine_memory", lambda: int(2.6 * GIB))  # it fits: go on
     with pytest.raises(ConfigError, match="it holds no .safetensors weights"):
         load_model(config, llama_folder, training=True)
 
 
-def test_a_reference_copy_and_the_dtype_change_what_a_checkpoint_needs(monkeypatch,
-                                                                       llama_folder):
-    half = load_config(None, [*SMALL_RUN, "model.dtype=bfloat16"])
+def test_a_reference_copy_and_the_compute_dtype_change_what_a_checkpoint_needs(llama_folder):
+    size = model_size(llama_folder)
+    plain = memory_estimate(load_config(None, SMALL_RUN), size).terms
+    half = memory_estimate(load_config(None, [*SMALL_RUN, "model.dtype=bfloat16"]), size).terms
     reference = load_config(None, [*SMALL_RUN, "optim.kl_coef=0.01"])
-    monkeypatch.setattr(checks, "machine_memory", lambda: 2 * GIB)
-    # bfloat16: 132,654,080 * 2 bytes * 4 copies = 1,061,232,640 + 230,492,160: fits in 2 GiB
-    with pytest.raises(ConfigError, match="it holds no .safetensors weights"):
-        load_model(half, llama_folder, training=True)
-    # float32 with a reference: * 5 copies = 2,653,081,600 + 230,492,160 = 2.69 GiB
-    with pytest.raises(ConfigError, match=r"needs about 2.7 GiB .* held 5 times in float32"):
-        load_model(reference, llama_folder, training=True)
+    # bfloat16 compute: the trained weights stay float32, autocast adds a 2-byte copy
+    assert half["weights"] == plain["weights"] and half["adam"] == plain["adam"]
+    assert half["autocast"] == 132_654_080 * 2
+    # a reference is a frozen copy in model.dtype (float32 here)
+    assert memory_estimate(reference, size).terms["reference"] == 132_654_080 * 4
+    with pytest.raises(ConfigError, match=r"needs about 3.0 GiB .* or set optim.kl_coef=0 "
+                                          r"\(no reference copy: 0.5 GiB less\)"):
+        checks.check_memory(reference, size, (2 * GIB, "this machine"))
 
 
 def test_a_model_loaded_for_evaluation_is_not_held_to_the_training_estimate(monkeypatch,
@@ -178,5 +183,5 @@ def test_on_cuda_a_checkpoint_is_held_to_the_gpu_memory(monkeypatch, llama_folde
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (0, 2 * GIB))
     monkeypatch.setattr(checks, "machine_memory", lambda: 1 << 50)
-    with pytest.raises(ConfigError, match=r"needs about 2.2 GiB .* and the GPU cuda has 2.0 GiB"):
+    with pytest.raises(ConfigError, match=r"needs about 2.5 GiB .* and the GPU cuda has 2.0 GiB"):
         load_model(config, llama_folder, training=True)

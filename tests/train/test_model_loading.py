@@ -266,7 +266,9 @@ def test_a_hub_model_is_sized_from_its_config_before_any_weight_is_fetched(monke
     sized = []
     monkeypatch.setattr(model_loading, "model_size",
                         lambda source, local_only: sized.append((source, local_only))
-                        or ModelSize(parameters=7_000_000_000, vocab=150_000))
+                        or ModelSize(parameters=7_000_000_000, vocab=150_000, hidden=3584,
+                                                intermediate=18944, layers=28, heads=28,
+                                                kv_heads=4, head_dim=128, tied=False))
 
     def too_big(size):
         raise ConfigError(f"{size.parameters:,} parameters do not fit")

@@ -191,53 +191,200 @@ def _check_counts(config: TrainConfig) -> None:
 
 @dataclass(frozen=True)
 class ModelSize:
-    """What the memory estimate needs to know of a policy model."""
+    """The shapes of a Qwen2 / Llama-style decoder that the memory estimate reads, from a
+    checkpoint's ``config.json`` (``run.model_folder.model_size``) or ``model.tiny``
+    (``embedded_size``)."""
 
     parameters: int
-    """Its parameter count (tied parameters once)."""
+    """``P``: the parameter count (tied parameters once)."""
     vocab: int
-    """Rows of its input embedding: the width of its logits."""
+    """``V``: rows of the input embedding, the width of the logits."""
+    hidden: int
+    """``h``: width of the residual stream (``hidden_size``)."""
+    intermediate: int
+    """``i``: width of the SwiGLU MLP (``intermediate_size``)."""
+    layers: int
+    """``n_L``: decoder layers (``num_hidden_layers``)."""
+    heads: int
+    """``n_q``: query heads per layer (``num_attention_heads``)."""
+    kv_heads: int
+    """``n_kv``: key/value heads per layer (``num_key_value_heads``; grouped-query attention)."""
+    head_dim: int
+    """``d``: width of one head (``head_dim``, else ``h / n_q``)."""
+    tied: bool
+    """The output head is the input embedding (``tie_word_embeddings``), counted once in ``P``."""
 
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 """Bytes per value of each ``model.dtype``."""
+FP32 = 4
+"""Bytes of a float32: the trained policy's weights, gradients, AdamW moments and residual
+stream (``train/precision.py``), and the log-softmax statistics."""
+LOGIT_VALUES_TRAINED = 4
+"""float32 values per logit of a forward that is trained (PPO, SFT): the logits, and in
+backward the softmax that log-softmax's gradient is formed from, the target's scattered
+gradient and their sum."""
+LOGIT_VALUES_SCORED = 2
+"""float32 values per logit of a scoring pass (no gradient): the logits and the float32 copy
+log-softmax reads (tempered, restricted to the admissible set)."""
+PREFILL_ROWS = 8
+"""Distinct prompts the sampler prefills in one forward (``rollout.policy.PREFILL_ROWS``)."""
 
 
 def embedded_size(config: TrainConfig) -> ModelSize:
-    """The size of the embedded model ``model.tiny`` describes, its vocabulary at the most."""
+    """The shapes of the embedded Qwen2 model ``model.tiny`` describes, its vocabulary at its
+    largest (``max_vocab_size`` rounded up to ``vocab_multiple``); the head is tied."""
     tiny = config.model.tiny
-    hidden, vocab = tiny.hidden_size, tiny.max_vocab_size
-    per_layer = 4 * hidden * hidden + 3 * hidden * tiny.intermediate_size
-    return ModelSize(parameters=vocab * hidden + tiny.num_hidden_layers * per_layer, vocab=vocab)
+    h, i, head_dim = tiny.hidden_size, tiny.intermediate_size, \
+        tiny.hidden_size // tiny.num_attention_heads
+    vocab = -(-tiny.max_vocab_size // tiny.vocab_multiple) * tiny.vocab_multiple
+    q, kv = tiny.num_attention_heads * head_dim, tiny.num_key_value_heads * head_dim
+    # q, k, v with biases; o without; gate, up, down; two norms
+    per_layer = (h * q + q) + 2 * (h * kv + kv) + q * h + 3 * h * i + 2 * h
+    return ModelSize(parameters=vocab * h + tiny.num_hidden_layers * per_layer + h, vocab=vocab,
+                     hidden=h, intermediate=i, layers=tiny.num_hidden_layers,
+                     heads=tiny.num_attention_heads, kv_heads=tiny.num_key_value_heads,
+                     head_dim=head_dim, tied=True)
 
 
-def model_copies(config: TrainConfig) -> int:
-    """Copies of the policy's parameters a run holds: the weights, their gradients and AdamW's
-    two moments, and the frozen reference when ``optim.kl_coef`` > 0 or the estimator reads it."""
-    return 4 + (config.optim.kl_coef > 0 or "reference" in config.inputs)
+def reference_loaded(config: TrainConfig) -> bool:
+    """Whether the run holds the frozen reference policy: ``optim.kl_coef`` > 0 or the
+    estimator (or auxiliary loss) reads it."""
+    return config.optim.kl_coef > 0 or "reference" in config.inputs
 
 
-def memory_estimate(config: TrainConfig, size: ModelSize | None = None) -> dict[str, float]:
-    """Bytes the run would hold at once, by part: ``model`` (``model_copies`` of the policy's
-    parameters in ``model.dtype``), ``logits`` (one scoring or SFT micro-batch's logits and
-    their gradient, fp32), ``rollouts`` (an update's token ids, masks and log-probs).
+def layer_activation_bytes(size: ModelSize, compute: int) -> int:
+    """``a``: bytes one token keeps for backward in one decoder layer of the trained policy, its
+    matmuls in ``compute`` bytes (``c``) and its residual stream in float32 (``r`` = 4):
+
+        a = 2 r h + 2·4 h + k c h + 5 c n_q d + 4 c i
+
+    ``2 r h``: the layer's input and the residual after attention, each read by an RMSNorm;
+    ``2·4 h``: each norm's float32 normalised value (its weight's gradient reads it);
+    ``k c h``: the projections' inputs, the norm outputs (``k`` = 2 in float32, where q/k/v and
+    gate/up share them; 5 under autocast, where each projection keeps its own cast);
+    ``5 c n_q d``: the rotated queries, the keys and values repeated to every query head (the
+    attention runs with a padding mask, so transformers repeats them), the attention output and
+    its contiguous copy; ``4 c i``: the MLP's gate, up, ``silu(gate)`` and their product.
+    """
+    h, c = size.hidden, compute
+    casts = 2 if compute == FP32 else 5
+    return (2 * FP32 * h + 2 * FP32 * h + casts * c * h + 5 * c * size.heads * size.head_dim
+            + 4 * c * size.intermediate)
+
+
+def kv_bytes_per_token(size: ModelSize, compute: int) -> int:
+    """Bytes of one token's keys and values in every layer: ``n_L · 2 · n_kv · d · c``."""
+    return size.layers * 2 * size.kv_heads * size.head_dim * compute
+
+
+def activation_bytes(size: ModelSize, compute: int, rows: int, length: int,
+                     checkpointing: bool) -> float:
+    """Bytes a trained forward over ``rows`` x ``length`` tokens keeps for backward: every
+    layer's ``a`` per token; with gradient checkpointing each layer keeps only its float32
+    input and one layer's ``a`` exists at a time, during its recompute."""
+    tokens = float(rows) * length
+    per_layer = layer_activation_bytes(size, compute)
+    if checkpointing:
+        return tokens * (size.layers * FP32 * size.hidden + per_layer)
+    return tokens * size.layers * per_layer
+
+
+def logit_bytes(size: ModelSize, rows: int, columns: int, values: int) -> float:
+    """Bytes of the logits of ``rows`` x ``columns`` scored tokens, ``values`` float32 each:
+    the LM head runs only on the columns that predict response tokens (``logits_to_keep``)."""
+    return float(rows) * columns * size.vocab * FP32 * values
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes a run holds at its peak, by named term.
+
+    Phases run one after another and free their tensors before the next starts, so the peak is
+    what is held through the whole update plus the largest phase.
+
+    Attributes:
+        held: the terms held throughout: ``weights``, ``gradients``, ``adam`` (the trained
+            policy, float32), ``autocast`` (its bfloat16 weight casts under
+            ``model.dtype=bfloat16``), ``reference`` (the frozen copy in ``model.dtype``),
+            ``rollouts`` (the update's token tensors).
+        phases: each phase's own terms: ``generation`` (sampling), ``scoring`` (old,
+            reference and teacher log-probs, no gradient), ``ppo`` (one micro-batch's forward
+            and backward), ``sft`` (the same for the warm start, when ``sft.enabled``).
+    """
+
+    held: dict[str, float]
+    phases: dict[str, dict[str, float]]
+
+    @property
+    def peak_phase(self) -> str | None:
+        """The phase that needs the most, or None where no phase is counted."""
+        if not self.phases:
+            return None
+        return max(self.phases, key=lambda name: sum(self.phases[name].values()))
+
+    @property
+    def terms(self) -> dict[str, float]:
+        """The terms of the peak: the held ones, then the peak phase's as ``phase.term``."""
+        peak = self.peak_phase
+        phase = self.phases[peak] if peak else {}
+        return {**self.held, **{f"{peak}.{name}": value for name, value in phase.items()}}
+
+    @property
+    def total(self) -> float:
+        """Bytes at the peak."""
+        return sum(self.terms.values())
+
+
+def memory_estimate(config: TrainConfig, size: ModelSize | None = None) -> MemoryEstimate:
+    """The bytes the run would hold at its peak, term by term (``MemoryEstimate``;
+    docs/settings.md, "Memory a run needs").
 
     ``size`` is a checkpoint's, read from its ``config.json`` before its weights load; without
     it, the embedded model's (``embedded_size``), and for a checkpoint not yet read only the
-    rollouts: a lower bound, checked again once the checkpoint is read."""
-    rollout = config.rollout
-    length = rollout.max_prompt_tokens + rollout.max_new_tokens
-    estimate = {"model": 0.0, "logits": 0.0,
-                "rollouts": rollout_bytes(config, rollout.tasks_per_update)}
+    rollouts: a lower bound, checked again once the checkpoint is read.
+
+    Symbols: ``P`` parameters, ``c`` bytes of ``model.dtype``, ``L = max_prompt_tokens +
+    max_new_tokens`` (``T_p + T_r``), ``a`` (``layer_activation_bytes``), ``kv``
+    (``kv_bytes_per_token``).
+    """
+    rollout, optim = config.rollout, config.optim
+    held = {"rollouts": rollout_bytes(config, rollout.tasks_per_update)}
     if size is None and config.model.name == "embedded":
         size = embedded_size(config)
-    if size is not None:
-        estimate["model"] = float(size.parameters) * DTYPE_BYTES[config.model.dtype] * \
-            model_copies(config)
-        micro = max(config.optim.score_micro_batch_size, config.optim.micro_batch_size,
-                    config.sft.micro_batch_size)
-        estimate["logits"] = float(micro) * length * size.vocab * 4 * 3
-    return estimate
+    if size is None:
+        return MemoryEstimate(held=held, phases={})
+    c = DTYPE_BYTES[config.model.dtype]
+    prompt, response = rollout.max_prompt_tokens, rollout.max_new_tokens
+    length = prompt + response
+    p = float(size.parameters)
+    held = {"weights": p * FP32, "gradients": p * FP32, "adam": 2 * p * FP32,
+            "autocast": p * c if c < FP32 else 0.0,
+            "reference": p * c if reference_loaded(config) else 0.0, **held}
+    kv = kv_bytes_per_token(size, c)
+    one_layer = layer_activation_bytes(size, c)
+    generation = {
+        # the prompts' own caches beside the left-padded batch cache that grows to L
+        "kv_cache": float(rollout.generation_batch_size) * (prompt + length) * kv,
+        "prefill": float(min(PREFILL_ROWS, rollout.generation_batch_size)) * prompt * one_layer,
+        "prompt_cache": (float(rollout.group_size * rollout.tasks_per_update) * prompt * kv
+                         if rollout.reuse_prompt_cache else 0.0),
+    }
+    score_rows = optim.score_micro_batch_size
+    scoring = {"kv_cache": float(score_rows) * length * kv,
+               "layer": float(score_rows) * length * one_layer,
+               "logits": logit_bytes(size, score_rows, response, LOGIT_VALUES_SCORED)}
+    phases = {"generation": generation, "scoring": scoring,
+              "ppo": {"activations": activation_bytes(size, c, optim.micro_batch_size, length,
+                                                      optim.gradient_checkpointing),
+                      "logits": logit_bytes(size, optim.micro_batch_size, response,
+                                            LOGIT_VALUES_TRAINED)}}
+    if config.sft.enabled:
+        rows = config.sft.micro_batch_size
+        phases["sft"] = {"activations": activation_bytes(size, c, rows, length,
+                                                         optim.gradient_checkpointing),
+                         "logits": logit_bytes(size, rows, response, LOGIT_VALUES_TRAINED)}
+    return MemoryEstimate(held=held, phases=phases)
 
 
 def rollout_bytes(config: TrainConfig, groups: int) -> float:
@@ -259,10 +406,11 @@ def machine_memory() -> int | None:
 
 def check_memory(config: TrainConfig, size: ModelSize | None = None,
                  memory: tuple[int, str] | None = None) -> None:
-    """Refuse a run whose ``memory_estimate`` exceeds the memory that holds it, saying both.
+    """Refuse a run whose ``memory_estimate`` exceeds the memory that holds it, in one line
+    naming the total, the memory, the largest term and the setting that shrinks it.
 
     Args:
-        size: a checkpoint's size (see ``memory_estimate``).
+        size: a checkpoint's shapes (see ``memory_estimate``).
         memory: the bytes that hold the model and what they are (a GPU's, on ``cuda``);
             ``machine_memory()`` of "this machine" when None.
     """
@@ -270,18 +418,48 @@ def check_memory(config: TrainConfig, size: ModelSize | None = None,
     if available is None:
         return  # no way to know the machine's memory here: nothing to compare with
     estimate = memory_estimate(config, size)
-    total = sum(estimate.values())
+    total = estimate.total
     if total <= available:
         return
-    parts = ", ".join(f"{name} {value / GIB:,.1f}" for name, value in estimate.items())
-    if size is None:
-        fix = ("lower the sizes (model.tiny.hidden_size, model.tiny.max_vocab_size, "
-               "rollout.group_size, rollout.tasks_per_update, rollout.max_steps, "
-               "rollout.max_prompt_tokens, the micro-batch sizes)")
-    else:
-        fix = (f"the model's {size.parameters:,} parameters are held {model_copies(config)} "
-               f"times in {config.model.dtype}; use a smaller model, model.dtype=bfloat16, "
-               "optim.kl_coef=0 (no reference copy, if the estimator reads none) or smaller "
-               "rollout and micro-batch sizes")
-    raise ConfigError(f"this run needs about {total / GIB:,.1f} GiB of memory ({parts} GiB) "
-                      f"and {where} has {available / GIB:,.1f} GiB; {fix}")
+    terms = {name: value for name, value in estimate.terms.items() if value}
+    largest = max(terms, key=terms.__getitem__)
+    parts = ", ".join(f"{name} {value / GIB:,.1f}" for name, value in terms.items())
+    phase = f" in its {estimate.peak_phase} phase" if estimate.peak_phase else ""
+    raise ConfigError(f"this run needs about {total / GIB:,.1f} GiB of memory{phase} "
+                      f"({parts} GiB) and {where} has {available / GIB:,.1f} GiB; the largest "
+                      f"part is {largest}: "
+                      f"{_memory_fix(config, estimate, largest, available, size is None)}")
+
+
+def _memory_fix(config: TrainConfig, estimate: MemoryEstimate, term: str, available: int,
+                embedded: bool) -> str:
+    """The setting that shrinks ``term`` of ``estimate`` (a name of ``MemoryEstimate.terms``);
+    ``embedded``: the model is the one ``model.tiny`` sizes, not a checkpoint."""
+    smaller = ("lower model.tiny.hidden_size, model.tiny.num_hidden_layers or "
+               "model.tiny.max_vocab_size" if embedded else "use a smaller model")
+    state = sum(estimate.held.get(key, 0.0) for key in ("weights", "gradients", "adam"))
+    if state > available:
+        return (f"the trained policy's float32 weights, gradients and AdamW moments alone need "
+                f"{state / GIB:,.1f} GiB; {smaller}"
+                + ("" if embedded else ", or train on several GPUs with verl (docs/verl.md)"))
+    reference = estimate.held.get("reference", 0.0)
+    if reference and "reference" not in config.inputs:
+        smaller += (f", or set optim.kl_coef=0 (no reference copy: {reference / GIB:,.1f} GiB "
+                    "less)")
+    checkpointing = "" if config.optim.gradient_checkpointing else \
+        "set optim.gradient_checkpointing=true or "
+    fixes = {
+        "rollouts": "lower rollout.group_size, rollout.tasks_per_update, rollout.max_steps or "
+                    "rollout.max_prompt_tokens",
+        "generation.kv_cache": "lower rollout.generation_batch_size",
+        "generation.prefill": "lower rollout.max_prompt_tokens",
+        "generation.prompt_cache": "set rollout.reuse_prompt_cache=false",
+        "ppo.activations": checkpointing + "lower optim.micro_batch_size",
+        "ppo.logits": "lower optim.micro_batch_size (or rollout.max_new_tokens)",
+        "sft.activations": checkpointing + "lower sft.micro_batch_size",
+        "sft.logits": "lower sft.micro_batch_size (or rollout.max_new_tokens)",
+    }
+    if term.startswith("scoring."):
+        return "lower optim.score_micro_batch_size"
+    # weights, gradients, adam, autocast, reference: the model's own size
+    return fixes.get(term, smaller)

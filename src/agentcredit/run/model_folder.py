@@ -11,7 +11,8 @@ pickled ``.bin``): the architecture that ``config.json`` names is built on torch
 files with its shape and hold only finite values. Each check answers with a
 clause saying what is wrong (``"its policy/model.safetensors holds no tensors"``)
 or ``""``, for the caller to put in its one line. ``model_size`` reads the same architecture's
-parameter count and vocabulary, for the memory estimate made before the weights load.
+parameter count, vocabulary and decoder shapes, for the memory estimate made before the
+weights load.
 """
 
 from __future__ import annotations
@@ -144,16 +145,35 @@ def parameter_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
 
 
 def model_size(source: str | Path, local_only: bool = True) -> ModelSize:
-    """The parameter count and vocabulary of the model whose ``config.json`` is at ``source``
-    (a folder, or a hub id whose ``config.json`` alone is fetched): known before any weight is
-    read, for the memory estimate.
+    """The shapes of the model whose ``config.json`` is at ``source`` (a folder, or a hub id
+    whose ``config.json`` alone is fetched), known before any weight is read, for the memory
+    estimate: the parameter count and vocabulary of the model built on the ``meta`` device,
+    the decoder's widths, layers and heads from its (text) config, and whether its head is
+    the input embedding.
 
     Raises:
-        ValueError: a clause saying why the architecture cannot be built.
+        ValueError: a clause saying why the architecture cannot be built, or which size the
+            estimate needs it does not give.
     """
     model = _meta_model(source, local_only)
+    text = model.config.get_text_config()
+    sizes = {}
+    for field, key in (("hidden", "hidden_size"), ("intermediate", "intermediate_size"),
+                       ("layers", "num_hidden_layers"), ("heads", "num_attention_heads")):
+        value = getattr(text, key, None)
+        if type(value) is not int or value < 1:
+            raise ValueError(f"its config.json gives {key} = {value!r}, and the memory estimate "
+                             "needs it as a positive integer (it sizes Qwen2 / Llama-style "
+                             "decoders); use such a model")
+        sizes[field] = value
+    head = model.get_output_embeddings()
+    embedding = model.get_input_embeddings().weight
     return ModelSize(parameters=sum(p.numel() for p in model.parameters()),
-                     vocab=model.get_input_embeddings().weight.shape[0])
+                     vocab=embedding.shape[0], **sizes,
+                     kv_heads=getattr(text, "num_key_value_heads", None) or sizes["heads"],
+                     head_dim=(getattr(text, "head_dim", None)
+                               or sizes["hidden"] // sizes["heads"]),
+                     tied=head is not None and head.weight is embedding)
 
 
 def architecture_problem(settings: dict[str, Any]) -> str:
