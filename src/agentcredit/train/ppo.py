@@ -4,10 +4,9 @@ trees (§0.1).
 ``score_steps`` gives the per-token log-probs of a batch of step samples under a
 model (the behaviour ``ℓ^b`` before the update, the frozen reference for the KL);
 ``ppo_update`` runs one epoch of clipped-ratio PPO over them, with an optional
-auxiliary loss from ``credit.aux_losses``. Its loop is written out: for each mini-batch, each
-tree's trunk (``tree_forward.trunk_of``), then for each branch batch its forward
-(``branch_forward``), its loss (``ppo_loss``) and ``loss.backward()``; ``Trunk.backward()``
-after the tree; then the clipped gradient's ``optimizer.step()``.
+auxiliary loss from ``credit.aux_losses``. For each mini-batch, ``tree_training.train_trees``
+runs the mini-batch's trees, each branch batch's loss being ``ppo_loss`` (``_loss``); then the
+clipped gradient's ``optimizer.step()``.
 """
 
 from __future__ import annotations
@@ -21,8 +20,9 @@ from agentcredit.config import OptimConfig
 from agentcredit.credit.aux_losses import get_aux_loss
 from agentcredit.train.loss import ppo_loss
 from agentcredit.train.prefix_tree import layout_trees, uses_trees
-from agentcredit.train.scoring.tree_forward import Rows, branch_forward, score_trees, trunk_of
+from agentcredit.train.scoring.tree_forward import Rows, score_trees
 from agentcredit.train.step_tensors import StepTensors
+from agentcredit.train.tree_training import train_trees
 
 
 def score_steps(model, steps: StepTensors, micro_batch_size: int,
@@ -75,7 +75,10 @@ def ppo_update(model, optimizer, batch: PPOBatch, config: OptimConfig,
     its PPO loss; ``config.pg_coef`` weights the policy-gradient term (0 = distillation alone)
     and ``config.entropy_coef`` subtracts that multiple of the token-mean entropy. New
     log-probs and entropies are those of ``softmax(z / temperature)``, the policy that sampled
-    the batch, renormalised over ``steps.allowed`` when it is set.
+    the batch, renormalised over ``steps.allowed`` when it is set. The entropies are in the
+    autograd graph only when ``config.entropy_coef`` is not 0; otherwise they are computed
+    without one, for ``ppo/entropy`` alone. With ``config.gradient_checkpointing`` the
+    decoder layers are recomputed in the backward (the same update, less memory).
 
     With ``config.loss_agg = "rollout_mean"`` each row's advantages are first scaled by
     ``rollout_weights``, so every rollout weighs alike in the policy-gradient term. Only that
@@ -105,18 +108,14 @@ def ppo_update(model, optimizer, batch: PPOBatch, config: OptimConfig,
                               by_rollout=uses_trees(model, config.layout)):
         normalizer = steps.loss_mask[rows].sum().clamp(min=1).to(torch.float32).to(device)
         rows = rows[trained[rows]]
-        parts: list[dict[str, float]] = []
-        for tree in layout_trees(model, steps, config.layout, rows):
-            trunk = trunk_of(model, tree, rows_scored, grad=True)
-            for branch in tree.batches(config.micro_batch_size):
-                logprobs, entropy = branch_forward(model, trunk, tree, branch, rows_scored,
-                                                   with_entropy=True, temperature=temperature)
-                loss, stats = _loss(logprobs, entropy, _cut(per_token, tree.rows[branch],
-                                                            logprobs.shape[1], device),
-                                    normalizer, config, aux)
-                loss.backward()
-                parts.append(stats)
-            trunk.backward()
+        parts = train_trees(
+            model, layout_trees(model, steps, config.layout, rows), rows_scored,
+            branch_batch=config.micro_batch_size,
+            branch_loss=lambda logprobs, entropy, members, normalizer=normalizer: _loss(
+                logprobs, entropy, _cut(per_token, members, logprobs.shape[1], device),
+                normalizer, config, aux),
+            with_entropy=True, entropy_grad=config.entropy_coef != 0, temperature=temperature,
+            checkpointing=config.gradient_checkpointing)
         if not len(rows):
             _zero_gradients(model)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)

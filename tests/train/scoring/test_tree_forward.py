@@ -19,7 +19,7 @@ from agentcredit.rollout.admissible import ActionTrie
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
-from agentcredit.train import prefix_tree
+from agentcredit.train import prefix_tree, tree_training
 from agentcredit.train.model_loading import load_policy
 from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
 from agentcredit.train.prefix_tree import step_trees
@@ -29,7 +29,6 @@ from agentcredit.train.scoring.hindsight_pass import HindsightSplicer
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.scoring.tree_forward import Rows, branch_forward, trunk_forward, trunk_of
 from agentcredit.train.step_tensors import StepTensors, tensorize_steps
-from agentcredit.train.warm_start import sft as sft_module
 from agentcredit.train.warm_start.sft import Demonstration, demonstration_steps, run_sft
 from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
@@ -285,7 +284,7 @@ def test_sft_on_a_recovery_sample_takes_the_rows_gradient(policy, monkeypatch):
     settings = SimpleNamespace(batch_size=len(traj.steps), epochs=1, lr=1.0, weight_decay=0.0,
                                grad_clip=1e9, micro_batch_size=3)
     trunks = []  # the trunk length of every tree SFT ran
-    monkeypatch.setattr(sft_module, "trunk_of", lambda model, tree, rows, **kw: trunks.append(
+    monkeypatch.setattr(tree_training, "trunk_of", lambda model, tree, rows, **kw: trunks.append(
         tree.trunk_len) or trunk_of(model, tree, rows, **kw))
     for layout in ("trees", "rows"):
         trunks.clear()

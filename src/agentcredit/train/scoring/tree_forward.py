@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-from transformers import DynamicCache
+from transformers import DynamicCache, DynamicLayer
 
 from agentcredit.train.prefix_tree import PrefixTree
 from agentcredit.train.scoring.logprobs import logprob_entropy_rows
@@ -118,8 +118,7 @@ def trunk_forward(model: nn.Module, ids: Tensor, *, grad: bool = False,
     if not len(ids):
         return past.seen_whole() if past is not None else Trunk([], grad, 0)
     device = next(model.parameters()).device
-    cache = (DynamicCache(ddp_cache_data=list(past.leaves))
-             if past is not None and past.length else None)
+    cache = _cache_holding(past.leaves) if past is not None and past.length else None
     with torch.set_grad_enabled(grad):
         out = model(input_ids=ids[None].to(device), past_key_values=cache, use_cache=True,
                     position_ids=torch.arange(offset, offset + len(ids), device=device)[None],
@@ -135,8 +134,8 @@ def trunk_of(model: nn.Module, tree: PrefixTree, rows: Rows, *, grad: bool = Fal
 
 
 def branch_forward(model: nn.Module, trunk: Trunk, tree: PrefixTree, batch: Tensor, rows: Rows,
-                   *, with_entropy: bool = False, temperature: float = 1.0
-                   ) -> tuple[Tensor, Tensor | None]:
+                   *, with_entropy: bool = False, entropy_grad: bool = True,
+                   temperature: float = 1.0) -> tuple[Tensor, Tensor | None]:
     """``log π(y_l | y_<l)`` (and ``H(π(· | y_<l))``) of the scored tokens of one branch batch.
 
     Args:
@@ -145,6 +144,9 @@ def branch_forward(model: nn.Module, trunk: Trunk, tree: PrefixTree, batch: Tens
         tree: the tree; ``batch`` ``[b]`` indexes its ``rows`` (``PrefixTree.batches``).
         rows: the rows the tree indexes.
         with_entropy: also the entropies at the scored tokens.
+        entropy_grad: the entropies in the autograd graph (a loss term); ``False`` computes
+            them from the detached logits without one (a logged figure: no ``[b·k, V]``
+            softmax is kept for the backward). The same numbers either way.
         temperature: ``T > 0``: the statistics of ``softmax(z / T)``.
 
     Returns:
@@ -178,9 +180,8 @@ def branch_forward(model: nn.Module, trunk: Trunk, tree: PrefixTree, batch: Tens
     mask = torch.cat([trunk_mask, real], dim=1).long()  # [b, seen + m]
     cache = None
     if seen:
-        cache = DynamicCache(ddp_cache_data=[(k[:, :, :seen].expand(b, -1, -1, -1),
-                                              v[:, :, :seen].expand(b, -1, -1, -1))
-                                             for k, v in trunk.leaves])
+        cache = _cache_holding([(k[:, :, :seen].expand(b, -1, -1, -1),
+                                 v[:, :, :seen].expand(b, -1, -1, -1)) for k, v in trunk.leaves])
     logits = model(input_ids=ids.to(device), attention_mask=mask.to(device),
                    position_ids=(trunk.past + attach[:, None] + steps[None]).to(device),
                    past_key_values=cache, use_cache=cache is not None,
@@ -191,8 +192,12 @@ def branch_forward(model: nn.Module, trunk: Trunk, tree: PrefixTree, batch: Tens
     sets = None
     if rows.allowed is not None:
         sets = rows.allowed[members[:, None], target_columns].reshape(b * k, -1).to(device)
-    lp, ent = logprob_entropy_rows(logits.reshape(b * k, -1), targets.reshape(-1).to(device),
-                                   with_entropy, sets, temperature)
+    flat, targets = logits.reshape(b * k, -1), targets.reshape(-1).to(device)
+    lp, ent = logprob_entropy_rows(flat, targets, with_entropy and entropy_grad, sets,
+                                   temperature)
+    if with_entropy and not entropy_grad:
+        with torch.no_grad():
+            _, ent = logprob_entropy_rows(flat.detach(), targets, True, sets, temperature)
     hit = wanted[:, keep + 1].to(device)
     index = target_columns.to(device)
     out_lp = torch.zeros((b, width), device=device).scatter_add(
@@ -202,6 +207,19 @@ def branch_forward(model: nn.Module, trunk: Trunk, tree: PrefixTree, batch: Tens
         out_ent = torch.zeros((b, width), device=device).scatter_add(
             1, index, torch.where(hit, ent.view(b, k), 0.0))
     return out_lp, out_ent
+
+
+def _cache_holding(pairs: Sequence[tuple[Tensor, Tensor]]) -> DynamicCache:
+    """A ``DynamicCache`` whose layer ``l`` holds ``pairs[l]`` (keys, values) as they are: a
+    view stays a view (``DynamicCache(ddp_cache_data=…)`` would copy each), so a branch batch's
+    expanded trunk costs no memory until its layers concatenate their own keys and values."""
+    cache = DynamicCache()
+    for keys, values in pairs:
+        layer = DynamicLayer()
+        layer.lazy_initialization(keys, values)
+        layer.keys, layer.values = keys, values
+        cache.layers.append(layer)
+    return cache
 
 
 def score_trees(model: nn.Module, trees: Sequence[PrefixTree], rows: Rows, *,

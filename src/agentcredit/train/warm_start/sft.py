@@ -37,8 +37,9 @@ from agentcredit.rollout.prompts import (
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
 from agentcredit.train.prefix_tree import layout_trees
-from agentcredit.train.scoring.tree_forward import Rows, branch_forward, trunk_of
+from agentcredit.train.scoring.tree_forward import Rows
 from agentcredit.train.step_tensors import tensorize_steps
+from agentcredit.train.tree_training import train_trees
 
 #: the most wrong actions in a row a recovery sample's history ends with (``demonstration_steps``).
 RECOVERY_MAX_TRIES = 3
@@ -206,8 +207,8 @@ def with_skill_demonstrations(samples: Sequence[Trajectory], share: float,
 
 
 def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
-            generator: torch.Generator, progress=None, layout: str = "trees"
-            ) -> dict[str, float]:
+            generator: torch.Generator, progress=None, layout: str = "trees",
+            gradient_checkpointing: bool = False) -> dict[str, float]:
     """Behaviour cloning: AdamW on the token-mean NLL of the response tokens of each batch,
     ``−(1/|V|) Σ_{t∈V} log π(y_t | y_<t)``, linear LR decay to 0.
 
@@ -223,6 +224,8 @@ def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
         generator: CPU generator for the demonstration order.
         progress: optional callable ``(step, num_steps, loss)`` after each optimiser step.
         layout: ``trees`` or ``rows`` (``optim.layout``); the same loss either way.
+        gradient_checkpointing: recompute the decoder layers in the backward
+            (``optim.gradient_checkpointing``); the same gradients, less activation memory.
 
     Returns:
         ``sft/steps``, ``sft/samples``, ``sft/first_loss``, ``sft/final_loss`` (mean
@@ -242,16 +245,16 @@ def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
     losses = []
     for step, rows in enumerate(batches):
         normalizer = data.loss_mask[rows].sum().clamp(min=1).to(torch.float32).to(device)
-        total = 0.0
-        for tree in layout_trees(model, data, layout, rows):
-            trunk = trunk_of(model, tree, scored, grad=True)
-            for branch in tree.batches(config.micro_batch_size):
-                logprobs, _ = branch_forward(model, trunk, tree, branch, scored)
-                mask = data.loss_mask[tree.rows[branch], :logprobs.shape[1]].to(device)
-                loss = -(logprobs * mask).sum() / normalizer
-                loss.backward()
-                total += float(loss.detach())
-            trunk.backward()
+
+        def nll(logprobs, _entropy, members, normalizer=normalizer):
+            mask = data.loss_mask[members, :logprobs.shape[1]].to(device)
+            loss = -(logprobs * mask).sum() / normalizer
+            return loss, {"loss": float(loss.detach())}
+
+        parts = train_trees(model, layout_trees(model, data, layout, rows), scored,
+                            branch_batch=config.micro_batch_size, branch_loss=nll,
+                            checkpointing=gradient_checkpointing)
+        total = sum((part["loss"] for part in parts), 0.0)
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         schedule.step()

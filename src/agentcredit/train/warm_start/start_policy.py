@@ -96,7 +96,8 @@ def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite
                             torch.Generator().manual_seed(config.run.seed + 1),
                             progress=lambda step, steps, loss: bar.update(total=steps,
                                                                           loss=f"{loss:.3f}"),
-                            layout=config.optim.layout)
+                            layout=config.optim.layout,
+                            gradient_checkpointing=config.optim.gradient_checkpointing)
         sft_record = {"kind": "sft", "update": 0, **stats}
         log(sft_record)
         echo(f"SFT: {int(stats['sft/steps'])} steps on {int(stats['sft/samples'])} expert steps, "
