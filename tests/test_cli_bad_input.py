@@ -185,3 +185,22 @@ def test_a_model_folder_whose_config_the_architecture_rejects(tmp_path, settings
     assert main(["eval", "--checkpoint", str(folder)]) == 2
     assert time.perf_counter() - began < 30
     assert _one_error_line(capsys) == f"error: cannot load the model {str(folder)!r}: {says}"
+
+
+def test_a_model_whose_config_the_memory_check_cannot_size_is_one_line(tmp_path, capsys):
+    """A decoder the memory estimate cannot size (no MLP width in its config.json) is refused
+    before any weight is read, naming what is missing."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(
+        {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 16, "n_layer": 1,
+         "n_head": 2, "vocab_size": 64}))
+    status = main(["train", "--config", "hf", "--model", str(folder), "run.device=cpu",
+                   f"run.output_dir={tmp_path}", "run.name=unsized", "env=webshop",
+                   "env.webshop.num_products=50", "env.webshop.valid_goals=2",
+                   "env.webshop.test_goals=2"])
+    assert status == 2
+    said = _one_error_line(capsys)
+    assert said.startswith(f"error: cannot load the model {str(folder)!r}: ")
+    assert "intermediate" in said, said
+    assert not (tmp_path / "unsized" / "reference").exists()

@@ -1,12 +1,23 @@
-"""HFPolicy: batched left-padded sampling whose log-probs are the model's, stopping at eos."""
+"""HFPolicy: batched left-padded sampling whose log-probs are the model's, stopping at eos;
+sample_token's one-uniform-per-row inverse-CDF draws follow the exact tempered softmax and
+never draw a masked id."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
 
-from agentcredit.rollout.admissible import ActionTrie
-from agentcredit.rollout.policy import HFPolicy, PolicyDiverged, PromptCache, sample_token
+from agentcredit.rollout.admissible import ActionTrie, restrict_logits
+from agentcredit.rollout.policy import (
+    CDF_BLOCK,
+    HFPolicy,
+    PolicyDiverged,
+    PromptCache,
+    inverse_cdf,
+    sample_token,
+)
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.model_loading import load_policy
 from agentcredit.train.ppo import score_steps
@@ -60,7 +71,7 @@ def test_sampling_logprobs_match_the_scored_logprobs_at_temperature_one(policy):
 
 def test_a_response_stops_at_the_first_stop_token(policy):
     gens = policy.generate(_prompts(policy.tokenizer), temperature=1.0, max_new_tokens=40,
-                           generator=torch.Generator().manual_seed(1))
+                           generator=torch.Generator().manual_seed(2))  # a seed where one stops
     stopped = 0
     for g in gens:
         stops = [i for i, t in enumerate(g.token_ids) if t in policy.stop_ids]
@@ -174,11 +185,35 @@ def test_a_call_with_no_prompts_keeps_the_cached_ones(policy):
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
-def test_nan_or_infinite_logits_raise_policy_diverged_instead_of_sampling(temperature, bad):
+def test_nan_or_infinite_logits_give_a_nan_log_prob_and_an_id_in_the_vocabulary(temperature,
+                                                                                 bad):
     logits = torch.zeros(2, 5)
     logits[1, 3] = bad
-    with pytest.raises(PolicyDiverged, match="probabilities hold NaN"):
-        sample_token(logits, temperature, torch.Generator().manual_seed(0))
+    token, logprob = sample_token(logits, temperature, torch.Generator().manual_seed(0))
+    assert not logprob[0].isnan() and logprob[1].isnan()
+    assert ((token >= 0) & (token < 5)).all()  # a device would not index out of its table
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_nan_logits_mid_response_raise_policy_diverged_before_the_next_forward(policy,
+                                                                             temperature):
+    forward, calls = policy.model.forward, []
+
+    def poisoned(*args, **kw):
+        calls.append(True)
+        output = forward(*args, **kw)
+        if len(calls) == 2:  # the first decoding step's forward
+            output.logits[1, -1, 4] = float("nan")
+        return output
+    policy.model.forward = poisoned
+    try:
+        with pytest.raises(PolicyDiverged, match="probabilities hold NaN"):
+            policy.generate(_prompts(policy.tokenizer), temperature=temperature,
+                            max_new_tokens=6, generator=torch.Generator().manual_seed(0))
+    finally:
+        del policy.model.forward
+    assert len(calls) == 2
+    assert not policy.model.training
 
 
 def test_masked_logits_still_sample_among_the_allowed_tokens():
@@ -219,3 +254,89 @@ def test_cached_and_repeated_prompts_record_the_log_probs_rescoring_gives(policy
     rescored = score_steps(policy.model, tensors, 4, temperature)
     mask = tensors.loss_mask
     assert torch.allclose(rescored[mask], tensors.sampling_logprobs[mask], atol=1e-5)
+
+
+def _chi_square_upper(dof: int, z: float = 3.0902) -> float:
+    """The chi-square quantile of ``dof`` degrees of freedom at upper tail ``Φ(-z)`` (z = 3.09:
+    1e-3), by the Wilson–Hilferty approximation (no scipy here)."""
+    return dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
+
+
+def _chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    expected = counts.sum() * probs
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+@pytest.mark.parametrize("temperature", [0.6, 1.0, 1.7])
+def test_draws_follow_the_exact_tempered_softmax_and_skip_masked_ids(temperature):
+    draws, vocab = 6000, 12
+    logits = torch.randn(2, vocab, generator=torch.Generator().manual_seed(7))
+    masked = torch.tensor([0, 5, 6, 11])  # the first, two inner and the last id
+    logits[1, masked] = -torch.inf
+    for row in range(2):
+        tokens, logprobs = sample_token(logits[row].expand(draws, vocab), temperature,
+                                        torch.Generator().manual_seed(11 + row))
+        exact = torch.log_softmax(logits[row] / temperature, -1)
+        assert torch.allclose(logprobs, exact[tokens])
+        counts = torch.bincount(tokens, minlength=vocab).double()
+        allowed = exact.isfinite()
+        assert counts[~allowed].sum() == 0
+        probs = exact[allowed].exp().double()
+        dof = int(allowed.sum()) - 1
+        assert _chi_square(counts[allowed], probs) < _chi_square_upper(dof)
+        if temperature != 1.0:  # the check has the power to see a temperature left out
+            untempered = torch.softmax(logits[row][allowed], -1).double()
+            assert _chi_square(counts[allowed], untempered) > _chi_square_upper(dof)
+
+
+def test_a_sample_draws_one_uniform_per_row():
+    generator, reference = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    sample_token(torch.zeros(5, 151), 1.0, generator)
+    torch.rand(5, 1, dtype=torch.float64, generator=reference)
+    assert torch.equal(generator.get_state(), reference.get_state())
+
+
+def test_no_uniform_selects_an_id_of_probability_zero():
+    probs = torch.tensor([[0.0, 0.2, 0.0, 0.0, 0.5, 0.3, 0.0, 0.0]])
+    u = torch.cat([torch.linspace(0, 1, 10_001), torch.tensor([1 - 2 ** -53])])[:, None]
+    ids, total = inverse_cdf(probs.expand(len(u), -1), u.double())
+    assert set(ids.tolist()) == {1, 4, 5}
+    assert torch.allclose(total, torch.ones(len(u), dtype=torch.float64))
+    assert ids[0] == 1 and ids[-2] == 5 and ids[-1] == 5  # u = 0 and u = 1: the end ids
+    # over several blocks of the first level, a whole block and the tail's end at weight 0
+    weights = torch.zeros(1, 3 * CDF_BLOCK + 9)
+    weights[0, [5, 2 * CDF_BLOCK + 3, 3 * CDF_BLOCK + 2]] = torch.tensor([0.3, 0.5, 0.2])
+    ids, _ = inverse_cdf(weights.expand(len(u), -1), u.double())
+    assert set(ids.tolist()) == {5, 2 * CDF_BLOCK + 3, 3 * CDF_BLOCK + 2}
+    assert ids[0] == 5 and ids[-1] == 3 * CDF_BLOCK + 2
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.6])
+def test_sampling_among_allowed_ids_is_sampling_the_restricted_softmax(temperature):
+    draws, vocab = 6000, 40
+    logits = torch.randn(1, vocab, generator=torch.Generator().manual_seed(5)).expand(draws, -1)
+    allowed = torch.tensor([[3, 9, 17, 22, 38, -1]]).expand(draws, -1)
+    tokens, logprobs = sample_token(logits, temperature, torch.Generator().manual_seed(9),
+                                    allowed)
+    restricted = torch.log_softmax(restrict_logits(logits, allowed) / (temperature or 1.0), -1)
+    assert torch.allclose(logprobs, restricted.gather(-1, tokens[:, None]).squeeze(-1),
+                          atol=1e-6)
+    if temperature == 0:
+        assert (tokens == restricted[0].argmax()).all()
+        return
+    counts = torch.bincount(tokens, minlength=vocab).double()
+    ids = allowed[0, :5]
+    assert counts.sum() == counts[ids].sum()
+    assert _chi_square(counts[ids], restricted[0, ids].exp().double()) < _chi_square_upper(4)
+
+
+def test_draws_over_several_blocks_follow_the_softmax():
+    draws, vocab = 6000, 3 * CDF_BLOCK + 9
+    logits = torch.full((1, vocab), -torch.inf)
+    ids = torch.tensor([0, 7, CDF_BLOCK - 1, CDF_BLOCK, 2 * CDF_BLOCK + 40, vocab - 1])
+    logits[0, ids] = torch.randn(len(ids), generator=torch.Generator().manual_seed(4))
+    tokens, _ = sample_token(logits.expand(draws, -1), 0.8, torch.Generator().manual_seed(6))
+    counts = torch.bincount(tokens, minlength=vocab).double()
+    assert counts.sum() == counts[ids].sum()
+    probs = torch.softmax(logits[0, ids] / 0.8, -1).double()
+    assert _chi_square(counts[ids], probs) < _chi_square_upper(len(ids) - 1)

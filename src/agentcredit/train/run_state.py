@@ -137,7 +137,7 @@ def setup(config: TrainConfig, run: RunDirectory, resume: bool, overwrite: bool,
     # again: the updates start from the same global state whether the start policy was
     # trained, read from the cache or loaded
     seed_global_generators(config.run.seed)
-    streams = RandomStreams.seeded(config.run.seed)
+    streams = RandomStreams.seeded(config.run.seed, device=config.run.device)
     passes = scoring_passes(config)
     reference = None
     if "reference" in passes:

@@ -148,7 +148,7 @@ def update_step(learner: Learner, context: RunContext, update: int
     with _timed(times, "update"), _training(model):
         stats = ppo_update(model, learner.optimizer,
                            PPOBatch(steps, old, advantages, ref, prepared.teacher),
-                           config.optim, learner.streams.sampling, temperature=temperature)
+                           config.optim, learner.streams.shuffling, temperature=temperature)
         learner.stepped = update
     # METRICS
     metrics = {"kind": "update", "update": update,
