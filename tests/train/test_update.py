@@ -88,3 +88,31 @@ def test_the_grpo_gradient_of_two_hand_built_groups_is_the_hand_worked_one():
     # ∇log π(k) = e_k − π and |V| = 4: −(a/4)·[(½, −½) − (−½, ½)] = (−a/4, a/4)
     a = 0.5 / (0.5 + options.eps)
     torch.testing.assert_close(theta.grad, torch.tensor([-a / 4, a / 4]), atol=1e-7, rtol=0)
+
+
+def test_an_update_samples_its_tokens_three_calls_below_update_step(tmp_path, tiny_fake_run,
+                                                                    monkeypatch):
+    """update_step → collect_with_signal → RolloutCollector.collect → HFPolicy.generate, which
+    draws each token with sample_token (agentcredit's own frames; torch's wrappers aside)."""
+    import inspect
+
+    from agentcredit.rollout import policy
+
+    config = load_config(None, [*tiny_fake_run, "run.eval_at_start=false", "sft.epochs=1",
+                                f"run.output_dir={tmp_path}", "run.name=depth"])
+    state = setup(config, RunDirectory(config.run_dir), resume=False, overwrite=False,
+                  echo=lambda _: None)
+    chains, sample = [], policy.sample_token
+
+    def recorded(*args, **kwargs):
+        names = [f.function for f in inspect.stack() if "/agentcredit/" in f.filename]
+        chains.append(names[:names.index("update_step") + 1][::-1])
+        return sample(*args, **kwargs)
+
+    monkeypatch.setattr(policy, "sample_token", recorded)
+    try:
+        update_step(state.learner, state.context, 1)
+    finally:
+        state.logs.close()
+    # the frames of agentcredit's modules from update_step to sample_token's caller
+    assert chains[0] == ["update_step", "collect_with_signal", "collect", "generate"]

@@ -25,6 +25,7 @@ KL term acts), and ``dynamic/empty`` says so.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -87,9 +88,10 @@ class SampledBatch:
 @dataclass(frozen=True)
 class GroupSource:
     """Where an update's groups come from: ``groups`` tasks a round drawn from ``pool`` with
-    the run's task stream (without replacement while the pool allows), ``group_size``
-    rollouts of each played by ``collector`` at ``temperature`` with its token stream. It
-    holds no random stream: the learner's (``RandomStreams``) are passed to each call.
+    the run's task stream (without replacement while the pool allows, ``draw_tasks``),
+    ``group_size`` rollouts of each played by ``collector`` at ``temperature`` with its token
+    stream. It holds no random stream: the learner's (``RandomStreams``) are passed to
+    ``collect_with_signal``.
 
     Attributes:
         collector: plays the rollouts (``rollout.collector.RolloutCollector``); evaluation
@@ -112,23 +114,18 @@ class GroupSource:
     overlong: OverlongPenalty
     skills: SkillProvider | None = None
 
-    def collect(self, update: int, round_index: int, count: int, streams: RandomStreams
-                ) -> list[Trajectory]:
-        """``count`` new groups of update ``update``, collection round ``round_index``: tasks
-        drawn with ``streams.task_rng``, tokens sampled with ``streams.sampling``."""
-        task_rng = streams.task_rng
-        tasks = (task_rng.sample(self.pool, count) if count <= len(self.pool)
-                 else task_rng.choices(self.pool, k=count))
-        return self.collector.collect(
-            tasks, self.group_size, temperature=self.temperature, generator=streams.sampling,
-            first_group_id=round_first_group_id(update, round_index, self.groups, self.rounds),
-            skills=self.skills)
+
+def draw_tasks(pool: Sequence[Task], count: int, rng: random.Random) -> list[Task]:
+    """``count`` tasks of ``pool`` drawn with ``rng``: without replacement while the pool
+    holds that many, else with replacement."""
+    return rng.sample(pool, count) if count <= len(pool) else rng.choices(pool, k=count)
 
 
 def collect_with_signal(source: GroupSource, update: int, streams: RandomStreams
                         ) -> SampledBatch:
-    """DAPO dynamic sampling of update ``update``'s ``source.groups`` groups, drawn with
-    ``streams``.
+    """DAPO dynamic sampling of update ``update``'s ``source.groups`` groups: each round's
+    tasks drawn with ``streams.task_rng`` (``draw_tasks``), their tokens sampled with
+    ``streams.sampling``, round ``r``'s groups numbered from ``round_first_group_id``.
 
     ``source.rounds = 0`` collects the groups once and keeps them all (sampling off).
     Otherwise groups whose returns (``shaped_return`` with ``source.overlong``) are all
@@ -137,15 +134,16 @@ def collect_with_signal(source: GroupSource, update: int, streams: RandomStreams
     ``source.groups`` groups are kept. Never empty (see the module docstring).
     """
     groups, rounds = source.groups, source.rounds
-    batch = source.collect(update, 0, groups, streams)
-    if rounds == 0:
-        return SampledBatch(batch, rounds=1, dropped=0, empty=False)
     kept: list[Trajectory] = []
-    count, dropped, done = 0, 0, 0
+    count = dropped = 0
     for round_index in range(rounds + 1):
-        if round_index:
-            batch = source.collect(update, round_index, groups - count, streams)
-        done = round_index + 1
+        batch = source.collector.collect(
+            draw_tasks(source.pool, groups - count, streams.task_rng), source.group_size,
+            temperature=source.temperature, generator=streams.sampling,
+            first_group_id=round_first_group_id(update, round_index, groups, rounds),
+            skills=source.skills)
+        if rounds == 0:
+            return SampledBatch(batch, rounds=1, dropped=0, empty=False)
         for group in by_group(batch):
             if has_signal(group, source.overlong):
                 kept += group
@@ -155,8 +153,8 @@ def collect_with_signal(source: GroupSource, update: int, streams: RandomStreams
         if count == groups:
             break
     if not kept:
-        return SampledBatch(batch, rounds=done, dropped=dropped, empty=True)
-    return SampledBatch(kept, rounds=done, dropped=dropped, empty=False)
+        return SampledBatch(batch, rounds=round_index + 1, dropped=dropped, empty=True)
+    return SampledBatch(kept, rounds=round_index + 1, dropped=dropped, empty=False)
 
 
 def round_first_group_id(update: int, round_index: int, groups: int, rounds: int) -> int:
