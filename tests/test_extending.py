@@ -41,7 +41,8 @@ def test_the_estimator_recipe_registers_one_that_passes_the_conformance_suite(
     load_module("check_it", check, monkeypatch)
     lines = capsys.readouterr().out.splitlines()
     assert lines == ["ok   finite_and_shaped", "ok   declared_inputs", "ok   deterministic",
-                     "ok   step_credit", "ok   constant_group_zero", "ok   permutation"]
+                     "ok   sign", "ok   step_credit", "ok   constant_group_zero",
+                     "ok   permutation"]
 
 
 def test_the_recipe_estimator_takes_its_option_from_the_cli(own_registry, monkeypatch, capsys):
@@ -51,7 +52,7 @@ def test_the_recipe_estimator_takes_its_option_from_the_cli(own_registry, monkey
     load_module("last_step_bonus", estimator, monkeypatch)
     assert main(["conformance", "last_step_bonus", "credit.options.bonus=3"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == \
-        "last_step_bonus: conforms (6 checks, 0 failures)"
+        "last_step_bonus: conforms (7 checks, 0 failures)"
 
 
 def test_the_environment_recipe_is_the_examples_registration():

@@ -316,11 +316,14 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--env", help=f"environment name: {', '.join(env_suite_names())} "
                                      "(default: the run's, else the config's)")
     check.add_argument("--methods", help="comma-separated NAME[/BACKBONE] list, e.g. "
-                                         "grpo,vict,vict/gigpo (default: every estimator)")
+                                         "grpo,vict,vict/gigpo (default: every estimator the "
+                                         "environment can serve; ADRS needs skill texts, "
+                                         "skills.root=DIR)")
     check.add_argument("--groups", type=int, default=16,
                        help="task groups to collect (default 16; at most 10,000, and the "
                             "rollouts they hold estimated against this machine's memory first)")
-    check.add_argument("--truths", default="solver,mc", help="solver, mc or both (default)")
+    check.add_argument("--truths", help="solver, mc or both (default: both where the "
+                                        "environment has a solver, else mc)")
     check.add_argument("--mc-groups", type=int, default=4,
                        help="groups the Monte Carlo truth covers (default 4; 0: all)")
     check.add_argument("--continuations", type=int, default=8,
@@ -564,7 +567,6 @@ def _audit(args) -> int:
 def _credit_check(args) -> int:
     from agentcredit.envs.base import ReplayMismatch
     from agentcredit.train.evaluation.credit_check.check import (
-        DEFAULT_METHODS,
         CreditCheckOptions,
         run_credit_check,
     )
@@ -573,8 +575,9 @@ def _credit_check(args) -> int:
 
     try:
         options = CreditCheckOptions(
-            methods=args.methods.split(",") if args.methods else DEFAULT_METHODS,
-            groups=args.groups, truths=args.truths.split(","), mc_groups=args.mc_groups,
+            methods=args.methods.split(",") if args.methods else None,
+            groups=args.groups, truths=args.truths.split(",") if args.truths else None,
+            mc_groups=args.mc_groups,
             continuations=args.continuations, tie_breaks=args.tie_breaks, boots=args.boots,
             seed=args.seed, split=args.split, token_steps=args.token_steps,
             workers=args.workers)

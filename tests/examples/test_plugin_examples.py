@@ -94,7 +94,7 @@ def test_the_installed_plugins_train_audit_credit_check_report_and_conform(insta
     if importlib.util.find_spec("plotly") is not None:
         assert "wrote" in run(installed, "report", "runs/lamps", "-o", "report.html")
     conformance = run(installed, "conformance", "last_step_bonus")
-    assert conformance.splitlines()[-1] == "last_step_bonus: conforms (6 checks, 0 failures)"
+    assert conformance.splitlines()[-1] == "last_step_bonus: conforms (7 checks, 0 failures)"
 
 
 @pytest.mark.slow  # about 13 s: verl's import and Hydra compose

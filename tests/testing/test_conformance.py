@@ -8,8 +8,15 @@ import torch
 
 from agentcredit.credit import CreditResult, estimator_names
 from agentcredit.credit.grpo import GRPOConfig, group_relative, grpo
-from agentcredit.credit.registry import CLAIMS, Estimator, get_estimator, register_estimator
+from agentcredit.credit.registry import (
+    CLAIMS,
+    WAIVABLE,
+    Estimator,
+    get_estimator,
+    register_estimator,
+)
 from agentcredit.testing import assert_conforms, check_estimator, turn_gradients
+from agentcredit.testing.cases import sign_cases
 from agentcredit.testing.conformance import CHECKS_BY_CLAIM, GENERAL_CHECKS
 
 ALL_CLAIMS = frozenset(CLAIMS)
@@ -22,6 +29,36 @@ def test_every_built_in_estimator_passes_the_checks_it_claims(name):  # 2-4 s ea
 
 def test_the_claimed_checks_are_exactly_the_registry_claims():
     assert set(CHECKS_BY_CLAIM) == ALL_CLAIMS and not set(GENERAL_CHECKS) & ALL_CLAIMS
+
+
+def test_only_the_random_edges_control_waives_a_check_and_it_says_why():
+    waived = {name: get_estimator(name).waives for name in estimator_names()
+              if get_estimator(name).waives}
+    assert set(waived) == {"random_edges"} and "random credit" in waived["random_edges"]["sign"]
+    assert set(WAIVABLE) <= set(GENERAL_CHECKS)
+
+
+@pytest.mark.parametrize("waives, message", [
+    ({"finite_and_shaped": "too strict"}, "waives 'finite_and_shaped', which no estimator may"),
+    ({"sign": " "}, "waives 'sign' without a reason"),
+])
+def test_register_estimator_refuses_a_waiver_it_cannot_grant(waives, message):
+    with pytest.raises(ValueError, match=message):
+        register_estimator("waives_too_much", GRPOConfig, waives=waives)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_sign_case_group_holds_twins_that_differ_in_their_return_alone(seed):
+    for case in sign_cases(seed):
+        returns = case.returns()
+        for group in {r.group for r in case.rollouts}:
+            rows = [i for i, r in enumerate(case.rollouts) if r.group == group]
+            twins = [(i, j) for i in rows for j in rows if i < j
+                     and case.rollouts[i].same_steps(case.rollouts[j])]
+            assert twins and all(returns[i] != returns[j] for i, j in twins)
+            # rows of a group share a length; only twins share their steps
+            assert len({case.rollouts[i].num_steps for i in rows}) == 1
+            assert len(twins) == len(rows) // 2
 
 
 def test_register_estimator_refuses_an_unknown_claim():
@@ -127,6 +164,35 @@ def test_a_grpo_copy_that_reads_the_teacher_without_declaring_it_fails_declared_
 
     message = failed_checks(peeks)["declared_inputs"]
     assert "undeclared input 'teacher'" in message and "needs=('teacher',)" in message
+
+
+def test_a_grpo_copy_with_its_sign_flipped_fails_the_sign_check_where_it_passed_all_else():
+    def flipped(batch, config):
+        out = grpo(batch, config)
+        out.step_advantages = -out.step_advantages
+        return out
+
+    # the claims of the plug-in (docs/extending.md's recipe): the 6 other checks pass
+    plug_in = Estimator("grpo_flipped", flipped, GRPOConfig,
+                        claims=frozenset({"step_credit", "constant_group_zero", "permutation"}))
+    report = check_estimator(plug_in)
+    assert len(report.checks) == 7 and {f.check for f in report.failures} == {"sign"}
+    assert "a higher return must not earn less credit" in report.failures[0].message
+    assert report.lines()[3].startswith("FAIL sign [twins]: rollout")
+    assert "sign" in failed_checks(flipped)  # with all of GRPO's claims too
+
+
+def test_a_token_level_estimator_with_its_token_sign_flipped_fails_the_sign_check():
+    adrs = get_estimator("adrs")
+
+    def flipped_tokens(batch, config):
+        out = adrs(batch, config)
+        out.token_advantages = -out.token_advantages
+        return out
+
+    report = check_estimator(Estimator("adrs_flipped", flipped_tokens, adrs.config_cls,
+                                       adrs.needs, adrs.claims))
+    assert "sign" in {f.check for f in report.failures}
 
 
 def test_a_grpo_copy_that_draws_from_the_global_generator_fails_deterministic():

@@ -225,7 +225,11 @@ def test_a_method_without_skill_texts_for_its_environment_stops_with_one_line(
     status = main(["train", *tiny_fake_run, *RUN, f"run.output_dir={tmp_path}", "method=adrs"])
     err = capsys.readouterr().err.strip()
     assert status == 2 and "\n" not in err
-    assert err.startswith("error: no skill texts for environment 'fake'")
+    assert err.startswith("error: no skill texts for environment 'fake': agentcredit ships "
+                          "skill texts for ")
+    assert err.endswith("only; set skills.root=DIR to a folder holding fake/guide.md and one "
+                        "fake/<task_type>.md per task type")
+    assert "site-packages" not in err and "src/agentcredit" not in err  # not into the install
 
 
 def test_the_teacher_scores_with_the_pre_update_policy_of_the_same_update_not_the_reference(

@@ -20,7 +20,7 @@ beside the teacher's and so are declared together with ``teacher`` (registration
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,18 +40,22 @@ INPUTS = ("traces", "teacher", "reference", "hindsight")
 #: of turns).
 CLAIMS = ("step_credit", "constant_group_zero", "permutation", "returns_only",
           "turn_baseline")
+#: checks every estimator is held to that one may waive, with the reason, when its design
+#: departs from them (``sign``: a random control whose noise can outweigh a return's edge).
+WAIVABLE = ("sign",)
 
 
 @dataclass(frozen=True)
 class Estimator:
-    """A registered estimator: its name, its function, its config dataclass, its inputs and
-    the properties it claims (``CLAIMS``)."""
+    """A registered estimator: its name, its function, its config dataclass, its inputs, the
+    properties it claims (``CLAIMS``) and the checks it waives (``WAIVABLE``, each with why)."""
 
     name: str
     fn: EstimatorFn
     config_cls: type
     needs: frozenset[str] = frozenset()
     claims: frozenset[str] = frozenset()
+    waives: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
     def inputs(self, config: Any = None) -> frozenset[str]:
         """What the trainer must prepare for ``config``: ``needs`` plus ``config.extra_inputs``."""
@@ -73,14 +77,17 @@ _ESTIMATORS: dict[str, Estimator] = {}
 
 
 def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = (),
-                       claims: tuple[str, ...] = ()) -> Callable[[EstimatorFn], EstimatorFn]:
+                       claims: tuple[str, ...] = (), waives: Mapping[str, str] | None = None
+                       ) -> Callable[[EstimatorFn], EstimatorFn]:
     """Decorator: register ``fn`` under ``name`` with its config dataclass, the inputs
-    (``INPUTS``) its batch needs and the properties (``CLAIMS``) the conformance suite holds it
-    to; returns ``fn`` unchanged.
+    (``INPUTS``) its batch needs, the properties (``CLAIMS``) the conformance suite holds it
+    to and the checks it waives (``WAIVABLE``: check -> why, which ``agentcredit conformance``
+    prints); returns ``fn`` unchanged.
 
     Raises:
         ValueError: ``name`` is empty or already registered, or ``needs`` names an unknown input,
-            or ``claims`` an unknown property.
+            ``claims`` an unknown property, or ``waives`` a check that cannot be waived or
+            gives no reason.
         TypeError: ``config_cls`` is not a dataclass type.
     """
     if not isinstance(name, str) or not name:
@@ -96,6 +103,14 @@ def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = (),
     if unknown:
         raise ValueError(f"estimator {name!r} claims unknown properties {unknown}; choose "
                          f"from {', '.join(CLAIMS)}")
+    waives = dict(waives or {})
+    for check, reason in waives.items():
+        if check not in WAIVABLE:
+            raise ValueError(f"estimator {name!r} waives {check!r}, which no estimator may "
+                             f"waive; waivable checks: {', '.join(WAIVABLE)}")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"estimator {name!r} waives {check!r} without a reason; give "
+                             f"one: waives={{{check!r}: 'why this method departs from it'}}")
 
     def decorator(fn: EstimatorFn) -> EstimatorFn:
         if name in _ESTIMATORS:
@@ -105,7 +120,8 @@ def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = (),
                 f"{existing.__module__}.{existing.__qualname__}; pick another name."
             )
         _ESTIMATORS[name] = Estimator(name=name, fn=fn, config_cls=config_cls,
-                                      needs=frozenset(needs), claims=frozenset(claims))
+                                      needs=frozenset(needs), claims=frozenset(claims),
+                                      waives=waives)
         return fn
 
     return decorator

@@ -51,6 +51,7 @@ class SkillProvider:
     """
 
     def __init__(self, root: str | Path | Traversable | None = None) -> None:
+        self.packaged = root is None
         self.root: Traversable = default_skill_root() if root is None else (
             Path(root) if isinstance(root, str) else root)
         self._cache: dict[tuple[str, str], str] = {}
@@ -88,11 +89,15 @@ class SkillProvider:
         if not folder.is_dir():
             known = sorted(item.name for item in self.root.iterdir() if item.is_dir()) \
                 if self.root.is_dir() else []
-            raise SkillNotFoundError(
-                f"no skill texts for environment {env!r}: expected the folder {folder} with "
-                f"{GUIDE_FILE} and one <task_type>.md per task type (environments with skills: "
-                f"{', '.join(known) or 'none'})."
-            )
+            shipped = ", ".join(known) or "none"
+            if self.packaged:  # never point a user into the installed package
+                fix = (f"agentcredit ships skill texts for {shipped} only; set skills.root=DIR "
+                       f"to a folder holding {env}/{GUIDE_FILE} and one {env}/<task_type>.md "
+                       "per task type")
+            else:
+                fix = (f"expected the folder {folder} with {GUIDE_FILE} and one <task_type>.md "
+                       f"per task type (environments with skills there: {shipped})")
+            raise SkillNotFoundError(f"no skill texts for environment {env!r}: {fix}")
         return folder
 
     def _read(self, env: str, name: str, what: str) -> str:

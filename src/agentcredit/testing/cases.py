@@ -32,6 +32,8 @@ from agentcredit.verifier.trace import trace_rollout
 VARIABLES = ("v0", "v1", "v2")
 #: the reward of an invalid step, as the environments give it
 INVALID_PENALTY = -0.1
+#: the two outcomes of a lost (``False``) and a won (``True``) rollout's twins (``sign_cases``)
+SIGN_OUTCOMES = {False: (0.0, 0.3), True: (1.0, 0.6)}
 
 
 def _switched_on(var: str):
@@ -90,6 +92,10 @@ class Rollout:
     def num_steps(self) -> int:
         """``T``."""
         return len(self.rewards)
+
+    def same_steps(self, other: Rollout) -> bool:
+        """Whether ``other`` has this rollout's steps: every field but the group and rewards."""
+        return replace(other, group=self.group, rewards=self.rewards) == self
 
     @property
     def anchors(self) -> tuple[str, ...]:
@@ -221,6 +227,37 @@ def generated_cases(seed: int = 0) -> list[Case]:
     cases = [Case("mixed", tuple(mixed)), Case("ties", tuple(ties)),
              Case("constant", tuple(constant)), Case("single_steps", tuple(single))]
     # interleave the groups so no estimator can rely on a group's rollouts being adjacent
+    return [replace(c, rollouts=tuple(rng.sample(c.rollouts, len(c.rollouts)))) for c in cases]
+
+
+def sign_cases(seed: int = 0) -> list[Case]:
+    """Controlled batches for the ``sign`` check: each group holds rollouts of one length, each
+    played twice with the same steps (actions, observations, snapshots, response tokens and
+    their scores) and a different outcome, a partial score as WebShop gives: a won rollout
+    scores 1 and 0.6, a lost one 0 and 0.3. Twins differ in their return alone, so whatever
+    an estimator reads from the steps is the same for both.
+
+    - ``twins``: groups of 2 or 3 rollouts (4 or 6 rows) of 1, 3 and 5 steps, won and lost;
+    - ``twins_penalties``: groups of 2 rollouts of 4 steps with invalid steps (each
+      ``INVALID_PENALTY``), so returns also differ between the group's rollouts by penalties.
+    """
+    rng = random.Random(seed)
+
+    def twins(group: int, length: int, wins: Sequence[bool], invalid_rate: float
+              ) -> list[Rollout]:
+        out = []
+        for won in wins:
+            rollout = make_rollout(rng, group, length, won, invalid_rate=invalid_rate)
+            for outcome in (SIGN_OUTCOMES[won]):
+                rewards = (*rollout.rewards[:-1], rollout.rewards[-1] - float(won) + outcome)
+                out.append(replace(rollout, rewards=rewards))
+        return out
+
+    plain = [r for group, (length, wins) in enumerate(
+        ((1, (True, False)), (3, (False, True, False)), (5, (True, False))))
+        for r in twins(group, length, wins, 0.0)]
+    penalties = [r for group in (10, 11) for r in twins(group, 4, (True, False), 0.5)]
+    cases = [Case("twins", tuple(plain)), Case("twins_penalties", tuple(penalties))]
     return [replace(c, rollouts=tuple(rng.sample(c.rollouts, len(c.rollouts)))) for c in cases]
 
 

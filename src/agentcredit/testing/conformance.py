@@ -3,13 +3,20 @@
 Credit bugs are silent: the run trains, only worse. ``check_estimator`` runs a registered
 estimator on generated batches (``testing/cases.py``: varied group sizes and rollout lengths,
 constant and mixed groups, ties) and checks the family of faults public reports describe.
-Every estimator is held to the first three; the rest apply where the estimator claims them
-(``register_estimator(..., claims=...)``, ``credit.registry.CLAIMS``):
+Every estimator is held to the first four (but a check it waives with its reason,
+``register_estimator(..., waives={"sign": "why"})``, ``credit.registry.WAIVABLE``); the rest
+apply where the estimator claims them (``register_estimator(..., claims=...)``,
+``credit.registry.CLAIMS``):
 
 - ``finite_and_shaped``: ``step_advantages [S]`` (and ``token_advantages [N]``) are finite;
 - ``declared_inputs``: a batch carrying only the declared inputs runs, and changing an
   undeclared input changes nothing;
 - ``deterministic``: the same batch twice gives the same output;
+- ``sign``: of two rollouts of a group with the same steps (``cases.sign_cases``: the same
+  actions, states, response tokens and scores, a different outcome), the one with the
+  strictly higher return gets no less total advantage (the sum of its step values, or of its
+  token values for a method that credits tokens); an advantage with its sign flipped passes
+  every other check;
 - ``permutation``: permuting the rollouts and renaming the groups permutes the output (all
   but ``random_edges``, a control that draws its shuffle in batch order);
 - ``step_credit``: every step of a rollout whose return differs from its group's mean gets a
@@ -30,7 +37,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -38,10 +45,12 @@ from torch import Tensor
 
 from agentcredit.credit.registry import INPUTS, Estimator, get_estimator
 from agentcredit.credit.result import CreditResult
-from agentcredit.testing.cases import Case, generated_cases, turn_rollout
+from agentcredit.testing.cases import Case, generated_cases, sign_cases, turn_rollout
 
 #: checks every estimator must pass
-GENERAL_CHECKS = ("finite_and_shaped", "declared_inputs", "deterministic")
+GENERAL_CHECKS = ("finite_and_shaped", "declared_inputs", "deterministic", "sign")
+#: how far below the worse rollout's total the better one's may fall in ``sign`` (float noise)
+SIGN_TOLERANCE = 1e-5
 #: the largest factor by which the expected gradient of a ``turn_baseline`` estimator may
 #: differ from the true one at a turn (a group-mean baseline shrinks it by (G−1)/G, std
 #: normalisation rescales it)
@@ -72,11 +81,13 @@ class ConformanceReport:
         estimator: the estimator's name.
         checks: the checks that ran, in order (general ones, then the claimed ones).
         failures: one ``Failure`` per failed check and case.
+        waived: the general checks the estimator waives, each with its reason.
     """
 
     estimator: str
     checks: tuple[str, ...]
     failures: tuple[Failure, ...]
+    waived: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -84,11 +95,15 @@ class ConformanceReport:
         return not self.failures
 
     def lines(self) -> list[str]:
-        """One line per check: ``ok  NAME`` or ``FAIL NAME [case]: why``."""
+        """One line per check: ``ok  NAME``, ``FAIL NAME [case]: why`` or ``skip NAME: waived,
+        why``."""
         out = []
-        for check in self.checks:
-            failed = [f for f in self.failures if f.check == check]
-            out += [f"FAIL {f}" for f in failed] or [f"ok   {check}"]
+        for check in CHECKS:
+            if check in self.waived:
+                out.append(f"skip {check}: waived, {self.waived[check]}")
+            elif check in self.checks:
+                failed = [f for f in self.failures if f.check == check]
+                out += [f"FAIL {f}" for f in failed] or [f"ok   {check}"]
         return out
 
 
@@ -109,19 +124,28 @@ def check_estimator(estimator: str | Estimator, config: Any = None, *, seed: int
     if config is None:
         config = estimator.config_cls()
     run = _Runner(estimator, config)
-    checks = GENERAL_CHECKS + tuple(c for c in CHECKS_BY_CLAIM if c in estimator.claims)
+    checks = (tuple(c for c in GENERAL_CHECKS if c not in estimator.waives)
+              + tuple(c for c in CHECKS_BY_CLAIM if c in estimator.claims))
     failures: list[Failure] = []
     for check in checks:
-        # the turn check enumerates its own groups (turn_gradients); it runs once
-        for case in ([Case("stop_or_continue", ())] if check == "turn_baseline"
-                     else generated_cases(seed)):
+        for case in _cases(check, seed):
             try:
                 problem = CHECKS[check](run, case)
             except Exception as error:  # noqa: BLE001  (a crash is a finding, with its cause)
                 problem = f"raised {type(error).__name__}: {error}"
             if problem:
                 failures.append(Failure(check, case.name, problem))
-    return ConformanceReport(estimator.name, checks, tuple(failures))
+    return ConformanceReport(estimator.name, checks, tuple(failures), dict(estimator.waives))
+
+
+def _cases(check: str, seed: int) -> list[Case]:
+    """The batches ``check`` runs on: ``sign`` its controlled pairs, ``turn_baseline`` once
+    (it enumerates its own groups, ``turn_gradients``), the others the generated cases."""
+    if check == "sign":
+        return sign_cases(seed)
+    if check == "turn_baseline":
+        return [Case("stop_or_continue", ())]
+    return generated_cases(seed)
 
 
 # RUNNING AN ESTIMATOR ON A CASE
@@ -247,6 +271,25 @@ def _declared_inputs(run: _Runner, case: Case) -> str | None:
     return None
 
 
+def _sign(run: _Runner, case: Case) -> str | None:
+    outputs = run.per_rollout(case)
+    returns = case.returns()
+    # the total a rollout's steps get: what its policy-gradient terms are weighted by
+    totals = [float(out.steps.sum()) if out.tokens is None
+              else float(sum(t.sum() for t in out.tokens)) for out in outputs]
+    for better, worse in itertools.permutations(range(len(case.rollouts)), 2):
+        a, b = case.rollouts[better], case.rollouts[worse]
+        if a.group != b.group or returns[better] <= returns[worse] or not a.same_steps(b):
+            continue
+        if totals[better] < totals[worse] - SIGN_TOLERANCE * max(1.0, abs(totals[worse])):
+            return (f"rollout {better} (return {returns[better]:.4g}) got a total advantage "
+                    f"of {totals[better]:.4g} over its {a.num_steps} steps, less than rollout "
+                    f"{worse} of its group with the same steps and the lower return "
+                    f"{returns[worse]:.4g} ({totals[worse]:.4g}); a higher return must not "
+                    "earn less credit (is the advantage's sign flipped?)")
+    return None
+
+
 def _step_credit(run: _Runner, case: Case) -> str | None:
     outputs = run.per_rollout(case)
     returns = case.returns()
@@ -365,14 +408,16 @@ def _turn_baseline(run: _Runner, case: Case) -> str | None:
 
 CHECKS: dict[str, Callable[[_Runner, Case], str | None]] = {
     "finite_and_shaped": _finite_and_shaped,
-    "permutation": _permutation,
     "declared_inputs": _declared_inputs,
     "deterministic": _deterministic,
+    "sign": _sign,
     "step_credit": _step_credit,
     "constant_group_zero": _constant_group_zero,
+    "permutation": _permutation,
     "returns_only": _returns_only,
     "turn_baseline": _turn_baseline,
 }
+"""Every check, in the order they run (``GENERAL_CHECKS``, then ``CHECKS_BY_CLAIM``)."""
 #: the checks an estimator opts into through its claims, in the order they run
 CHECKS_BY_CLAIM = ("step_credit", "constant_group_zero", "permutation", "returns_only",
                    "turn_baseline")

@@ -111,8 +111,12 @@ def _register(name: str) -> None:
                          f"``{rule.witnesses.__name__}``; same output fields as ``vict``.")
     # random_edges draws its shuffle in batch order, so reordering the rollouts changes it
     order = () if rule.permute else ("permutation",)
+    # its random credit can outweigh a return's edge between two rollouts of the same steps
+    waives = {"sign": "a control whose shuffled edges give two rollouts of the same steps "
+                      "different random credit"} if rule.permute else {}
     register_estimator(name, VICTConfig, needs=("traces",),
-                       claims=("step_credit", "constant_group_zero", *order))(estimator)
+                       claims=("step_credit", "constant_group_zero", *order),
+                       waives=waives)(estimator)
 
 
 for _name in RULES:

@@ -196,3 +196,87 @@ def test_the_credit_check_scores_search_qa_and_tau_against_their_solvers(env, tm
     result = json.loads(out.read_text())
     assert result["truth_stats"]["solver"]["steps"] == result["steps"] > 0
     assert "mc" not in result["truth_stats"]
+
+
+# WHAT THE ENVIRONMENT CAN SERVE: decided before anything is collected
+
+
+def _never(*args, **kwargs):
+    raise AssertionError("the model was loaded: the check ran past its refusal")
+
+
+def _packaged_texts() -> str:
+    from agentcredit.skills import default_skill_root
+
+    return str(default_skill_root())
+
+
+@pytest.mark.parametrize("with_skills", [False, True])
+def test_the_default_methods_are_those_the_environment_can_serve(start, tmp_path, capsys,
+                                                                 skills_root, with_skills):
+    out = tmp_path / "check.json"
+    skills = [f"skills.root={skills_root}"] if with_skills else []
+    assert main(["credit-check", "--checkpoint", str(start), "--groups", "2", "--truths",
+                 "solver", "--boots", "10", "-o", str(out), *skills]) == 0
+    printed = capsys.readouterr().out
+    methods = {r["method"] for r in json.loads(out.read_text())["rows"]} - {"random"}
+    if with_skills:
+        assert methods == set(check.DEFAULT_METHODS) and "left out" not in printed
+        return
+    assert methods == set(check.DEFAULT_METHODS) - {"adrs"}
+    (line,) = [line for line in printed.splitlines() if line.startswith("left out")]
+    assert line == ("left out adrs (reads skill texts): environment 'fake' has no skill texts "
+                    "among agentcredit's own; set skills.root=DIR to a folder holding "
+                    "fake/guide.md and one fake/<task_type>.md per task type (type0, type1)")
+    assert _packaged_texts() not in printed
+
+
+@pytest.mark.parametrize("skills, message", [
+    ([], ("method 'adrs' reads skill texts (its teacher): environment 'fake' has no skill "
+          "texts among agentcredit's own; set skills.root=DIR to a folder holding "
+          "fake/guide.md")),
+    (["skills.root={empty}"], "method 'adrs' reads skill texts (its teacher): skills.root = "),
+])
+def test_a_method_asked_for_that_cannot_run_is_refused_before_collecting(
+        start, tmp_path, capsys, monkeypatch, skills, message):
+    monkeypatch.setattr(check, "load_model", _never)
+    settings = [s.format(empty=tmp_path) for s in skills]
+    assert main(["credit-check", "--checkpoint", str(start), "--methods", "grpo,adrs",
+                 *settings]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: credit check: {message}") and "\n" not in err
+    assert err.endswith("or leave it out of --methods") and _packaged_texts() not in err
+    if settings:  # the user's own folder is named: that is where the files go
+        assert f"expected the folder {tmp_path / 'fake'}" in err
+
+
+@pytest.fixture
+def no_solver(fake_suite, monkeypatch):
+    """The fake environment without its solver (other tests register one)."""
+    monkeypatch.setitem(suites._SPECS, "fake", dataclasses.replace(
+        suites.environment_spec("fake"), solver=None, solver_refusal=None))
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--truths", "solver"], "truth 'solver': environment 'fake' has no solver truth"),
+    (["--truths", "mc", "--token-steps", "4"],
+     "token_steps = 4: the token truth plays the solver, and environment 'fake' has no solver"),
+])
+def test_a_truth_asked_for_without_a_solver_is_refused_before_collecting(
+        start, no_solver, capsys, monkeypatch, option, message):
+    monkeypatch.setattr(check, "load_model", _never)
+    assert main(["credit-check", "--checkpoint", str(start), "--methods", "grpo",
+                 *option]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: credit check: {message}") and "\n" not in err
+
+
+def test_the_default_truths_leave_out_the_solver_the_environment_lacks(no_solver):
+    from agentcredit.config import load_config
+
+    lines = []
+    config = load_config(None, ["env=fake"])
+    assert check.serve_truths(check.CreditCheckOptions(), config, lines.append) == ("mc",)
+    assert lines == [f"left out the solver truth: {check.truth_refusal('solver', config)}"]
+    assert lines[0].startswith("left out the solver truth: environment 'fake' has no solver "
+                               "truth (environments with one: ")

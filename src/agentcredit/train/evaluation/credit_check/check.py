@@ -10,6 +10,12 @@ and against VICT's ``random_edges`` control. ``agentcredit credit-check`` and
 
 Methods are written ``NAME[/BACKBONE]``: ``vict/gigpo`` is VICT on GiGPO, ``salt/rloo`` SALT on
 RLOO, ``grpo`` plain GRPO.
+
+Before anything is collected, the methods and truths are matched to what the environment can
+serve (``serve_truths``, ``serve_methods``): a method that reads skill texts (a teacher, ADRS)
+needs them for every task of the split, the solver truth (and the token truth) needs the
+environment's solver. Left to the defaults, the check leaves out what cannot run, with one
+line saying why and what to set; asked for by name, it refuses at once, naming the setting.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -29,9 +35,10 @@ import torch
 from agentcredit.config import ConfigError, TrainConfig, estimator_config, load_config
 from agentcredit.config.checks import GIB, machine_memory, rollout_bytes
 from agentcredit.credit import CreditResult, get_estimator
+from agentcredit.envs.base import Task
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
-from agentcredit.skills import SkillProvider
+from agentcredit.skills import SkillNotFoundError, SkillProvider
 from agentcredit.train.build import load_model, make_collector
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.evaluation.credit_check.metrics import (
@@ -57,6 +64,7 @@ from agentcredit.train.evaluation.credit_check.truths import (
 from agentcredit.train.ppo import score_steps
 from agentcredit.train.scoring.passes import scoring_passes
 from agentcredit.train.step_tensors import tensorize_steps
+from agentcredit.train.warm_start.skill_texts import check_skill_texts
 
 #: every estimator that runs on a collected batch: the backbones, VICT on each, VICT's six
 #: controls (on GRPO), the fine-grained baselines and ADRS.
@@ -107,9 +115,11 @@ class CreditCheckOptions:
     """What ``run_credit_check`` measures.
 
     Attributes:
-        methods: ``NAME[/BACKBONE]`` specs (``DEFAULT_METHODS``).
+        methods: ``NAME[/BACKBONE]`` specs, each refused before collecting when the environment
+            cannot serve it; ``None``: the ``DEFAULT_METHODS`` it can serve.
         groups: task groups collected (each ``rollout.group_size`` rollouts).
-        truths: which truths to estimate (``solver``, ``mc``).
+        truths: which truths to estimate (``solver``, ``mc``), refused as ``methods`` are;
+            ``None``: the ``TRUTHS`` the environment can serve.
         mc_groups: groups (the first ones) the Monte Carlo truth covers; 0: all.
         continuations: ``K`` continuations per state for the Monte Carlo truth.
         tie_breaks: random tie-breaks the solver's distance is averaged over.
@@ -123,9 +133,9 @@ class CreditCheckOptions:
             sum; 1 runs them one after the other.
     """
 
-    methods: Sequence[str] = DEFAULT_METHODS
+    methods: Sequence[str] | None = None
     groups: int = 16
-    truths: Sequence[str] = TRUTHS
+    truths: Sequence[str] | None = None
     mc_groups: int = 4
     continuations: int = 8
     tie_breaks: int = 4
@@ -136,7 +146,7 @@ class CreditCheckOptions:
     workers: int = 1
 
     def __post_init__(self) -> None:
-        unknown = [t for t in self.truths if t not in TRUTHS]
+        unknown = [t for t in self.truths or () if t not in TRUTHS]
         if unknown:
             raise ValueError(f"truth {unknown[0]!r} is unknown; choose from {', '.join(TRUTHS)}")
         for name, (low, high) in OPTION_RANGES.items():
@@ -203,6 +213,82 @@ def method_pairs(methods: Sequence[str], backbones: dict[str, str | None]
         if method != CONTROL and CONTROL in methods:
             pairs.append((method, CONTROL))
     return pairs
+
+
+def truth_refusal(truth: str, config: TrainConfig) -> str | None:
+    """Why ``config``'s environment cannot serve ``truth`` (``None`` when it can): the solver
+    truth needs the environment's solver under its options; Monte Carlo needs nothing more."""
+    if truth != "solver":
+        return None
+    try:
+        return solver_refusal(config.env.name, config.env.options)
+    except KeyError as err:
+        return err.args[0]
+
+
+def skills_refusal(config: TrainConfig, provider: SkillProvider, tasks: Sequence[Task]
+                   ) -> str | None:
+    """Why a method reading skill texts cannot run on ``tasks`` (``None`` when every task has
+    its text), ending with what to set. Without ``skills.root`` the texts are agentcredit's
+    own, which no user should edit: the reason then names the setting, not their folder."""
+    try:
+        check_skill_texts(provider, tasks)
+    except SkillNotFoundError as err:
+        if config.skills.root:
+            return f"skills.root = {config.skills.root!r}: {err}"
+        env = config.env.name
+        types = ", ".join(sorted({t.task_type for t in tasks if t.env == env}))
+        return (f"environment {env!r} has no skill texts among agentcredit's own; set "
+                f"skills.root=DIR to a folder holding {env}/guide.md and one "
+                f"{env}/<task_type>.md per task type ({types})")
+    return None
+
+
+def serve_truths(options: CreditCheckOptions, config: TrainConfig,
+                 echo: Callable[[str], None]) -> tuple[str, ...]:
+    """The truths to estimate: those asked for (each refused with a ``ConfigError`` that the
+    environment cannot serve), else the ``TRUTHS`` it can, with one line per one left out.
+    The token truth plays the solver too, so ``token_steps`` needs it."""
+    if options.token_steps:
+        reason = truth_refusal("solver", config)
+        if reason is not None:
+            raise ConfigError(f"credit check: token_steps = {options.token_steps}: the token "
+                              f"truth plays the solver, and {reason}; set --token-steps 0")
+    served = []
+    for truth in TRUTHS if options.truths is None else options.truths:
+        reason = truth_refusal(truth, config)
+        if reason is None:
+            served.append(truth)
+        elif options.truths is not None:
+            raise ConfigError(f"credit check: truth {truth!r}: {reason}; or leave it out of "
+                              "--truths")
+        else:
+            echo(f"left out the {truth} truth: {reason}")
+    return tuple(served)
+
+
+def serve_methods(options: CreditCheckOptions, configs: dict[str, TrainConfig],
+                  provider: SkillProvider, tasks: Sequence[Task],
+                  echo: Callable[[str], None]) -> dict[str, TrainConfig]:
+    """``configs`` of the methods the environment can serve on ``tasks`` (the split's, so the
+    answer does not hang on the draw): a method whose inputs need skill texts
+    (``TrainConfig.uses_teacher``) runs only where every task has one. A method asked for by
+    name that cannot run is a ``ConfigError``; a default one is left out, in one line for all
+    the methods left out for the same reason."""
+    served: dict[str, TrainConfig] = {}
+    left_out: dict[str, list[str]] = {}
+    for method, config in configs.items():
+        reason = skills_refusal(config, provider, tasks) if config.uses_teacher else None
+        if reason is None:
+            served[method] = config
+        elif options.methods is not None:
+            raise ConfigError(f"credit check: method {method!r} reads skill texts (its "
+                              f"teacher): {reason}; or leave it out of --methods")
+        else:
+            left_out.setdefault(reason, []).append(method)
+    for reason, methods in left_out.items():
+        echo(f"left out {', '.join(methods)} (reads skill texts): {reason}")
+    return served
 
 
 def step_credit(result: CreditResult, loss_mask: torch.Tensor) -> np.ndarray:
@@ -319,7 +405,8 @@ def memory_estimate(options: CreditCheckOptions, config: TrainConfig) -> dict[st
     default rollouts: 111 GiB), so it is checked before anything is collected."""
     rollout = config.rollout
     covered = min(options.mc_groups or options.groups, options.groups)
-    states = covered * rollout.group_size * rollout.max_steps if "mc" in options.truths else 0
+    truths = TRUTHS if options.truths is None else options.truths  # mc is always served
+    states = covered * rollout.group_size * rollout.max_steps if "mc" in truths else 0
     return {"rollouts": rollout_bytes(config, options.groups),
             "mc": float(states) * options.continuations * MC_JOB_BYTES}
 
@@ -351,8 +438,9 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     """Collect a batch with the model in ``model_dir`` under the config (``config_path`` plus
     ``overrides``), score every method of ``options`` against the truths; see the module
     docstring."""
-    configs = method_configs(config_path, overrides, options.methods)
+    configs = method_configs(config_path, overrides, options.methods or DEFAULT_METHODS)
     base = load_config(config_path, list(overrides))
+    options = replace(options, truths=serve_truths(options, base, echo))
     check_memory(options, base)
     if base.run.threads:
         torch.set_num_threads(base.run.threads)
@@ -360,12 +448,14 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     tasks = suite.tasks(options.split)
     if not tasks:
         raise ValueError(f"environment {base.env.name!r} has no {options.split!r} tasks")
-    model, tokenizer = load_model(base, model_dir)
-    model.eval()
-    collector = make_collector(base, model, tokenizer, suite)
     rng = random.Random(options.seed)
     chosen = (rng.sample(tasks, options.groups) if options.groups <= len(tasks)
               else rng.choices(tasks, k=options.groups))
+    provider = SkillProvider(base.skills.root or None)
+    configs = serve_methods(options, configs, provider, tasks, echo)
+    model, tokenizer = load_model(base, model_dir)
+    model.eval()
+    collector = make_collector(base, model, tokenizer, suite)
     seconds: dict[str, float] = {}
     began = time.perf_counter()
     trajectories = collector.collect(chosen, base.rollout.group_size,
@@ -382,7 +472,6 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     old = (score_steps(model, steps, base.optim.score_micro_batch_size, temperature,
                        base.optim.layout)
            if "behaviour" in scoring_passes(base) else steps.sampling_logprobs)
-    provider = SkillProvider(base.skills.root or None)
     prepared: dict[frozenset, object] = {}
     advantages: dict[str, np.ndarray] = {}
     token_steps = chosen_steps(trajectories, options.token_steps)
