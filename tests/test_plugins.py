@@ -116,12 +116,30 @@ def test_a_plugin_that_fails_to_import_is_one_error_line_naming_its_package(tmp_
             "'no_such_dependency'; fix the package or uninstall it (pip uninstall lock-env)")]
 
 
+#: the lock registered under a built-in's name
+ALFWORLD_AGAIN = ENVIRONMENT.replace('register_environment("lock"',
+                                     'register_environment("alfworld"')
+
+
+def test_a_plugin_registering_a_built_in_environment_is_one_error_line_naming_both(tmp_path):
+    path = distribution(tmp_path, "alf-again", "alf_again", ALFWORLD_AGAIN, plugins.ENVIRONMENTS)
+    for args in (["config", "--list"], ["train", "--config", "quick"]):
+        done = cli(path, *args)
+        assert done.returncode == 2, args
+        assert done.stderr.strip().splitlines() == [(
+            "error: environment 'alfworld' is registered twice: first by agentcredit's "
+            "built-in agentcredit.envs.suites.AlfWorldSuite, then by plug-in package "
+            "'alf-again' (entry point alf_again = alf_again in agentcredit.environments); "
+            "rename the second one's environment (its register_environment('alfworld', ...) "
+            "call) and select it with env=NEW_NAME")], args
+
+
 def test_a_plugin_estimator_is_registered_by_its_entry_point(tmp_path):
     path = distribution(tmp_path, "zero-estimator", "zero_estimator", ESTIMATOR,
                         plugins.ESTIMATORS)
     done = cli(path, "conformance", "zero")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == "zero: conforms (3 checks, 0 failures)"
+    assert done.stdout.splitlines()[-1] == "zero: conforms (4 checks, 0 failures)"
     listed = cli(path, "config", "--show", "credit.estimator=zero")
     assert listed.returncode == 0 and "estimator: zero" in listed.stdout
 

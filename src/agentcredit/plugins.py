@@ -13,7 +13,10 @@ The registries (``envs/suites.py``, ``credit/registry.py``) call ``load_group`` 
 time they are asked for their names, so a plug-in is there before any config is checked, and
 the built-ins register through the same functions. A plug-in that fails to import stops the
 run with one ``PluginError`` line naming its package and entry point, never silently
-missing. A leaf module: it imports no other part of agentcredit but ``config/schema.py``.
+missing. A name registered twice (a plug-in's environment ``alfworld`` beside the built-in, or
+two plug-ins' ``doors``) is refused with one ``NameCollision`` line naming both providers
+(``provider``). A leaf module: it imports no other part of agentcredit but
+``config/schema.py``.
 """
 
 from __future__ import annotations
@@ -28,19 +31,47 @@ ENVIRONMENTS = "agentcredit.environments"
 ESTIMATORS = "agentcredit.estimators"
 
 _LOADED: set[str] = set()
+#: the entry points being imported now, innermost last (``provider`` names the newest)
+_LOADING: list[metadata.EntryPoint] = []
 
 
 class PluginError(ConfigError):
     """A plug-in that cannot be loaded: one line naming the package and what to do."""
 
 
+class NameCollision(PluginError):
+    """A name registered by two providers: one line naming both and what to do (passed on by
+    ``load_group`` as it is, since it already names the plug-in)."""
+
+
 def entry_points(group: str) -> list[metadata.EntryPoint]:
-    """The installed entry points of ``group``, sorted by name (one per name: the first
-    distribution on the path wins, as ``importlib.metadata`` lists them)."""
-    seen: dict[str, metadata.EntryPoint] = {}
-    for point in metadata.entry_points(group=group):
-        seen.setdefault(point.name, point)
-    return [seen[name] for name in sorted(seen)]
+    """The installed entry points of ``group``, sorted by name and target. Two distributions
+    may give entry points the same name: both are loaded, so two that register one
+    environment or estimator meet as a ``NameCollision``, never as one silently dropped (a
+    distribution on the path twice is listed once, by ``importlib.metadata``)."""
+    seen = {(point.name, point.value): point for point in metadata.entry_points(group=group)}
+    return [seen[key] for key in sorted(seen)]
+
+
+def package_of(point: metadata.EntryPoint) -> str:
+    """The distribution that declares ``point`` (its module's top package when unknown)."""
+    return point.dist.name if point.dist is not None else point.value.split(".")[0]
+
+
+def provider(registered: object) -> str:
+    """Who registers ``registered`` (a suite class, an estimator function) now, in words: the
+    plug-in package and entry point being imported, else agentcredit's built-in or the module
+    that defines it. Two registrations of one name by the same provider are one provider's
+    (a module imported again after a failed load, or reloaded)."""
+    module = getattr(registered, "__module__", None) or "?"
+    where = f"{module}.{getattr(registered, '__qualname__', type(registered).__name__)}"
+    if module.split(".")[0] == "agentcredit":  # also when a plug-in's import loads a built-in
+        return f"agentcredit's built-in {where}"
+    if _LOADING:
+        point = _LOADING[-1]
+        return (f"plug-in package {package_of(point)!r} (entry point {point.name} = "
+                f"{point.value} in {point.group})")
+    return f"module {where}"
 
 
 def load_group(group: str) -> None:
@@ -53,16 +84,22 @@ def load_group(group: str) -> None:
         return
     _LOADED.add(group)
     for point in entry_points(group):
+        _LOADING.append(point)
         try:
             point.load()
+        except NameCollision:
+            _LOADED.discard(group)
+            raise
         except Exception as error:
             _LOADED.discard(group)
-            package = point.dist.name if point.dist is not None else point.value.split(".")[0]
+            package = package_of(point)
             first = (str(error).strip().splitlines() or ["(no message)"])[0]
             raise PluginError(
                 f"plug-in package {package!r} failed to load its {group} entry point "
                 f"{point.name} = {point.value}: {type(error).__name__}: {first}; fix the "
                 f"package or uninstall it (pip uninstall {package})") from error
+        finally:
+            _LOADING.pop()
 
 
 def reset(group: str) -> None:

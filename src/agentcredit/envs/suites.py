@@ -13,6 +13,8 @@ probe's action words, the step limit of a verl launch. The built-ins below regis
 it exactly as a plug-in package does from its ``agentcredit.environments`` entry point
 (``plugins.py``); no other module names an environment. Hooks that live beside an engine are
 ``"package.module:name"`` references, imported when used, so registering imports no engine.
+A name is registered by one provider only: a plug-in registering ``alfworld`` again, or two
+plug-ins one name, is refused (``plugins.NameCollision``) naming both.
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ from agentcredit.envs.base import Environment, Task
 from agentcredit.envs.searchqa.options import SearchQAConfig
 from agentcredit.envs.tau.options import TauConfig
 from agentcredit.envs.webshop.options import WebShopConfig
-from agentcredit.plugins import ENVIRONMENTS, load_group, load_reference
+from agentcredit.plugins import (
+    ENVIRONMENTS,
+    NameCollision,
+    load_group,
+    load_reference,
+    provider,
+)
 
 
 class EnvSuite(Protocol):
@@ -117,13 +125,18 @@ class EnvironmentSpec:
 
 
 _SPECS: dict[str, EnvironmentSpec] = {}
+#: per registered name, who registered it (``plugins.provider``)
+_PROVIDERS: dict[str, str] = {}
 
 
 def register_environment(name: str, suite: type, **hooks: Any) -> EnvironmentSpec:
     """Register environment ``name`` with its suite class and hooks (``EnvironmentSpec``'s
-    fields), replacing an earlier registration of that name; returns the spec.
+    fields); returns the spec. The provider that registered ``name`` may register it again
+    (its module imported anew), replacing it; any other is refused.
 
     Raises:
+        NameCollision: ``name`` is registered by another provider (the built-in or an earlier
+            plug-in); the line names both and says to rename the new one.
         ValueError: ``name`` is empty, or ``suite`` has no ``splits``.
         TypeError: ``options`` is not a dataclass type, or a hook is not a known field.
     """
@@ -139,10 +152,18 @@ def register_environment(name: str, suite: type, **hooks: Any) -> EnvironmentSpe
                                      and dataclasses.is_dataclass(options)):
         raise TypeError(f"environment {name!r}: options must be a dataclass type; got "
                         f"{options!r}")
+    by = provider(suite)
+    first = _PROVIDERS.get(name, by)
+    if first != by:
+        raise NameCollision(
+            f"environment {name!r} is registered twice: first by {first}, then by {by}; "
+            f"rename the second one's environment (its register_environment({name!r}, ...) "
+            "call) and select it with env=NEW_NAME")
     if "action_words" in hooks:
         hooks["action_words"] = frozenset(hooks["action_words"])
     spec = EnvironmentSpec(name=name, suite=suite, **hooks)
     _SPECS[name] = spec
+    _PROVIDERS[name] = by
     return spec
 
 

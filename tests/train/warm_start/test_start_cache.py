@@ -5,8 +5,11 @@ the first, and a changed setting trains a new start."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import shutil
+import sys
+from importlib import import_module, reload
 from pathlib import Path
 
 import pytest
@@ -60,6 +63,85 @@ def test_the_train_games_the_skill_texts_and_the_code_enter_the_key(tmp_path, mo
     before = key()
     (package / "sft.py").write_text("EPOCHS = 2\n")
     assert key() != before
+
+
+#: a plug-in environment: the fake corridor with the doors of a hall in every observation
+HALL = '''
+from agentcredit.envs.suites import register_environment
+from tests.conftest import FakeEnv, FakeSuite
+
+DOORS = "Doors: a red one, a blue one."
+
+
+class HallEnv(FakeEnv):
+    def _text(self):
+        return f"{super()._text()} {DOORS}"
+
+
+class HallSuite(FakeSuite):
+    def make_env(self):
+        return HallEnv()
+
+
+register_environment("hall", HallSuite)
+'''
+
+
+@pytest.fixture
+def hall(tmp_path, monkeypatch, fake_suite):
+    """The module ``hall_env`` (``HALL``) imported from ``tmp_path``, registering ``hall``;
+    its file, to edit and import again (no bytecode is written, so an edit of the same length
+    is read)."""
+    from agentcredit.envs import suites
+
+    monkeypatch.setattr(suites, "_SPECS", dict(suites._SPECS))
+    monkeypatch.setattr(suites, "_PROVIDERS", dict(suites._PROVIDERS))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = tmp_path / "hall_env.py"
+    source.write_text(HALL)
+    import_module("hall_env")
+    yield source
+    sys.modules.pop("hall_env", None)
+
+
+def test_a_plugin_environments_code_and_distribution_enter_the_key(hall, tmp_path):
+    before = key("env=hall")
+    assert start_inputs(load_config(None, ["env=hall"]), TASKS, [])["plugins"] == {
+        "hall_env": {"distribution": None,
+                     "files": {"hall_env.py": hashlib.sha256(HALL.encode()).hexdigest()}}}
+    assert "hall_env" not in start_inputs(load_config(None, []), TASKS, [])["plugins"]
+    hall.write_text(HALL.replace("Doors:", "Exits:"))
+    edited = key("env=hall")
+    assert edited != before
+    info = tmp_path / "hall_env-0.1.dist-info"  # the same code, now installed with a version
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hall-env\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[agentcredit.environments]\nhall = hall_env\n")
+    installed = key("env=hall")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hall-env\nVersion: 0.2\n")
+    assert len({before, edited, installed, key("env=hall")}) == 4
+
+
+def test_an_edited_plugin_environment_trains_its_start_again_and_says_what_changed(
+        hall, tiny_fake_run, tmp_path, capsys):
+    cache = tmp_path / "starts"
+    settings = [*tiny_fake_run, "env=hall", "sft.cache=true", f"sft.cache_dir={cache}",
+                f"run.output_dir={tmp_path}", "run.updates=1", "sft.epochs=2",
+                "sft.batch_size=4", "rollout.group_size=3", "rollout.tasks_per_update=2"]
+    assert "reused" not in _train(settings, "doors", capsys)
+    [entry] = list(cache.iterdir())
+    assert "warm start: reused" in _train(settings, "doors_again", capsys)
+    hall.write_text(HALL.replace("Doors:", "Exits:"))
+    reload(sys.modules["hall_env"])  # registers ``hall`` again, from the edited file
+    said = _train(settings, "exits", capsys)
+    assert [line for line in said.splitlines() if line.startswith("warm start:")] == [(
+        f"warm start: the cached start {entry} was trained on other plug-in code (hall_env: "
+        "hall_env.py edited); the start is trained again")]
+    assert len(list(cache.iterdir())) == 2
+    tokenizers = {(tmp_path / run / "reference" / "tokenizer.json").read_text()
+                  for run in ("doors", "doors_again", "exits")}
+    assert len(tokenizers) == 2  # fitted again on the new text
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,11 @@ gathers exactly those; their SHA-256 names a folder of ``sft.cache_dir``
 (``<key>/reference/`` the model and tokenizer, ``sft.json`` the SFT metrics line,
 ``inputs.json`` what was hashed, for a look). A run whose inputs hash alike reads the start
 back instead of training it; any change among them (a setting, a game, an edit to the
-package's code, another torch) gives another key, so a stale start is never reused.
+package's code or to a plug-in's, another torch) gives another key, so a stale start is never
+reused. A plug-in's code is the source of the package of every module outside agentcredit that
+registers the run's environment (its suite and hooks) or estimator, or is an installed
+``agentcredit.environments`` / ``agentcredit.estimators`` entry point, with its distribution's
+name and version where known; a miss because only that changed is named in one stderr line.
 Only the embedded model is cached: a named checkpoint's files are not hashed.
 
 It is only a cache: a run never stops for it. An entry whose model does not load as a
@@ -28,13 +32,17 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
+from importlib.util import find_spec
 from pathlib import Path
 
 import agentcredit
 from agentcredit.config import TrainConfig
+from agentcredit.credit import get_estimator
 from agentcredit.disk_full import writing
 from agentcredit.envs.base import Task
 from agentcredit.envs.bounded_json import loads
+from agentcredit.envs.suites import environment_spec
+from agentcredit.plugins import ENVIRONMENTS, ESTIMATORS, entry_points
 from agentcredit.run.safe_files import new_folder, read_regular, remove_name
 from agentcredit.train.build import collector_config
 
@@ -46,6 +54,10 @@ REFERENCE_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokeni
 RECORD_LIMIT = 1 << 20
 #: the environment settings that pick RL and evaluation tasks only, or say where games lie
 _NOT_START = ("pool_games_per_type", "valid_games_per_type", "cache_dir")
+#: the files of a plug-in's package that enter the key: its code and the text beside it
+PLUGIN_SUFFIXES = (".py", ".yaml", ".yml", ".json", ".toml", ".txt")
+#: the most changes of one plug-in a miss names (the rest are counted)
+SAID_FILES = 4
 
 
 def _package_digest() -> str:
@@ -56,6 +68,102 @@ def _package_digest() -> str:
                        and "__pycache__" not in p.parts):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def _plugin_modules(config: TrainConfig) -> dict[str, str | None]:
+    """Per plug-in source (``_source``) outside agentcredit, its distribution (``"name
+    version"``, None where unknown): those of the modules of the run's environment (its suite
+    class and hooks), of the run's estimator, and of every installed entry point."""
+    spec = environment_spec(config.env.name)
+    hooks = (spec.solver, spec.solver_refusal, spec.planner)
+    modules = [spec.suite.__module__, get_estimator(config.credit.estimator).fn.__module__,
+               *(hook.partition(":")[0] if isinstance(hook, str) else hook.__module__
+                 for hook in hooks if hook is not None)]
+    known: dict[str, str] = {}
+    for group in (ENVIRONMENTS, ESTIMATORS):
+        for point in entry_points(group):
+            modules.append(point.module)
+            if point.dist is not None:
+                known[point.module.split(".")[0]] = f"{point.dist.name} {point.dist.version}"
+    names = {_source(module) for module in modules if module.split(".")[0] != "agentcredit"}
+    return {name: known.get(name.split(".")[0]) for name in sorted(names)}
+
+
+def _source(module: str) -> str:
+    """The source that holds ``module``: its outermost regular package (one with an
+    ``__init__.py``), or the module itself where only namespace packages hold it."""
+    parts = module.split(".")
+    for depth in range(1, len(parts)):
+        if _found(".".join(parts[:depth]))[0]:
+            return ".".join(parts[:depth])
+    return module
+
+
+def _found(name: str) -> tuple[str | None, list[str]]:
+    """``(file, folders)`` of module ``name``: its file (a package's ``__init__.py``; None for
+    a namespace package or a module with no file) and a package's folders. A module not
+    imported yet is found as importing it would find it (one that is not there has no file:
+    its hook fails where it is used, not here)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return getattr(module, "__file__", None), list(getattr(module, "__path__", None) or ())
+    try:
+        spec = find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return None, []
+    return (spec.origin if spec.has_location else None,
+            list(spec.submodule_search_locations or ()))
+
+
+def _source_files(name: str) -> dict[str, str]:
+    """SHA-256 per file of the source ``name`` (``_source``): each ``PLUGIN_SUFFIXES`` file of
+    a package (``name/…``), or a module's one file (by its file name)."""
+    origin, folders = _found(name)
+    if origin is None:
+        files = {}
+    elif folders:
+        prefix = name.replace(".", "/")
+        files = {f"{prefix}/{path.relative_to(folder).as_posix()}": path
+                 for folder in map(Path, folders) for path in folder.rglob("*")
+                 if path.suffix in PLUGIN_SUFFIXES and "__pycache__" not in path.parts
+                 and path.is_file()}
+    else:
+        files = {Path(origin).name: Path(origin)}
+    return {file: hashlib.sha256(files[file].read_bytes()).hexdigest() for file in sorted(files)}
+
+
+def plugin_inputs(config: TrainConfig) -> dict[str, dict]:
+    """The plug-in code the run's start may depend on: per source (``_plugin_modules``), its
+    ``distribution`` and its ``files`` (name → SHA-256)."""
+    return {name: {"distribution": distribution, "files": _source_files(name)}
+            for name, distribution in _plugin_modules(config).items()}
+
+
+def plugin_changes(before: dict, now: dict) -> str:
+    """What differs between two ``plugin_inputs``, in words (``""``: nothing):
+    ``"hall: hall.py edited"``, ``"lamps: lamps-env 0.1 → 0.2, lamps/engine.py edited"``."""
+    said = []
+    for source in sorted(before.keys() | now.keys()):
+        if source not in before or source not in now:
+            said.append(f"{source} {'added' if source not in before else 'removed'}")
+            continue
+        old, new = before[source], now[source]
+        parts = ([f"{old['distribution']} → {new['distribution']}"]
+                 if old["distribution"] != new["distribution"] else [])
+        for name in sorted(old["files"].keys() | new["files"].keys()):
+            if name not in old["files"]:
+                parts.append(f"{name} added")
+            elif name not in new["files"]:
+                parts.append(f"{name} removed")
+            elif old["files"][name] != new["files"][name]:
+                parts.append(f"{name} edited")
+        if len(parts) > SAID_FILES:
+            parts[SAID_FILES:] = [f"{len(parts) - SAID_FILES} more"]
+        if parts:
+            said.append(f"{source}: {', '.join(parts)}")
+    return "; ".join(said)
 
 
 def _without(record: dict, names: Sequence[str]) -> dict:
@@ -72,7 +180,8 @@ def start_inputs(config: TrainConfig, train_tasks: Sequence[Task],
         config: the run's config; its ``model``, ``sft`` (less ``cache`` and ``cache_dir``),
             the environment's name, train-game count and options, the prompt, the decoding and
             the layout SFT runs (``optim.layout``),
-            ``run.seed``, ``run.threads`` and ``run.device`` enter.
+            ``run.seed``, ``run.threads`` and ``run.device`` enter; and the code of the
+            plug-ins of its environment and estimator (``plugin_inputs``).
         train_tasks: the train games the demonstrations are played on (their ids, types and
             instructions enter).
         skill_texts: the skill texts the tokenizer and the skill-prefixed copies read.
@@ -84,6 +193,7 @@ def start_inputs(config: TrainConfig, train_tasks: Sequence[Task],
     return {
         "format": FORMAT,
         "code": _package_digest(),
+        "plugins": plugin_inputs(config),
         "packages": {name: metadata.version(name) for name in ("torch", "transformers",
                                                                "tokenizers")},
         "model": dataclasses.asdict(config.model),
@@ -131,7 +241,47 @@ class StartCache:
 
     def find(self, inputs: dict) -> CachedStart | None:
         """The complete entry of ``inputs``, or None (also for one whose ``inputs.json``
-        differs: a damaged or foreign folder is never read as this start)."""
+        differs: a damaged or foreign folder is never read as this start). A miss where an
+        entry differs from ``inputs`` in plug-in code only says so in one stderr line, naming
+        the entry and what changed (``plugin_changes``)."""
+        entry = self._complete(inputs)
+        if entry is None and (older := self._plugin_edit(inputs)) is not None:
+            folder, changes = older
+            print(f"warm start: the cached start {folder} was trained on other plug-in code "
+                  f"({changes}); the start is trained again", file=sys.stderr, flush=True)
+        return entry
+
+    def _plugin_edit(self, inputs: dict) -> tuple[Path, str] | None:
+        """The newest entry whose inputs differ from ``inputs`` in ``plugins`` only, and the
+        change in words; None when there is none."""
+        same = {k: v for k, v in inputs.items() if k != "plugins"}
+        found = []
+        try:
+            folders = [p for p in self.root.iterdir() if not p.name.startswith(".")]
+        except OSError:
+            return None
+        for folder in folders:
+            try:
+                stored = loads(read_regular(folder / "inputs.json", RECORD_LIMIT))
+                when = folder.stat().st_mtime_ns
+            except (OSError, ValueError):
+                continue
+            if not (isinstance(stored, dict)
+                    and {k: v for k, v in stored.items() if k != "plugins"} == same):
+                continue
+            try:
+                changes = plugin_changes(stored.get("plugins"), inputs["plugins"])
+            except (AttributeError, KeyError, TypeError):  # a foreign folder: no word on it
+                continue
+            if changes:
+                found.append((when, str(folder), changes))
+        if not found:
+            return None
+        _, folder, changes = max(found)
+        return Path(folder), changes
+
+    def _complete(self, inputs: dict) -> CachedStart | None:
+        """``find`` without a word on a miss."""
         entry = CachedStart(self.root / start_key(inputs))
         try:
             complete = (all((entry.reference / f).is_file() for f in REFERENCE_FILES)
@@ -156,12 +306,12 @@ class StartCache:
                 (tmp / "sft.json").write_text(json.dumps(sft_record) + "\n")
                 (tmp / "inputs.json").write_text(json.dumps(inputs, indent=1, sort_keys=True)
                                                  + "\n")
-            if self.find(inputs) is None:
+            if self._complete(inputs) is None:
                 remove_name(entry.folder)  # an incomplete or foreign folder of that key
             tmp.rename(entry.folder)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
-            if self.find(inputs) is None:  # not another run storing the same start first
+            if self._complete(inputs) is None:  # not another run storing the same start first
                 raise
         return entry
 
