@@ -11,11 +11,13 @@ Two measurements in one process, alternating old and new (old, new, new, old, ..
   ``sample_token`` (one uniform per row, a two-level inverse CDF; with allowed sets it reads
   only the allowed ids' logits, as ``HFPolicy.generate`` does when every row has a trie).
   Figures: ``sampler_ms`` and ``admissible_ms`` of each, ``*_new_over_old`` (target <= 0.2).
-- ``HFPolicy.generate`` of a tiny random Qwen2 (2 layers, hidden size 64) with Qwen's
-  vocabulary, 64 prompts of 8 tokens, 16 new tokens each at temperature 1: the working tree's
+- ``HFPolicy.generate`` of two tiny random Qwen2s (``GENERATE_MODELS``: 2 layers, hidden size
+  64 with Qwen's vocabulary, and the embedded default's model, hidden size 128 with 4,096
+  ids), 64 prompts of 8 tokens, 16 new tokens each at temperature 1: the working tree's
   policy against ``--baseline REV``'s ``rollout/policy.py`` (read with ``git show`` into a
   temporary file and loaded by path at run time; REV: a commit before issue 63, such as
-  c545d6b). Figures: ``generate_tokens_per_s`` of each and ``generate_new_over_old``.
+  c545d6b). Figures: ``{old,new}_generate_tokens_per_s_<model>`` and
+  ``generate_new_over_old_<model>``.
 
     python benchmarks/sampler_cost.py --baseline REV [--repeats R] [--threads N] [--quick]
 
@@ -98,23 +100,31 @@ def time_sampler(repeats: int) -> dict[str, float]:
 
 
 class _Tokenizer:
-    """What ``HFPolicy`` asks of a tokenizer, for a table of Qwen's size and no text."""
+    """What ``HFPolicy`` asks of a tokenizer that writes ``producible`` ids and no text."""
 
-    eos_token_id, pad_token_id = PRODUCIBLE - 1, PRODUCIBLE - 2
+    def __init__(self, producible: int) -> None:
+        self.producible = producible
+        self.eos_token_id, self.pad_token_id = producible - 1, producible - 2
 
     def __len__(self) -> int:
-        return PRODUCIBLE
+        return self.producible
 
     def decode(self, ids, skip_special_tokens=False) -> str:
         return " ".join(map(str, ids))
 
 
-def _tiny_qwen2() -> Qwen2ForCausalLM:
-    config = Qwen2Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
+#: the two models ``generate`` is timed on: (vocabulary, ids the tokenizer writes, hidden size,
+#: MLP width): Qwen's vocabulary on a 64-wide model, and the embedded default's tiny model
+#: (``TinyModelConfig()``: 4,096 ids, hidden 128, MLP 512)
+GENERATE_MODELS = {"qwen_vocab": (VOCAB, PRODUCIBLE, 64, 128), "embedded": (4096, 4096, 128, 512)}
+
+
+def _tiny_qwen2(vocab: int, tokenizer: _Tokenizer, hidden: int, mlp: int) -> Qwen2ForCausalLM:
+    config = Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=mlp,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=512, tie_word_embeddings=True,
-                         pad_token_id=_Tokenizer.pad_token_id,
-                         eos_token_id=_Tokenizer.eos_token_id, attn_implementation="sdpa")
+                         pad_token_id=tokenizer.pad_token_id,
+                         eos_token_id=tokenizer.eos_token_id, attn_implementation="sdpa")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         return Qwen2ForCausalLM(config).eval()
@@ -136,10 +146,13 @@ def _baseline_policy(rev: str, folder: Path):
     return module.HFPolicy
 
 
-def time_generate(baseline, repeats: int) -> dict[str, float]:
-    """Median tokens per second of ``generate`` under each policy class."""
-    model, tokenizer = _tiny_qwen2(), _Tokenizer()
-    prompts = torch.randint(PRODUCIBLE - 2, (ROWS, PROMPT),
+def time_generate(baseline, repeats: int, model_name: str) -> dict[str, float]:
+    """Median tokens per second of ``generate`` under each policy class, on the model
+    ``GENERATE_MODELS[model_name]``."""
+    vocab, producible, hidden, mlp = GENERATE_MODELS[model_name]
+    tokenizer = _Tokenizer(producible)
+    model = _tiny_qwen2(vocab, tokenizer, hidden, mlp)
+    prompts = torch.randint(producible - 2, (ROWS, PROMPT),
                             generator=torch.Generator().manual_seed(3)).tolist()
     policies = {"old": baseline(model, tokenizer), "new": HFPolicy(model, tokenizer)}
     rates: dict[str, list[float]] = {"old": [], "new": []}
@@ -169,21 +182,23 @@ def main() -> None:
         baseline = _baseline_policy(args.baseline, Path(folder))
         sampler = time_sampler(repeats)
         print({k: round(v, 1) for k, v in sampler.items()}, flush=True)
-        rates = time_generate(baseline, repeats)
+        rates = {name: time_generate(baseline, repeats, name) for name in GENERATE_MODELS}
     metrics = {
         **{f"{key}_ms": round(value, 1) for key, value in sampler.items()},
         "sampler_new_over_old": round(sampler["new_sampler"] / sampler["old_sampler"], 3),
         "admissible_new_over_old": round(sampler["new_admissible"] / sampler["old_admissible"],
                                          3),
-        "old_generate_tokens_per_s": round(rates["old"], 1),
-        "new_generate_tokens_per_s": round(rates["new"], 1),
-        "generate_new_over_old": round(rates["new"] / rates["old"], 2),
+        **{f"{age}_generate_tokens_per_s_{name}": round(rate[age], 1)
+           for name, rate in rates.items() for age in ("old", "new")},
+        **{f"generate_new_over_old_{name}": round(rate["new"] / rate["old"], 2)
+           for name, rate in rates.items()},
     }
     path = write_result("sampler_cost", {"rows": ROWS, "vocab": VOCAB, "prompt": PROMPT,
                                          "new_tokens": NEW_TOKENS, "repeats": repeats,
                                          "threads": args.threads, "baseline": args.baseline},
                         metrics, {"sampler_new_over_old": "<= 0.2",
-                                  "admissible_new_over_old": "<= 0.2"},
+                                  "admissible_new_over_old": "<= 0.2",
+                                  "generate_new_over_old_embedded": ">= 1"},
                         "One process, old and new alternating; CPU logits, so 'host cost' is the "
                         "whole sampler step.", quick=args.quick,
                         command=" ".join(["python", "benchmarks/sampler_cost.py", *sys.argv[1:]]))

@@ -18,6 +18,7 @@ from agentcredit.credit import (
 from agentcredit.credit.aux_losses import register_aux_loss
 from agentcredit.credit.grpo import GRPOConfig
 from agentcredit.credit.rloo import RLOOConfig
+from agentcredit.plugins import NameCollision
 
 BACKBONES = ("grpo", "rloo", "gigpo")
 
@@ -47,9 +48,15 @@ def test_unknown_estimator_name_fails_listing_the_known_names():
         get_estimator("grop")
 
 
-def test_registering_an_existing_name_again_fails():
-    with pytest.raises(ValueError, match="'grpo' is already registered by agentcredit.credit"):
+def test_registering_an_existing_name_again_fails_naming_both_providers():
+    with pytest.raises(NameCollision) as err:
         register_estimator("grpo", GRPOConfig)(lambda batch, config: None)
+    assert str(err.value) == (
+        "estimator 'grpo' is registered twice: first by agentcredit's built-in "
+        "agentcredit.credit.grpo.grpo, then by module tests.credit.test_registry."
+        "test_registering_an_existing_name_again_fails_naming_both_providers.<locals>.<lambda>; "
+        "rename the second one's estimator (its register_estimator('grpo', ...) call) and "
+        "select it with credit.estimator=NEW_NAME")
 
 
 def test_register_estimator_rejects_a_config_that_is_not_a_dataclass():

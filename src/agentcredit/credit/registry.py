@@ -26,7 +26,7 @@ from typing import Any
 
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.result import CreditResult
-from agentcredit.plugins import ESTIMATORS, load_group
+from agentcredit.plugins import ESTIMATORS, NameCollision, load_group, provider
 
 EstimatorFn = Callable[[CreditBatch, Any], CreditResult]
 #: what an estimator or auxiliary loss can ask the trainer to prepare.
@@ -74,6 +74,8 @@ class Estimator:
 
 
 _ESTIMATORS: dict[str, Estimator] = {}
+_PROVIDERS: dict[str, str] = {}
+"""Who registered each estimator (``plugins.provider``), for a collision's message."""
 
 
 def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = (),
@@ -85,7 +87,8 @@ def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = (),
     prints); returns ``fn`` unchanged.
 
     Raises:
-        ValueError: ``name`` is empty or already registered, or ``needs`` names an unknown input,
+        NameCollision: ``name`` is already registered (the line names both providers).
+        ValueError: ``name`` is empty, or ``needs`` names an unknown input,
             ``claims`` an unknown property, or ``waives`` a check that cannot be waived or
             gives no reason.
         TypeError: ``config_cls`` is not a dataclass type.
@@ -113,12 +116,13 @@ def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = (),
                              f"one: waives={{{check!r}: 'why this method departs from it'}}")
 
     def decorator(fn: EstimatorFn) -> EstimatorFn:
+        by = provider(fn)
         if name in _ESTIMATORS:
-            existing = _ESTIMATORS[name].fn
-            raise ValueError(
-                f"estimator {name!r} is already registered by "
-                f"{existing.__module__}.{existing.__qualname__}; pick another name."
-            )
+            raise NameCollision(
+                f"estimator {name!r} is registered twice: first by {_PROVIDERS[name]}, then by "
+                f"{by}; rename the second one's estimator (its register_estimator({name!r}, "
+                "...) call) and select it with credit.estimator=NEW_NAME")
+        _PROVIDERS[name] = by
         _ESTIMATORS[name] = Estimator(name=name, fn=fn, config_cls=config_cls,
                                       needs=frozenset(needs), claims=frozenset(claims),
                                       waives=waives)
