@@ -328,9 +328,11 @@ class OptimConfig:
     (docs/backbones.md §0.1); on in the ``hf`` preset."""
     recompute_old_logprobs: bool = True
     """Score the batch again before the update for PPO's old log-probs ``ℓ^b``; ``false`` takes
-    the log-probs recorded at sampling, which are the same numbers (the sampler and every
-    scoring pass apply ``rollout.temperature``; agreement to 1e-5 is tested), and saves one
-    forward pass over the batch."""
+    the log-probs recorded at sampling and saves one forward pass over the batch. In float32
+    they are the same numbers (the sampler and every scoring pass apply
+    ``rollout.temperature``; agreement to 1e-5 is tested); under ``model.dtype=bfloat16`` only
+    to bfloat16's precision (docs/backbones.md §1.1), so keep ``true`` there: the ratio then
+    starts at exactly 1."""
 
     _limits: ClassVar[dict[str, tuple]] = {"lr": (0.0, None), "weight_decay": (0.0, None),
                "grad_clip": (0.0, None), "clip_low": (0.0, 0.999), "clip_high": (0.0, None),

@@ -21,7 +21,8 @@ their trajectory (``train.prefix_tree.prefix_trees`` over ``head[-1] + rest + re
 head's last token re-fed so that every scored logit comes from the row's own branch): the
 head once per task, each history line a trajectory's steps share once per trajectory. Under
 ``rows`` (or on a model ``uses_trees`` refuses) every row runs its whole privileged sequence
-alone. Both give the same log-probs up to float rounding (tested to 1e-5), through the one
+alone. Both give the same log-probs up to float rounding (tested to 1e-5 in float32; under
+bfloat16 compute to its precision), through the one
 tree forward every pass runs, with the LM head only on the columns that predict response
 tokens.
 
