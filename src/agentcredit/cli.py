@@ -515,6 +515,7 @@ def _eval(args) -> int:
     from agentcredit.config import load_config
     from agentcredit.train.evaluation.eval_modes import ReflexionConfig, evaluate_model_mode
     from agentcredit.train.evaluation.evaluate import (
+        check_result_folder,
         evaluate_model,
         locate_model,
         write_eval_result,
@@ -523,6 +524,7 @@ def _eval(args) -> int:
     if args.trials < 1:
         raise ConfigError(f"--trials {args.trials}: reflexion needs at least 1 trial per task")
     source = locate_model(args.checkpoint)
+    check_result_folder(source)  # a link where the result goes is refused before the work
     config_path = args.config or source.run_config
     config = load_config(config_path, [*args.overrides])
     print(f"evaluating {source.describe()}" + (f" in {args.mode} mode"

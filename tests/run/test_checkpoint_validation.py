@@ -91,6 +91,29 @@ def _optimizer_moment(checkpoint: Path) -> None:
     torch.save(saved, checkpoint / CHECKPOINT_STATE)
 
 
+def _zero_stride_moment(checkpoint: Path) -> None:
+    saved = torch.load(checkpoint / CHECKPOINT_STATE, weights_only=True)
+    first = next(iter(saved["optimizer"]["state"].values()))
+    # one float on disk, read back as a 2^20 x 2^20 view: any operation on it allocates 4 TiB
+    first["exp_avg"] = torch.zeros(1).as_strided((HUGE, HUGE), (0, 0))
+    torch.save(saved, checkpoint / CHECKPOINT_STATE)
+    seen = next(iter(torch.load(checkpoint / CHECKPOINT_STATE, weights_only=True)
+                     ["optimizer"]["state"].values()))["exp_avg"]
+    assert (seen.shape, seen.stride(), seen.untyped_storage().nbytes()) == ((HUGE, HUGE), (0, 0),
+                                                                            4)
+
+
+def _storage_cut_short(checkpoint: Path) -> None:
+    with zipfile.ZipFile(checkpoint / CHECKPOINT_STATE) as archive:
+        entries = {entry.filename: archive.read(entry) for entry in archive.infolist()}
+    largest = max((name for name in entries if "/data/" in name), key=lambda n: len(entries[n]))
+    entries[largest] = entries[largest][:len(entries[largest]) // 2]
+    with zipfile.ZipFile(checkpoint / CHECKPOINT_STATE, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+
+
+HUGE = 2 ** 20
 DAMAGES = {
     "no tensors": (lambda c: _weights(c / "policy", lambda _: {}),
                    "its policy/model.safetensors holds no tensors"),
@@ -115,6 +138,9 @@ DAMAGES = {
     "an optimizer of another shape": (_optimizer_moment, "gives parameter 0 an exp_avg of shape"),
     "a trainer_state.pt that is a zip bomb": (
         _zip_bomb, "trainer_state.pt holds a compressed entry (archive/data/0)"),
+    "a zero-stride moment declared far larger than its storage": (
+        _zero_stride_moment, f"trainer_state.pt declares a tensor of shape [{HUGE}, {HUGE}] "),
+    "a storage entry cut short": (_storage_cut_short, "trainer_state.pt declares storage data/"),
     "a trainer_state.pt that is not a zip archive": (
         lambda c: (c / CHECKPOINT_STATE).write_bytes(b"\x80\x02}q\x00."),
         "cannot read trainer_state.pt as the zip archive torch writes"),
@@ -220,3 +246,18 @@ def test_an_undamaged_copy_resumes_from_its_newest_checkpoint(stopped, tmp_path)
     said: list[str] = []
     assert RunDirectory(run_dir).resume(said.append).update == 3
     assert said == []
+
+
+def test_resume_past_a_zero_stride_moment_falls_back_in_one_line_and_trains_on(stopped,
+                                                                              tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    shutil.copytree(stopped, run_dir, symlinks=True)
+    _zero_stride_moment(run_dir / "checkpoints" / "update_00003")
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run_dir), "run.updates=4"]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert [line for line in said if "unusable" in line] == [(
+        "checkpoint update_00003 is unusable: trainer_state.pt declares a tensor of shape "
+        f"[{HUGE}, {HUGE}] (4,398,046,511,104 bytes) over a storage of 4 bytes; a damaged or "
+        "crafted file, not loaded; trying the one before")]
+    assert (run_dir / "checkpoints" / "update_00004" / CHECKPOINT_STATE).is_file()

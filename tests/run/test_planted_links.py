@@ -5,6 +5,7 @@ file with a second hard link is refused by name (run/safe_files.py, run/director
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -158,3 +159,52 @@ def test_train_with_a_planted_folder_link_is_one_error_line_and_changes_nothing_
                        f"deletes inside its {planted}/, so it never follows a link there: "
                        "remove the link")
     assert _untouched(outside)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, tiny_fake_run) -> tuple[Path, Path]:
+    """``(ours, other)``: two runs with checkpoints after updates 1 and 2, where our newest
+    checkpoint folder is a link to the other run's."""
+    root = tmp_path_factory.mktemp("two_runs")
+    assert main(["train", *tiny_fake_run, "run.updates=2", "run.checkpoint_every=1",
+                 "run.eval_every=0", "run.eval_at_start=false", f"run.output_dir={root}",
+                 "run.name=ours"]) == 0
+    ours, other = root / "ours", root / "other"
+    shutil.copytree(ours, other)
+    shutil.rmtree(ours / "checkpoints" / "update_00002")
+    (ours / "checkpoints" / "update_00002").symlink_to(other / "checkpoints" / "update_00002",
+                                                       target_is_directory=True)
+    return ours, other
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {path.relative_to(folder).as_posix(): path.read_bytes()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize("given", ["", "checkpoints/update_00002",
+                                   "checkpoints/update_00002/policy"])
+def test_eval_of_a_run_whose_checkpoint_folder_is_a_link_writes_nothing_in_the_other_run(
+        two_runs, capsys, given):
+    ours, other = two_runs
+    before = _files(other)
+    capsys.readouterr()
+    code = main(["eval", "--checkpoint", str(ours / given)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1] == (f"error: {ours / 'checkpoints' / 'update_00002'} is a symlink (to "
+                       f"{other / 'checkpoints' / 'update_00002'}); a run writes and deletes "
+                       "inside this folder, so it never follows a link here: remove the link "
+                       "(the run makes the folder)")
+    assert _files(other) == before
+    assert not list(other.rglob("eval*.json*"))
+
+
+def test_a_link_planted_where_eval_writes_is_refused_at_the_write_too(two_runs):
+    ours, other = two_runs
+    checkpoint = ours / "checkpoints" / "update_00002"
+    source = ModelSource(checkpoint / "policy", 2, ours, checkpoint / "eval.json")
+    before = _files(other)
+    with pytest.raises(UnsafeRunFile, match="update_00002 is a symlink"):
+        write_eval_result(source, {"eval/success": 0.5})
+    assert _files(other) == before

@@ -30,8 +30,9 @@ What a kill can leave, and what ``RunDirectory.resume`` does with it:
   short, no tensors, a missing parameter, a wrong shape, NaN), a state that does
   not load or breaks ``STATE_SCHEMA`` (an update other than the folder's number, a
   negative line count, an RNG state its generator refuses, a file over 1 MiB or
-  nested too deep), an optimizer that does not fit the policy's parameters, or an
-  update that is not the last one the metrics lines it counts logged;
+  nested too deep, a tensor declaring more bytes than its storage holds), an optimizer
+  that does not fit the policy's parameters, or an update that is not the last one the
+  metrics lines it counts logged;
 - a checkpoint newer than the logs (the logs lost lines the checkpoint counted):
   each checkpoint records how many lines each log had when it was written, so
   such a checkpoint is skipped for the one before;
@@ -64,7 +65,9 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import io
 import json
+import math
 import os
 import pickle
 import zipfile
@@ -483,29 +486,151 @@ def _state_limit(checkpoint: Path) -> int:
 
 
 def _archive_problem(path: Path, limit: int) -> str:
-    """Why the zip archive ``path`` may not be loaded, read from its central directory
-    alone (nothing is decompressed or allocated), or ``""``: not a zip archive, more than
-    ``ARCHIVE_ENTRIES`` entries, a compressed entry (torch stores every entry as it is, so a
-    compressed one can only be a bomb), or entries declaring more than the file holds or
-    than ``limit`` bytes."""
+    """Why the zip archive ``path`` may not be loaded, read from its central directory and
+    its ``data.pkl`` (nothing is decompressed, built or allocated), or ``""``: not a zip
+    archive, more than ``ARCHIVE_ENTRIES`` entries, a compressed entry (torch stores every
+    entry as it is, so a compressed one can only be a bomb), entries declaring more than the
+    file holds or than ``limit`` bytes, or a tensor or storage in its ``data.pkl`` declaring
+    more bytes than are stored for it (``_declared_size_problem``)."""
     try:
         with os.fdopen(open_regular(path), "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
-            entries = zipfile.ZipFile(handle).infolist()
+            archive = zipfile.ZipFile(handle)
+            entries = archive.infolist()
+            if len(entries) > ARCHIVE_ENTRIES:
+                return (f"{path.name} holds {len(entries):,} entries, more than the "
+                        f"{ARCHIVE_ENTRIES:,} a trainer state has")
+            packed = next((e.filename for e in entries
+                           if e.compress_type != zipfile.ZIP_STORED), None)
+            if packed is not None:
+                return (f"{path.name} holds a compressed entry ({packed}); torch writes none, "
+                        "and one can expand without bound, so it is not read")
+            total = sum(e.file_size for e in entries)
+            if total > min(size, limit):
+                return (f"{path.name} declares {total:,} bytes of entries, more than the "
+                        f"{min(size, limit):,} it may hold (its file's size, and four times "
+                        "the policy's weights)")
+            return _declared_size_problem(path.name, archive)
     except (OSError, zipfile.BadZipFile, ValueError, EOFError) as err:
         return f"cannot read {path.name} as the zip archive torch writes ({_first_line(err)})"
-    if len(entries) > ARCHIVE_ENTRIES:
-        return (f"{path.name} holds {len(entries):,} entries, more than the "
-                f"{ARCHIVE_ENTRIES:,} a trainer state has")
-    packed = next((e.filename for e in entries if e.compress_type != zipfile.ZIP_STORED), None)
-    if packed is not None:
-        return (f"{path.name} holds a compressed entry ({packed}); torch writes none, and one "
-                "can expand without bound, so it is not read")
-    total = sum(e.file_size for e in entries)
-    if total > min(size, limit):
-        return (f"{path.name} declares {total:,} bytes of entries, more than the "
-                f"{min(size, limit):,} it may hold (its file's size, and four times the "
-                "policy's weights)")
+
+
+#: torch's rebuild functions of a tensor over a stored storage: (storage, offset, size, ...);
+#: ``_rebuild_tensor_v3`` gives the tensor's own dtype, as its seventh argument
+_STORED_TENSORS = ("_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3",
+                   "_rebuild_qtensor")
+#: torch's rebuild functions of a tensor with no stored bytes, by where its dtype is among
+#: their arguments (its size follows it)
+_UNSTORED_TENSORS = {"_rebuild_meta_tensor_no_storage": 0, "_rebuild_wrapper_subclass": 1}
+
+
+@dataclass(frozen=True)
+class _Storage:
+    """A storage as an archive's ``data.pkl`` names it: its entry ``data/<key>``, the size
+    of one element and the elements it declares."""
+
+    key: str
+    itemsize: int
+    count: Any
+
+
+class _StandIn:
+    """Any global of the pickle other than a tensor's: takes every argument and state, holds
+    nothing, runs nothing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+    def append(self, value: Any) -> None:
+        pass
+
+    def extend(self, values: Any) -> None:
+        pass
+
+
+class _DeclaredTensors(pickle.Unpickler):
+    """Reads a torch archive's ``data.pkl`` without building a tensor or importing anything:
+    each tensor becomes ``(storage or None, itemsize, size)`` in ``tensors`` (its sizes as
+    declared), a storage type its element size, a storage a ``_Storage``, any other global a
+    ``_StandIn``."""
+
+    def __init__(self, data: bytes):
+        super().__init__(io.BytesIO(data))
+        self.tensors: list[tuple[_Storage | None, Any, Any]] = []
+
+    def find_class(self, module: str, name: str) -> Any:
+        import torch
+
+        if module == "torch._utils" and name in _STORED_TENSORS:
+            return lambda storage, offset, size, *rest: self._declare(
+                storage, rest[3] if name == "_rebuild_tensor_v3" else None, size)
+        if module == "torch._utils" and name in _UNSTORED_TENSORS:
+            at = _UNSTORED_TENSORS[name]
+            return lambda *args: self._declare(None, args[at], args[at + 1])
+        if (module, name) == ("torch._tensor", "_rebuild_from_type_v2"):
+            return lambda rebuild, kind, args, state: rebuild(*args)
+        if module == "torch" and isinstance(vars(torch).get(name), torch.dtype):
+            return vars(torch)[name]  # vars: no lazy import of a submodule by that name
+        if (module, name) == ("torch.storage", "UntypedStorage"):
+            return 1
+        if module == "torch" and name.endswith("Storage"):
+            return torch.serialization.StorageType(name).dtype.itemsize  # KeyError: unknown
+        return _StandIn
+
+    def persistent_load(self, pid: Any) -> _Storage:
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
+                and _is_int(pid[1])):
+            raise pickle.UnpicklingError(f"a persistent id other than a storage's: {_short(pid)}")
+        return _Storage(str(pid[2]), pid[1], pid[4])
+
+    def _declare(self, storage: Any, dtype: Any, size: Any) -> _StandIn:
+        import torch
+
+        if dtype is not None and not isinstance(dtype, torch.dtype):
+            raise pickle.UnpicklingError(f"a tensor of dtype {_short(dtype)}")
+        if storage is not None and not isinstance(storage, _Storage):
+            raise pickle.UnpicklingError(f"a tensor on {_short(storage)}, not a storage")
+        itemsize = dtype.itemsize if dtype is not None else storage.itemsize
+        self.tensors.append((storage, itemsize, size))
+        return _StandIn()
+
+
+def _declared_size_problem(name: str, archive: zipfile.ZipFile) -> str:
+    """Why the torch archive ``archive`` (the file ``name``) declares a tensor or storage
+    larger than the bytes behind it, read from its ``data.pkl`` alone (``_DeclaredTensors``:
+    nothing built), or ``""``. A tensor needs its elements times their size in stored bytes
+    (a stride-0 view declared 2^20 x 2^20 over 4 bytes would be allocated in full by the
+    first operation on it), a storage the bytes of its entry ``data/<key>``."""
+    pickles = [e for e in archive.namelist() if e.count("/") == 1 and e.endswith("/data.pkl")]
+    if len(pickles) != 1:
+        return f"cannot read {name} as the zip archive torch writes (it has no one data.pkl)"
+    prefix = pickles[0].removesuffix("data.pkl")
+    present = {e.filename: e.file_size for e in archive.infolist()}
+    reader = _DeclaredTensors(archive.read(pickles[0]))
+    try:
+        reader.load()
+    except Exception as err:  # noqa: BLE001  (whatever stops this reader, the file is damaged)
+        return f"cannot read {name} ({type(err).__name__}: {_first_line(err)})"
+    for storage, itemsize, size in reader.tensors:
+        stored = 0
+        if storage is not None:
+            entry = present.get(f"{prefix}data/{storage.key}", 0)
+            if not _is_int(storage.count) or not 0 <= storage.count * storage.itemsize <= entry:
+                return (f"{name} declares storage data/{storage.key} of {_short(storage.count)} "
+                        f"elements of {storage.itemsize} bytes, its entry holds {entry:,} bytes")
+            stored = storage.count * storage.itemsize
+        if not (isinstance(size, tuple | list) and all(_is_int(n) and n >= 0 for n in size)):
+            return f"{name} declares a tensor of size {_short(size)}"
+        declared = math.prod(size) * itemsize
+        if declared > stored:
+            return (f"{name} declares a tensor of shape {list(size)} ({declared:,} bytes) over "
+                    f"a storage of {stored:,} bytes; a damaged or crafted file, not loaded")
     return ""
 
 

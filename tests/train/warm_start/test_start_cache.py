@@ -227,6 +227,52 @@ def test_an_incomplete_entry_is_never_read_and_is_replaced(tmp_path):
     assert cache.find(inputs) is None
 
 
+def _two_entries(tmp_path: Path) -> tuple[StartCache, list[dict], list[Path]]:
+    """A cache of two stored entries of fake model files: ``(cache, their inputs, their
+    folders)``."""
+    cache, inputs, folders = StartCache(tmp_path / "starts"), [], []
+    for what in ("one start", "another start"):
+        reference = tmp_path / what / "reference"
+        reference.mkdir(parents=True)
+        for name in start_cache.REFERENCE_FILES:
+            (reference / name).write_text(f"{name} of {what}")
+        inputs.append({"format": start_cache.FORMAT, "what": what})
+        folders.append(cache.store(inputs[-1], reference, {"kind": "sft"}).folder)
+    return cache, inputs, folders
+
+
+def _swap(first: Path, second: Path) -> None:
+    first.rename(first.with_name("swapping"))
+    second.rename(first)
+    first.with_name("swapping").rename(second)
+
+
+def test_entries_whose_reference_folders_were_swapped_are_set_aside_not_read(tmp_path, capsys):
+    cache, inputs, folders = _two_entries(tmp_path)
+    assert [cache.find(i).folder for i in inputs] == folders
+    _swap(folders[0] / "reference", folders[1] / "reference")
+    capsys.readouterr()
+    assert [cache.find(i) for i in inputs] == [None, None]
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 2
+    for folder, line in zip(folders, said, strict=True):
+        assert line.startswith(f"warning: the cached start {folder} is unusable (its files are "
+                               "not those stored under its key: reference/config.json, ")
+        assert "differ from the SHA-256 in its contents.json); set aside as " in line
+        assert not folder.exists()
+
+
+def test_an_entry_carrying_another_keys_record_is_set_aside(tmp_path, capsys):
+    cache, inputs, folders = _two_entries(tmp_path)
+    for name in ("reference", start_cache.CONTENTS):  # the files and their digests, all moved
+        _swap(folders[0] / name, folders[1] / name)
+    capsys.readouterr()
+    assert cache.find(inputs[0]) is None
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"warning: the cached start {folders[0]} is unusable (its "
+                           f"contents.json was not written for the key {folders[0].name}); ")
+
+
 @pytest.fixture(scope="module")
 def stored(tiny_fake_run, tmp_path_factory):
     """A cache holding the start of one run (``first``, its metrics kept to compare)."""
@@ -305,3 +351,21 @@ def test_a_full_cache_disk_is_skipped_with_one_line_and_leaves_no_partial_entry(
     assert "the disk is full" in warning and "the run goes on" in warning
     assert list((tmp_path / "starts").iterdir()) == []
     assert _untimed(_records(tmp_path / "full")) == _untimed(_records(root / "first"))
+
+
+def test_a_run_whose_entry_holds_another_configurations_reference_trains_its_start_again(
+        stored, tmp_path, capsys):
+    root, settings = stored
+    cache = tmp_path / "starts"
+    shutil.copytree(root / "starts", cache, symlinks=True)
+    [entry] = list(cache.iterdir())
+    here = [*settings, f"sft.cache_dir={cache}", f"run.output_dir={tmp_path}"]
+    assert "reused" not in _train(here, "other", capsys, "sft.lr=0.02")
+    [other] = [p for p in cache.iterdir() if p != entry]
+    _swap(entry / "reference", other / "reference")
+    said = _train(here, "again", capsys)
+    [warning] = [line for line in said.splitlines() if "cached start" in line]
+    assert warning.startswith(f"warning: the cached start {entry} is unusable (its files are "
+                              "not those stored under its key: ")
+    assert "reused" not in said
+    assert _untimed(_records(tmp_path / "again")) == _untimed(_records(root / "first"))

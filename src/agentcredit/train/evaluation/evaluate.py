@@ -11,7 +11,10 @@ uninterrupted one, and ``agentcredit eval`` of a checkpoint reproduces the
 ``locate_model`` turns what a user passes to ``eval`` or ``audit`` (a run
 directory, a checkpoint folder, ``RUN/reference`` or a model folder) into the
 model folder, its update and its run; ``write_eval_result`` writes the result
-beside it.
+beside it. Inside a run the result is written only where the run's own folders lead: a
+checkpoint folder (or ``checkpoints/``) that is a link, into another run or anywhere, is
+refused by name before the evaluation starts and again at the write
+(``check_result_folder``), never written through.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from agentcredit.run.directory import (
     StateUnreadable,
     read_trainer_state,
 )
-from agentcredit.run.safe_files import write_new
+from agentcredit.run.safe_files import own_folder, write_new
 from agentcredit.skills.provider import SkillProvider
 from agentcredit.train.build import (
     episodes_per_split,
@@ -265,10 +268,32 @@ def _checkpoint_source(checkpoint: Path, run_dir: Path | None) -> ModelSource:
     return ModelSource(checkpoint / "policy", update, run_dir, checkpoint / "eval.json")
 
 
+def check_result_folder(source: ModelSource) -> None:
+    """Refuse to write ``source.result`` through a link: inside a run, every folder from the
+    run's folder down to the one the result goes in (``checkpoints/``, ``update_NNNNN/``)
+    must be a folder of the run, not a link (``own_folder``, as for a run's own writes).
+    Outside a run the folder is the one the user named.
+
+    Raises:
+        UnsafeRunFile: one of those folders is a symlink or not a folder (named).
+    """
+    if source.run_dir is None or not source.result.parent.is_relative_to(source.run_dir):
+        return
+    folder = source.run_dir
+    for part in source.result.parent.relative_to(source.run_dir).parts:
+        folder = own_folder(folder / part)
+
+
 def write_eval_result(source: ModelSource, metrics: Mapping[str, float],
                       **fields: object) -> Path:
     """Write ``metrics`` (with the model folder, the update and ``fields``) as strict JSON to
-    ``source.result``, atomically; non-finite numbers become ``null``. Returns the path."""
+    ``source.result``, atomically; non-finite numbers become ``null``. Returns the path.
+
+    Raises:
+        UnsafeRunFile: the result would be written through a link (``check_result_folder``),
+            or its temporary name is a link or special file.
+    """
+    check_result_folder(source)
     record = finite_or_null({"model": str(source.model_dir), "update": source.update,
                              **fields, **metrics})
     tmp = source.result.with_name(source.result.name + ".tmp")

@@ -5,8 +5,9 @@ SFT on them) is a pure function of the train games, the demonstrations' settings
 and tokenizer settings, the prompt, the SFT settings, the seed and the code. ``start_inputs``
 gathers exactly those; their SHA-256 names a folder of ``sft.cache_dir``
 (``<key>/reference/`` the model and tokenizer, ``sft.json`` the SFT metrics line,
-``inputs.json`` what was hashed, for a look). A run whose inputs hash alike reads the start
-back instead of training it; any change among them (a setting, a game, an edit to the
+``inputs.json`` what was hashed, for a look, ``contents.json`` the key the entry was stored
+under and the SHA-256 of each of its other files). A run whose inputs hash alike reads the
+start back instead of training it; any change among them (a setting, a game, an edit to the
 package's code or to a plug-in's, another torch) gives another key, so a stale start is never
 reused. A plug-in's code is the source of the package of every module outside agentcredit that
 registers the run's environment (its suite and hooks) or estimator, or is an installed
@@ -14,9 +15,11 @@ registers the run's environment (its suite and hooks) or estimator, or is an ins
 name and version where known; a miss because only that changed is named in one stderr line.
 Only the embedded model is cached: a named checkpoint's files are not hashed.
 
-It is only a cache: a run never stops for it. An entry whose model does not load as a
-checkpoint's would not (weights cut short, NaN, a symlinked ``model.safetensors``, a
-garbage tokenizer) is named in one stderr line and set aside (renamed to
+It is only a cache: a run never stops for it. An entry whose files are not those stored
+under its key (``contents.json`` names another key, a file edited, added, removed or
+swapped with another entry's, a link) or whose model does not load as a checkpoint's would
+not (weights cut short, NaN, a symlinked ``model.safetensors``, a garbage tokenizer) is
+named in one stderr line and set aside (renamed to
 ``.unusable-<key>-<pid>``), and the start is trained again and stored afresh; a cache folder
 that cannot be written (read-only, full, a file) is skipped with one line.
 """
@@ -43,11 +46,13 @@ from agentcredit.envs.base import Task
 from agentcredit.envs.bounded_json import loads
 from agentcredit.envs.suites import environment_spec
 from agentcredit.plugins import ENVIRONMENTS, ESTIMATORS, entry_points
-from agentcredit.run.safe_files import new_folder, read_regular, remove_name
+from agentcredit.run.safe_files import new_folder, open_regular, read_regular, remove_name
 from agentcredit.train.build import collector_config
 
 #: bumped when the folder's layout changes
-FORMAT = 1
+FORMAT = 2
+#: the record in an entry of the key it was stored under and the SHA-256 of each other file
+CONTENTS = "contents.json"
 #: the files a complete entry holds
 REFERENCE_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 #: the largest ``sft.json`` or ``inputs.json`` read
@@ -214,6 +219,22 @@ def start_key(inputs: dict) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
+def _file_digests(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file under ``folder`` but ``CONTENTS``, by its path there.
+
+    Raises:
+        UnsafeRunFile: one is a symlink or a special file (never followed).
+    """
+    digests = {}
+    for path in sorted(folder.rglob("*")):
+        name = path.relative_to(folder).as_posix()
+        if name == CONTENTS or (path.is_dir() and not path.is_symlink()):
+            continue
+        with os.fdopen(open_regular(path), "rb") as handle:
+            digests[name] = hashlib.file_digest(handle, "sha256").hexdigest()
+    return digests
+
+
 @dataclass(frozen=True)
 class CachedStart:
     """One entry of the cache: ``folder`` holds ``reference/``, ``sft.json``, ``inputs.json``."""
@@ -232,6 +253,27 @@ class CachedStart:
         """
         return loads(read_regular(self.folder / "sft.json", RECORD_LIMIT))
 
+    def damage(self) -> str:
+        """Why the entry's files are not those stored under its key (its ``CONTENTS`` missing
+        or naming another key, a file whose SHA-256 differs from the one recorded there, or
+        one added, removed or a link), or ``""``."""
+        try:
+            record = loads(read_regular(self.folder / CONTENTS, RECORD_LIMIT))
+            files = _file_digests(self.folder)
+        except (OSError, ValueError) as err:
+            return f"its files cannot be checked against its {CONTENTS} ({err})"
+        if not isinstance(record, dict) or record.get("key") != self.folder.name:
+            return f"its {CONTENTS} was not written for the key {self.folder.name}"
+        stored = record.get("files") if isinstance(record.get("files"), dict) else {}
+        changed = sorted(name for name in stored.keys() | files.keys()
+                         if stored.get(name) != files.get(name))
+        if len(changed) > SAID_FILES:
+            changed[SAID_FILES:] = [f"{len(changed) - SAID_FILES} more"]
+        if changed:
+            return (f"its files are not those stored under its key: {', '.join(changed)} "
+                    f"differ from the SHA-256 in its {CONTENTS}")
+        return ""
+
 
 class StartCache:
     """The entries under ``root``, one folder per key."""
@@ -243,8 +285,12 @@ class StartCache:
         """The complete entry of ``inputs``, or None (also for one whose ``inputs.json``
         differs: a damaged or foreign folder is never read as this start). A miss where an
         entry differs from ``inputs`` in plug-in code only says so in one stderr line, naming
-        the entry and what changed (``plugin_changes``)."""
+        the entry and what changed (``plugin_changes``). An entry whose files are not those
+        stored under its key (``CachedStart.damage``) is set aside, and a miss."""
         entry = self._complete(inputs)
+        if entry is not None and (why := entry.damage()):
+            self.set_aside(entry, why)
+            entry = None
         if entry is None and (older := self._plugin_edit(inputs)) is not None:
             folder, changes = older
             print(f"warm start: the cached start {folder} was trained on other plug-in code "
@@ -306,14 +352,21 @@ class StartCache:
                 (tmp / "sft.json").write_text(json.dumps(sft_record) + "\n")
                 (tmp / "inputs.json").write_text(json.dumps(inputs, indent=1, sort_keys=True)
                                                  + "\n")
-            if self._complete(inputs) is None:
-                remove_name(entry.folder)  # an incomplete or foreign folder of that key
+                (tmp / CONTENTS).write_text(json.dumps({"key": entry.folder.name,
+                                                        "files": _file_digests(tmp)}) + "\n")
+            if not self._usable(inputs):
+                remove_name(entry.folder)  # an incomplete, damaged or foreign folder of that key
             tmp.rename(entry.folder)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
-            if self._complete(inputs) is None:  # not another run storing the same start first
+            if not self._usable(inputs):  # not another run storing the same start first
                 raise
         return entry
+
+    def _usable(self, inputs: dict) -> bool:
+        """Whether the entry of ``inputs`` is complete and holds what was stored under it."""
+        entry = self._complete(inputs)
+        return entry is not None and not entry.damage()
 
     def set_aside(self, entry: CachedStart, why: str) -> None:
         """Say in one stderr line that ``entry`` is unusable (``why``) and rename it out of the
