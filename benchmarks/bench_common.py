@@ -12,12 +12,13 @@ import platform
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
-from agentcredit.config import load_config
+from agentcredit.config import ConfigError, load_config
 from agentcredit.run.directory import RunDirectory
 from agentcredit.train.evaluation.evaluate import evaluate_model
 from agentcredit.train.loop import train
@@ -38,6 +39,49 @@ def machine() -> dict:
     return {"cpu": cpu, "cores": os.cpu_count(), "device": "cpu", "torch": torch.__version__}
 
 
+# THE EXIT-CODE RULE, as the agentcredit CLI's: a usage or bad-input error is one ``error:``
+# line on stderr and exit status 2, an internal error 1 (Python's traceback), interrupted 130
+
+
+class BenchmarkParser(argparse.ArgumentParser):
+    """A benchmark script's argument parser: a bad argument is one ``error:`` line, status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def run_script(main: Callable[[], object]) -> NoReturn:
+    """Run a benchmark script's ``main`` under the exit-code rule: a ``ConfigError`` (a bad
+    override or setting) or a ``SystemExit`` with a message (the scripts' argument checks)
+    becomes one ``error:`` line and status 2; Ctrl-C is status 130; anything else is a bug
+    and keeps its traceback (status 1)."""
+    try:
+        main()
+    except ConfigError as err:
+        print(f"error: {str(err).strip().splitlines()[0]}", file=sys.stderr)
+        sys.exit(2)
+    except SystemExit as stop:
+        if isinstance(stop.code, str):
+            print(f"error: {stop.code.strip().splitlines()[0]}", file=sys.stderr)
+            sys.exit(2)
+        raise
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(0)
+
+
+def result_name(name: str) -> str:
+    """``--name``: a plain file name for ``benchmarks/results/`` (no folder, no ``..``);
+    an ``argparse`` type, so a bad one stops the script before any work."""
+    if (not name or name in (".", "..") or "/" in name or "\\" in name
+            or not name.isprintable() or Path(name).name != name):
+        raise argparse.ArgumentTypeError(
+            f"{name!r} must be a plain file name (no folder): results go to {RESULTS}")
+    return name
+
+
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -49,7 +93,7 @@ def git_commit() -> str:
 def parse_start_args(description: str) -> argparse.Namespace:
     """``--model DIR`` (an SFT start), ``--threads N`` (set for torch) and ``key=value`` config
     overrides: the command line of the trainer measurements that replay one start."""
-    parser = argparse.ArgumentParser(description=description)
+    parser = BenchmarkParser(description=description)
     parser.add_argument("--model", required=True, help="an SFT start (a run's reference/)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("overrides", nargs="*", metavar="key=value")
@@ -60,7 +104,12 @@ def parse_start_args(description: str) -> argparse.Namespace:
 
 def write_result(name: str, config: dict, metrics: dict, targets: dict, notes: str,
                  quick: bool, **extra) -> Path:
-    """Write ``benchmarks/results/NAME.json`` (``NAME.quick.json`` for a smoke run)."""
+    """Write ``benchmarks/results/NAME.json`` (``NAME.quick.json`` for a smoke run); ``NAME``
+    is a plain file name (``result_name``)."""
+    try:
+        result_name(name)
+    except argparse.ArgumentTypeError as err:
+        raise ValueError(f"result name {err}") from None
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / (f"{name}.quick.json" if quick else f"{name}.json")
     payload = {

@@ -25,7 +25,6 @@ that many processes, the dearest first.
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import os
@@ -33,6 +32,7 @@ import time
 
 import torch
 
+from agentcredit.config import load_config
 from agentcredit.train.evaluation.credit_check.regimes import (
     METHODS,
     PAPER_TABLE12,
@@ -41,7 +41,7 @@ from agentcredit.train.evaluation.credit_check.regimes import (
     regime_cell,
     table12_vs_paper,
 )
-from bench_common import RESULTS, write_result
+from bench_common import RESULTS, BenchmarkParser, result_name, run_script, write_result
 
 #: ε per environment: Search-QA and WebShop from a calibration on 80 episodes (20 tasks × 4
 #: seeds) per ε; tau and ALFWorld re-calibrated on 160 (40 tasks × 4 seeds), since the first
@@ -234,7 +234,7 @@ def run_cell(job: tuple[str, float, CellOptions, list[str]]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", default=",".join(GRIDS), help="comma-separated environments")
     parser.add_argument("--eps", default="",
                         help="only these cells of the grids: env=ε/ε/...,... (default: all)")
@@ -244,15 +244,21 @@ def main() -> None:
                         help="K, or env=K,... (default CONTINUATIONS)")
     parser.add_argument("--workers", type=int, default=1, help="cells played at once")
     parser.add_argument("--boots", type=int, default=500)
-    parser.add_argument("--name", default="credit_regimes", help="the result file's name")
+    parser.add_argument("--name", default="credit_regimes", type=result_name,
+                        help="the result file's name, in benchmarks/results/")
     parser.add_argument("--quick", action="store_true", help="4 groups, K = 2, 50 draws")
     parser.add_argument("--figure", action="store_true",
                         help="only write NAME.svg from the result file NAME.json")
     parser.add_argument("overrides", nargs="*", help="key=value config settings")
     args = parser.parse_args()
     if args.figure:
-        result = json.loads((RESULTS / f"{args.name}.json").read_text())
-        (RESULTS / f"{args.name}.svg").write_text(figure_svg(result["cells"]))
+        source = RESULTS / f"{args.name}.json"
+        try:
+            cells = json.loads(source.read_text())["cells"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise SystemExit(f"--figure: cannot read the cells of {source} "
+                             f"({type(err).__name__}: {err}); run the benchmark first") from None
+        (RESULTS / f"{args.name}.svg").write_text(figure_svg(cells))
         print(f"wrote {RESULTS / f'{args.name}.svg'}")
         return
     envs = args.envs.split(",")
@@ -271,6 +277,8 @@ def main() -> None:
     if args.workers > cores:  # each plays a whole cell: more processes than cores only queue
         raise SystemExit(f"--workers {args.workers}: this machine has {cores} cores; use at most "
                          f"{cores}")
+    for env in envs:  # a bad override stops here, not in every worker
+        load_config(None, [f"env={env}", *args.overrides])
     options = {e: (CellOptions(groups=4, continuations=2, boots=50) if args.quick else
                    CellOptions(groups=groups[e], mc_groups=args.mc_groups,
                                continuations=ks[e], boots=args.boots)) for e in envs}
@@ -323,4 +331,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     multiprocessing.freeze_support()
-    main()
+    run_script(main)

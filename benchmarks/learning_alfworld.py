@@ -40,7 +40,6 @@ unfinished runs resume from their last checkpoint.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import multiprocessing
@@ -56,7 +55,16 @@ from agentcredit.train.evaluation.outcomes import (
     evaluated_splits,
     game_shares,
 )
-from bench_common import method_config, run_method, sft_start, start_evaluation, write_result
+from bench_common import (
+    BenchmarkParser,
+    method_config,
+    result_name,
+    run_method,
+    run_script,
+    sft_start,
+    start_evaluation,
+    write_result,
+)
 
 PROTOCOL = "pool"
 DEFAULT_METHODS = "grpo,gigpo,vict/grpo,vict/gigpo,adrs/grpo,adrs/gigpo"
@@ -247,7 +255,7 @@ def _map(workers: int, function, jobs: list[tuple]) -> list:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
     parser.add_argument("--methods", default=DEFAULT_METHODS)
     parser.add_argument("--seeds", default=None,
@@ -262,7 +270,7 @@ def main() -> None:
                              "there is read back (finished) or resumed (unfinished)")
     parser.add_argument("--workers", type=int, default=2,
                         help="processes in parallel, one CPU thread each (default %(default)s)")
-    parser.add_argument("--name", default="learning_alfworld",
+    parser.add_argument("--name", default="learning_alfworld", type=result_name,
                         help="result file benchmarks/results/NAME.json (default: %(default)s)")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args()
@@ -336,4 +344,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

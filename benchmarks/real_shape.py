@@ -161,7 +161,9 @@ def measure(args: argparse.Namespace) -> dict:
 
 def arguments(defaults: dict | None = None) -> argparse.ArgumentParser:
     """The command line of ``real_shape.py`` (``gpu_check.py`` passes its own defaults)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from bench_common import BenchmarkParser, result_name
+
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--updates", type=int, default=1)
     parser.add_argument("--tasks", type=int, default=2, help="rollout.tasks_per_update")
@@ -173,7 +175,7 @@ def arguments(defaults: dict | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--micro-batch", type=int, default=4, help="optim.micro_batch_size")
     parser.add_argument("--layers", type=int, default=QWEN25_05B["num_hidden_layers"])
     parser.add_argument("--quick", action="store_true", help="2 decoder layers, same width")
-    parser.add_argument("--name", default="real_shape")
+    parser.add_argument("--name", default="real_shape", type=result_name)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", metavar="key=value",
@@ -210,4 +212,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench_common import run_script
+
+    run_script(main)

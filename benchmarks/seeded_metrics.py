@@ -21,7 +21,6 @@ once under ``mismatched_keys`` (a key logged on one side only included). ``--lay
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -29,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_common import write_result
+from bench_common import BenchmarkParser, result_name, run_script, write_result
 
 REPO = Path(__file__).resolve().parents[1]
 TOLERANCE = 1e-6
@@ -102,11 +101,11 @@ def compare(old: dict[str, list[dict]], new: dict[str, list[dict]]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = BenchmarkParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", required=True, help="the git revision to compare with")
     parser.add_argument("--layout", choices=("trees", "rows"), default="trees",
                         help="optim.layout of every run (default %(default)s)")
-    parser.add_argument("--name", default=None,
+    parser.add_argument("--name", default=None, type=result_name,
                         help="result file benchmarks/results/NAME.json (default: by --layout)")
     parser.add_argument("--keep", action="store_true", help="keep the runs and the worktree")
     args = parser.parse_args()
@@ -134,4 +133,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

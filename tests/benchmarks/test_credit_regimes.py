@@ -43,7 +43,7 @@ def test_a_size_out_of_range_stops_before_any_cell_naming_the_flag(monkeypatch, 
     monkeypatch.setattr(sys, "argv", ["credit_regimes.py", *argv])
     with pytest.raises(SystemExit) as stop:
         main()
-    assert stop.value.code == says  # Python prints a string code as the one line, status 1
+    assert stop.value.code == says  # run_script prints it as one error: line, status 2
 
 
 def test_the_script_refuses_zero_workers_in_one_line_without_a_traceback():
@@ -51,7 +51,7 @@ def test_the_script_refuses_zero_workers_in_one_line_without_a_traceback():
     done = subprocess.run([sys.executable, str(script), "--workers", "0"], capture_output=True,
                           text=True, timeout=120, check=False)
     assert (done.returncode, done.stderr, done.stdout) == (
-        1, "--workers 0: it must be at least 1\n", "")
+        2, "error: --workers 0: it must be at least 1\n", "")
 
 
 def _cell(env: str, success: float) -> dict:

@@ -6,7 +6,8 @@ agentcredit config, one command per backbone.
 
 ``examples/verl/launch.sh`` is this command. ENV is a registered environment that declares a
 step limit (``max_steps``: ``alfworld``, ``webshop``, or a plug-in's); METHOD is
-``grpo``, ``gigpo``, ``vict`` (VICT over GiGPO) or ``adrs`` (ADRS over GiGPO). The
+``grpo``, ``gigpo``, ``vict`` (VICT over GiGPO), ``adrs`` (ADRS over GiGPO) or the name of any
+other registered estimator, a plug-in's included (``credit.estimator=METHOD``). The
 agentcredit config (``--config``, default ``hf``: docs/settings.md §6) with METHOD's settings
 and the agentcredit overrides decides the environment, the rollouts, the credit and the
 update; ``verl_overrides`` writes the verl keys that carry them (group size, tasks per
@@ -27,6 +28,10 @@ the rollout server count and the agentcredit trainer's own checks (``check_confi
 the resolved config as YAML on stdout (verl's own messages go to stderr) and exits; it needs
 verl but no GPU. Without it the task files are written when missing (``write_task_files``)
 and verl's ``main_ppo`` replaces this process.
+
+Exit status, as the ``agentcredit`` CLI's: 2 with one ``error:`` line for a bad argument, a
+plug-in that fails to load or a launch verl would refuse; 1 for a bug (its traceback); 130
+when interrupted.
 """
 
 from __future__ import annotations
@@ -37,14 +42,19 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from agentcredit.config import ConfigError, TrainConfig, load_config
+# ConfigError alone: the config's sections load the plug-ins, which main() must catch
+from agentcredit.config import ConfigError
 from agentcredit.envs.suites import environment_specs
 from agentcredit.integrations.verl import ESTIMATOR_PREFIX, PLUGIN_NAME
-from agentcredit.integrations.verl.supported import check_supported
+
+if TYPE_CHECKING:
+    from agentcredit.config import TrainConfig
 
 #: METHOD -> its agentcredit overrides (docs/settings.md §6); an environment replaces them
-#: through its ``verl_methods`` hook (WebShop's ADRS settings, ``envs/suites.py``).
+#: through its ``verl_methods`` hook (WebShop's ADRS settings, ``envs/suites.py``). Any other
+#: registered estimator's name is a METHOD too: ``credit.estimator=NAME``.
 METHODS = {
     "grpo": ("credit.estimator=grpo",),
     "gigpo": ("credit.estimator=gigpo",),
@@ -78,6 +88,21 @@ DEFAULT_BACKBONE = "qwen2.5-1.5b"
 DEFAULT_CONFIG = "hf"
 USAGE = ("usage: launch.sh ENV METHOD [--backbone NAME] [--config NAME] [--dry-run] "
          "[agentcredit overrides ...] [-- verl overrides ...]")
+HELP = f"""{USAGE}
+
+Launch an agentcredit run on verl (docs/verl.md, "Launch").
+
+  ENV             a registered environment that declares a step limit (max_steps):
+                  alfworld, webshop or a plug-in's
+  METHOD          grpo, gigpo, vict (VICT over GiGPO), adrs (ADRS over GiGPO), or any
+                  registered estimator, a plug-in's included (credit.estimator=METHOD)
+  --backbone      {', '.join(BACKBONES)} (default {DEFAULT_BACKBONE})
+  --config        the agentcredit config (default {DEFAULT_CONFIG})
+  --dry-run       print the resolved verl config and exit (needs verl, no GPU)
+  key=value       agentcredit overrides; verl overrides go after --
+
+Exit status: 0 done, 2 a bad argument or a launch verl would refuse (one error: line),
+1 a bug, 130 interrupted."""
 
 
 @dataclass(frozen=True)
@@ -123,13 +148,18 @@ def plan(argv: list[str]) -> Launch:
         raise ConfigError(f"ENV = {env!r} must be one of {', '.join(sorted(launchable))} (an "
                           "environment launches on verl once it registers max_steps)")
     spec = launchable[env]
-    if method not in METHODS:
-        raise ConfigError(f"METHOD = {method!r} must be one of {', '.join(METHODS)}")
+    from agentcredit.config import load_config
+    from agentcredit.credit import estimator_names
+
+    estimators = [name for name in estimator_names() if name not in METHODS]
+    if method not in METHODS and method not in estimators:
+        raise ConfigError(f"METHOD = {method!r} must be one of {', '.join(METHODS)} or a "
+                          f"registered estimator ({', '.join(estimators)})")
     backbone = BACKBONES.get(flags["--backbone"])
     if backbone is None:
         raise ConfigError(f"--backbone {flags['--backbone']!r} must be one of "
                           f"{', '.join(BACKBONES)}")
-    settings = spec.verl_methods.get(method, METHODS[method])
+    settings = spec.verl_methods.get(method, METHODS.get(method, (f"credit.estimator={method}",)))
     agentcredit = (*settings, f"env={env}", f"rollout.max_steps={spec.max_steps}",
                    "rollout.decoding=free", f"model.name={backbone.path}", *overrides)
     config = load_config(flags["--config"], list(agentcredit))
@@ -148,6 +178,8 @@ def verl_overrides(config: TrainConfig, config_name: str, agentcredit: tuple[str
     equal share of the update's step rows, as ``agentcredit train`` does. Raises
     ``ConfigError`` for settings verl's update cannot express.
     """
+    from agentcredit.integrations.verl.supported import check_supported
+
     rollout, optim = config.rollout, config.optim
     if rollout.tasks_per_update % optim.mini_batches:
         raise ConfigError(f"optim.mini_batches = {optim.mini_batches} must divide "
@@ -246,16 +278,24 @@ def write_task_files(config: TrainConfig, out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """The command (module docs); bad input: one ``error:`` line, exit status 2. A launch
     that is not a dry run does not return: verl's ``main_ppo`` replaces the process."""
+    argv = sys.argv[1:] if argv is None else argv
+    if {"-h", "--help"} & set(argv[:argv.index("--") if "--" in argv else len(argv)]):
+        print(HELP)
+        return 0
     try:
-        launch = plan(sys.argv[1:] if argv is None else argv)
+        launch = plan(argv)
         preflight(launch)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        if launch.dry_run:
+            return dry_run(launch)
+        if not (launch.data_dir / "train.parquet").exists():
+            write_task_files(launch.config, launch.data_dir)
+    except ConfigError as err:  # a plug-in that fails to load (PluginError) is one too
+        print(f"error: {(str(err).strip().splitlines() or ['(no message)'])[0]}",
+              file=sys.stderr)
         return 2
-    if launch.dry_run:
-        return dry_run(launch)
-    if not (launch.data_dir / "train.parquet").exists():
-        write_task_files(launch.config, launch.data_dir)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     os.execv(sys.executable, [sys.executable, "-m", "verl.trainer.main_ppo", *launch.verl])
 
 
