@@ -98,6 +98,79 @@ def test_a_model_folder_without_its_vocabulary(model_without_vocabulary, capsys)
     assert "turns text into no tokens" in _one_error_line(capsys)
 
 
+def _copy_with_tokenizer(fake_model_dir: Path, tmp_path: Path, edit) -> tuple[Path, int]:
+    """A copy of the fake model folder whose tokenizer ``edit(tokenizer)`` changed, and the
+    rows of the model's input embedding."""
+    import shutil
+
+    from transformers import AutoConfig, AutoTokenizer
+
+    folder = Path(shutil.copytree(fake_model_dir, tmp_path / "model"))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    edit(tokenizer)
+    tokenizer.save_pretrained(folder)
+    return folder, AutoConfig.from_pretrained(folder).vocab_size
+
+
+def test_a_tokenizer_with_neither_pad_nor_eos_is_one_line(fake_model_dir, tmp_path, capsys):
+    def drop_pad_and_eos(tokenizer):
+        tokenizer.pad_token = tokenizer.eos_token = None
+
+    folder, _ = _copy_with_tokenizer(fake_model_dir, tmp_path, drop_pad_and_eos)
+    assert main(["eval", "--checkpoint", str(folder)]) == 2
+    assert _one_error_line(capsys) == (
+        f"error: the tokenizer of {str(folder)!r} defines neither a pad nor an eos token; set "
+        "tokenizer.pad_token in the checkpoint's tokenizer_config.json")
+
+
+def test_a_tokenizer_longer_than_the_embedding_is_refused(fake_model_dir, tmp_path, capsys):
+    rows = []
+
+    def add_a_token_per_row(tokenizer):
+        rows.append(len(tokenizer))
+        tokenizer.add_tokens([f"<extra_{k}>" for k in range(600)])
+
+    folder, embedding = _copy_with_tokenizer(fake_model_dir, tmp_path, add_a_token_per_row)
+    assert rows[0] <= embedding < rows[0] + 600
+    assert main(["eval", "--checkpoint", str(folder)]) == 2
+    assert _one_error_line(capsys) == (
+        f"error: the tokenizer of {str(folder)!r} has token ids up to {rows[0] + 599:,} but the "
+        f"model's embedding has {embedding:,} rows (ids 0 to {embedding - 1:,}); use the "
+        "tokenizer saved with these weights, or resize the embedding to the tokenizer "
+        "(model.resize_token_embeddings(len(tokenizer))) and save both")
+
+
+def test_a_token_whose_id_the_embedding_lacks_is_refused(fake_model_dir, tmp_path, capsys):
+    """One token moved to id 10**6 leaves ``len(tokenizer)`` within the embedding; its id does
+    not. (An added token's id past the others is renumbered on loading, so it is the length
+    that grows, the case above.)"""
+    folder, embedding = _copy_with_tokenizer(fake_model_dir, tmp_path, lambda tokenizer: None)
+    spec = json.loads((folder / "tokenizer.json").read_text())
+    vocab = spec["model"]["vocab"]
+    vocab[max(vocab, key=vocab.get)] = 10**6
+    (folder / "tokenizer.json").write_text(json.dumps(spec))
+    assert main(["eval", "--checkpoint", str(folder)]) == 2
+    said = _one_error_line(capsys)
+    assert f"has token ids up to 1,000,000 but the model's embedding has {embedding:,} rows" in said
+
+
+def test_a_vocabulary_past_the_sane_bound_is_refused_before_the_weights(
+        fake_model_dir, tmp_path, monkeypatch, capsys):
+    """The bound (2**21) lowered below the fake tokenizer's size stands in for a tokenizer of
+    millions of entries, which takes minutes to write and read here."""
+    from agentcredit.train import model_loading
+
+    def no_weights(*args, **kwargs):
+        raise AssertionError("the weights were read")
+
+    monkeypatch.setattr(model_loading, "MAX_VOCABULARY", 100)
+    monkeypatch.setattr(model_loading.AutoModelForCausalLM, "from_pretrained", no_weights)
+    assert main(["eval", "--checkpoint", str(fake_model_dir)]) == 2
+    said = _one_error_line(capsys)
+    assert said.startswith(f"error: the tokenizer of {str(fake_model_dir)!r} holds ")
+    assert "tokens, more than the 100 any real vocabulary needs" in said
+
+
 def test_a_garbage_line_inside_the_metrics_of_a_resumed_run(tmp_path, tiny_fake_run, capsys):
     run = tmp_path / "run"
     config = load_config(None, [*tiny_fake_run, f"run.output_dir={tmp_path}", "run.name=run"])

@@ -20,7 +20,9 @@ A model loaded to be trained is sized from its ``config.json`` (``model_size``) 
 weight is read or downloaded, and refused when the run's memory estimate for it is too large
 (``check_size``; ``train/build.py``). The chat template is rendered once in Jinja's
 sandbox, as every prompt will be, so a template that fails, or takes more than
-``TEMPLATE_SECONDS`` to render two short messages, is refused before any work.
+``TEMPLATE_SECONDS`` to render two short messages, is refused before any work. So is a
+tokenizer of more than ``MAX_VOCABULARY`` entries, one with an id the model's input embedding
+has no row for, and one with neither a pad nor an EOS token.
 """
 
 from __future__ import annotations
@@ -72,6 +74,13 @@ HUB_PROBE_SECONDS = 5.0
 #: the longest a chat template may take to render the two-message check chat (a real
 #: template takes milliseconds; one that loops would stall every prompt)
 TEMPLATE_SECONDS = 2.0
+
+
+#: the most entries a tokenizer's vocabulary may hold (2**21 = 2,097,152). The largest real
+#: vocabularies hold about 262k (Gemma); every id needs an embedding row and an output logit, so
+#: a vocabulary of millions costs gigabytes per copy of the model and slows every token's softmax,
+#: and is a damaged or hostile tokenizer, not a model to train
+MAX_VOCABULARY = 2**21
 
 
 class _TemplateTimeout(Exception):
@@ -177,14 +186,22 @@ def load_policy(
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only,
                                                   trust_remote_code=False)
+        if len(tokenizer) > MAX_VOCABULARY:  # before the weights are read
+            raise ModelLoadError(
+                f"the tokenizer of {name_or_dir!r} holds {len(tokenizer):,} tokens, more than "
+                f"the {MAX_VOCABULARY:,} any real vocabulary needs; copy the model's own "
+                "tokenizer files (tokenizer.json, tokenizer_config.json) into the folder")
         model, info = AutoModelForCausalLM.from_pretrained(
             source, dtype=dtype, local_files_only=local_only, trust_remote_code=False,
             use_safetensors=True, output_loading_info=True)
+    except ModelLoadError:  # a ValueError, said as it is
+        raise
     except (OSError, ValueError, RuntimeError, KeyError, SafetensorError) as err:
         raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {_first_line(err)}") from None
     problem = _loaded_problem(model, info)
     if problem:
         raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {problem}")
+    _check_token_ids(tokenizer, model, name_or_dir)
     _check_chat_template(tokenizer, name_or_dir)
     if not tokenizer("go to the kitchen", add_special_tokens=False)["input_ids"]:
         raise ModelLoadError(f"the tokenizer of {name_or_dir!r} turns text into no tokens: its "
@@ -195,7 +212,7 @@ def load_policy(
 
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
-            raise ValueError(
+            raise ModelLoadError(
                 f"the tokenizer of {name_or_dir!r} defines neither a pad nor an eos token; "
                 "set tokenizer.pad_token in the checkpoint's tokenizer_config.json"
             )
@@ -268,6 +285,20 @@ def _loaded_problem(model: PreTrainedModel, info: dict) -> str:
         if not torch.isfinite(parameter).all():
             return f"the weights hold NaN or infinite values in {name}"
     return ""
+
+
+def _check_token_ids(tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel,
+                     name_or_dir: str) -> None:
+    """Refuse a tokenizer with an id past the rows of the model's input embedding (an added
+    token's id counts even where ``len(tokenizer)`` does not reach it)."""
+    rows = model.get_input_embeddings().num_embeddings
+    ids = max(len(tokenizer), max(tokenizer.get_vocab().values(), default=-1) + 1)
+    if ids > rows:
+        raise ModelLoadError(
+            f"the tokenizer of {name_or_dir!r} has token ids up to {ids - 1:,} but the model's "
+            f"embedding has {rows:,} rows (ids 0 to {rows - 1:,}); use the tokenizer saved with "
+            "these weights, or resize the embedding to the tokenizer "
+            "(model.resize_token_embeddings(len(tokenizer))) and save both")
 
 
 def _check_chat_template(tokenizer: PreTrainedTokenizerBase, name_or_dir: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -28,12 +29,19 @@ def test_noisy_repeated_demonstrations_apply_where_the_demonstrator_labels():
     assert demonstration_settings(config, _Labelling()) == (3, 0.3, None)
 
 
-def test_other_environments_play_one_clean_demonstration_and_say_so():
+def test_other_environments_play_one_clean_demonstration_and_name_the_missing_hook():
     config = load_config(None, ["env=webshop", "sft.demonstration_noise=0.3",
                                 "sft.demonstrations_per_task=3"])
     copies, noise, note = demonstration_settings(config, _Plain())
     assert (copies, noise) == (1, 0.0)
     assert "sft.demonstration_noise = 0.3" in note and "webshop" in note
+    assert "labelled_demonstration(task, rng, noise)" in note
+    assert "docs/extending.md, Demonstrations for the warm start" in note
+
+
+def test_the_note_points_at_a_subsection_that_exists():
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "extending.md").read_text()
+    assert "\n### Demonstrations for the warm start\n" in doc
 
 
 def test_clean_single_demonstrations_need_no_note_anywhere():

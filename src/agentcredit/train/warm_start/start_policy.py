@@ -174,14 +174,16 @@ def demonstration_settings(config: TrainConfig, env) -> tuple[int, float, str | 
 
     ``sft.demonstrations_per_task`` and ``sft.demonstration_noise`` need a demonstrator that
     labels and recovers (``labelled_demonstration``, ALFWorld's); any other environment plays
-    one clean demonstration per task, and ``note`` is the line that says so (else None).
+    one clean demonstration per task, and ``note`` is the line that says so and names the
+    missing hook (else None).
     """
     copies, noise = config.sft.demonstrations_per_task, config.sft.demonstration_noise
     if (copies == 1 and noise == 0) or hasattr(env, "labelled_demonstration"):
         return copies, noise, None
     return 1, 0.0, (f"sft.demonstrations_per_task = {copies} and sft.demonstration_noise = "
-                    f"{noise} apply to ALFWorld's demonstrator only: {config.env.name} plays "
-                    "one clean demonstration per task")
+                    f"{noise} need the environment hook labelled_demonstration(task, rng, "
+                    f"noise), which {config.env.name} lacks: it plays one clean demonstration "
+                    "per task (docs/extending.md, Demonstrations for the warm start)")
 
 
 def _first_per_type(demos, per_type: int):
