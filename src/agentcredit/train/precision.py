@@ -38,7 +38,7 @@ def mixed_precision(model: nn.Module, compute: torch.dtype, fp32_lm_head: bool) 
     """
     weights = next(model.parameters())
     device_type = weights.device.type
-    if weights.dtype != compute and weights.dtype.itemsize > compute.itemsize:
+    if weights.dtype.itemsize > compute.itemsize:
         forward = model.forward
 
         @functools.wraps(forward)
