@@ -24,6 +24,39 @@ pytestmark = pytest.mark.skipif(
 READY = "document.body.dataset.ready === '1'"
 
 
+#: a function that opens every step of the viewer's group in turn; what each detail shows
+OPEN_EVERY_STEP = """(() => {
+    const found = [];
+    for (const step of document.querySelectorAll('#viewer-rollouts .step')) {
+        step.click();
+        const detail = document.getElementById('viewer-detail');
+        const values = detail.querySelector('table');
+        found.push({
+            headings: [...detail.querySelectorAll('h3')].map((h) => h.textContent),
+            notes: [...detail.querySelectorAll('p.muted')].map((p) => p.textContent),
+            defined: [...detail.querySelectorAll('.legend dt')].map((d) => d.textContent),
+            names: [...values.querySelectorAll('tr')].slice(1).map(
+                (r) => [r.cells[0].textContent, r.title]),
+            overflow: [...detail.querySelectorAll(':scope > .table-wrap')].map(
+                (w) => w.scrollWidth - w.clientWidth),
+            saw: step.querySelector('.obs').textContent.startsWith('saw: ')});
+    }
+    return found;
+})"""
+
+
+def _ledgers(group: dict) -> list[bool]:
+    """Whether each step of ``group`` (rollouts in order) holds ledger rows."""
+    return [bool(step["ledger"]) for rollout in group["rollouts"] for step in rollout["steps"]]
+
+
+def _witness(step: dict) -> bool:
+    """Whether an opened VICT step shows the witness table; the page says why when it does not."""
+    shown = "Witness: the ledger rows of this step" in step["headings"]
+    assert shown != ("No ledger row: this step's correction is 0." in step["notes"]), step
+    return shown
+
+
 def _open_step(page: Page, run_name: str, step: int) -> dict:
     """Pick ``run_name`` in the viewer, open ``step`` of the first rollout of the first group;
     what the detail panel shows."""
@@ -152,24 +185,7 @@ def test_the_viewer_opens_on_the_first_group_with_signal_and_defines_every_value
             assert shown["label"].endswith(f"{groups[g]['won']}/{len(groups[g]['rollouts'])} won")
 
             # every step of the group opened: values defined, observation named, tables fit
-            opened = page.evaluate("""(() => {
-                const found = [];
-                for (const step of document.querySelectorAll('#viewer-rollouts .step')) {
-                    step.click();
-                    const detail = document.getElementById('viewer-detail');
-                    const values = detail.querySelector('table');
-                    found.push({
-                        headings: [...detail.querySelectorAll('h3')].map((h) => h.textContent),
-                        defined: [...detail.querySelectorAll('.legend dt')].map(
-                            (d) => d.textContent),
-                        names: [...values.querySelectorAll('tr')].slice(1).map(
-                            (r) => [r.cells[0].textContent, r.title]),
-                        overflow: [...detail.querySelectorAll(':scope > .table-wrap')].map(
-                            (w) => w.scrollWidth - w.clientWidth),
-                        saw: step.querySelector('.obs').textContent.startsWith('saw: ')});
-                }
-                return found;
-            })()""")
+            opened = page.evaluate(OPEN_EVERY_STEP + "()")
             assert opened and all(o["saw"] for o in opened)
             for step in opened:
                 assert "Observation before this action" in step["headings"]
@@ -179,11 +195,27 @@ def test_the_viewer_opens_on_the_first_group_with_signal_and_defines_every_value
             names = {name for step in opened for name, _ in step["names"]}
             if run["method"] == "vict":
                 assert {"advantage", "base_advantage", "correction", "vict_advantage"} <= names
-                assert any("Witness: the ledger rows of this step" in step["headings"]
-                           for step in opened)
+                assert [_witness(step) for step in opened] == _ledgers(groups[g])
             else:  # ADRS trains on per-token values: the step view shows them
                 assert {"step_advantage", "token_advantage"} <= names
                 assert "advantage" not in names
+
+        # a VICT group whose winners hold ledger rows: their steps show them as the witness
+        (index, run), = [(i, r) for i, r in enumerate(viewer["runs"]) if r["method"] == "vict"]
+        u, g = next((u, g) for u, update in enumerate(run["updates"])
+                    for g, group in enumerate(update["groups"]) if any(_ledgers(group)))
+        opened = page.evaluate(f"""(() => {{
+            const pick = (id, value) => {{
+                const select = document.getElementById(id);
+                select.value = String(value);
+                select.dispatchEvent(new Event('change'));
+            }};
+            pick('viewer-run', {index});
+            pick('viewer-update', {u});
+            pick('viewer-group', {g});
+            return {OPEN_EVERY_STEP}();
+        }})()""")
+        assert [_witness(step) for step in opened] == _ledgers(run["updates"][u]["groups"][g])
         assert page.exceptions == []
 
 
