@@ -5,8 +5,9 @@ built exactly as the rollout collector builds them, history window 2), each
 trajectory repeated ``group_size`` times as the rollouts of its task group. On
 the same samples, alternating, repeated, median times of:
 
-- ``ordinary``: the trainer's behaviour scoring pass (``train.ppo.score_steps``, each
-  trajectory's rows as prefix trees, docs/backbones.md §0.1);
+- ``ordinary``: the trainer's behaviour scoring pass
+  (``train.scoring.behaviour_pass.score_steps``, each trajectory's rows as prefix trees,
+  docs/backbones.md §0.1);
 - ``teacher``: the trainer's teacher pass under ``optim.layout=trees``
   (``train.scoring.teacher.privileged_logprobs`` with ``groups``): each task's head (system
   turn, user header, skill) a trunk computed once, each trajectory's rows continuing it as
@@ -29,7 +30,6 @@ of the per-token FLOPs is about that of Qwen2.5-1.5B).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
@@ -46,12 +46,12 @@ from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids, system_m
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
 from agentcredit.train.model_loading import load_policy
-from agentcredit.train.ppo import score_steps
+from agentcredit.train.scoring.behaviour_pass import score_steps
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.scoring.tree_forward import trunk_forward
 from agentcredit.train.step_tensors import tensorize_steps
-from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
-from bench_common import write_result
+from agentcredit.train.warm_start.model_bootstrap import bootstrap_tiny_model
+from bench_common import BenchmarkParser, at_least, run_script, write_result
 
 Episode = tuple[Task, list[tuple[list[tuple[str, str]], str, tuple[str, ...], str]]]
 
@@ -150,15 +150,21 @@ def measure(model, tokenizer, trajs: list[Trajectory], micro_batch_size: int,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
-    parser.add_argument("--threads", type=int, default=1,
+    parser.add_argument("--threads", type=at_least(1), default=1,
                         help="torch CPU threads (1: see the notes on shared machines)")
-    parser.add_argument("--qwen-hidden", type=int, default=256)
-    parser.add_argument("--qwen-layers", type=int, default=6)
-    parser.add_argument("--qwen-intermediate", type=int, default=1408)
-    parser.add_argument("--qwen-vocab", type=int, default=8192)
+    parser.add_argument("--qwen-hidden", type=at_least(8), default=256,
+                        help="a multiple of 8: 4 attention heads of an even size (rotary)")
+    parser.add_argument("--qwen-layers", type=at_least(1), default=6)
+    parser.add_argument("--qwen-intermediate", type=at_least(1), default=1408)
+    # the embedded tokenizer's ids, at most max_vocab_size, must index the Qwen2 embedding
+    parser.add_argument("--qwen-vocab", type=at_least(TinyModelConfig().max_vocab_size),
+                        default=8192)
     args = parser.parse_args()
+    if args.qwen_hidden % 8:
+        parser.error(f"argument --qwen-hidden: {args.qwen_hidden}: it must be a multiple of 8 "
+                     "(4 attention heads of an even size)")
     quick = args.quick
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -239,4 +245,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

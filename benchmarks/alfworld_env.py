@@ -17,7 +17,6 @@ that part and merges its figures into the existing results file.
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import tempfile
@@ -32,8 +31,11 @@ from agentcredit.envs.alfworld.tasks import TASK_TYPES
 from bench_common import (
     FUZZ_NOTE,
     FUZZ_TARGETS,
+    BenchmarkParser,
     fuzz_figures,
+    fuzz_results,
     merge_fuzz,
+    run_script,
     write_result,
 )
 
@@ -61,11 +63,14 @@ def _games(config: GeneratorConfig, games_per_type: int, cache: Path) -> list:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
     parser.add_argument("--only-fuzz", action="store_true",
                         help="run only the fuzz part and merge it into the results file")
     args = parser.parse_args()
+    name = "alfworld_env.quick.json" if args.quick else "alfworld_env.json"
+    if args.only_fuzz:
+        fuzz_results(name)  # before the fuzz: the file it merges into is there and whole
     games_per_type = 1 if args.quick else 3
     resets, steps = (2, 10) if args.quick else (4, 25)
     fuzz_count = 1_000 if args.quick else 10_000
@@ -76,7 +81,6 @@ def main() -> None:
         tasks = _games(sizes["small"], games_per_type, cache)
         fuzz_metrics, fuzz_config = fuzz_figures(AlfWorldEnv(), tasks, fuzz_count,
                                                  f"{len(tasks)} small games")
-        name = "alfworld_env.quick.json" if args.quick else "alfworld_env.json"
         print(merge_fuzz(name, fuzz_metrics, fuzz_config).read_text())
         return
     metrics: dict[str, float] = {}
@@ -124,4 +128,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

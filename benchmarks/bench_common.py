@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import importlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -20,10 +21,13 @@ import torch
 
 from agentcredit.config import ConfigError, load_config
 from agentcredit.run.directory import RunDirectory
+from agentcredit.run.model_folder import weights_problem
+from agentcredit.train.build import check_device
 from agentcredit.train.evaluation.evaluate import evaluate_model
 from agentcredit.train.loop import train
 
 RESULTS = Path(__file__).resolve().parent / "results"
+REPO = RESULTS.parents[1]
 
 
 def machine() -> dict:
@@ -40,7 +44,10 @@ def machine() -> dict:
 
 
 # THE EXIT-CODE RULE, as the agentcredit CLI's: a usage or bad-input error is one ``error:``
-# line on stderr and exit status 2, an internal error 1 (Python's traceback), interrupted 130
+# line on stderr and exit status 2, before any work; an internal error 1 (Python's
+# traceback, or one ``BenchmarkFailed`` message); interrupted 130. Every argument is checked
+# at parsing (the types below) or right after it, before the first file or process is made
+# (tests/benchmarks/test_usage_errors.py walks every script with a bad argument)
 
 
 class BenchmarkParser(argparse.ArgumentParser):
@@ -51,11 +58,17 @@ class BenchmarkParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+class BenchmarkFailed(Exception):
+    """The measured work failed (a child process, a run read back without what it needs): not
+    the user's argument, so ``run_script`` prints it and exits with status 1."""
+
+
 def run_script(main: Callable[[], object]) -> NoReturn:
     """Run a benchmark script's ``main`` under the exit-code rule: a ``ConfigError`` (a bad
     override or setting) or a ``SystemExit`` with a message (the scripts' argument checks)
-    becomes one ``error:`` line and status 2; Ctrl-C is status 130; anything else is a bug
-    and keeps its traceback (status 1)."""
+    becomes one ``error:`` line and status 2; a ``BenchmarkFailed`` is its ``error:`` message
+    and status 1; Ctrl-C is status 130; anything else is a bug and keeps its traceback
+    (status 1)."""
     try:
         main()
     except ConfigError as err:
@@ -66,10 +79,87 @@ def run_script(main: Callable[[], object]) -> NoReturn:
             print(f"error: {stop.code.strip().splitlines()[0]}", file=sys.stderr)
             sys.exit(2)
         raise
+    except BenchmarkFailed as err:
+        print(f"error: {err}", file=sys.stderr)  # whole: a child's output tail helps
+        sys.exit(1)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
     sys.exit(0)
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An ``argparse`` type: a whole number of at least ``low``."""
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value}: it must be at least {low}")
+        return value
+    return whole
+
+
+def number_from(low: float, *, above: bool = False) -> Callable[[str], float]:
+    """An ``argparse`` type: a finite number of at least ``low`` (``above``: more than it)."""
+    def number(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value < low or (above and value == low):
+            raise argparse.ArgumentTypeError(
+                f"{text}: it must be a finite number {'above' if above else 'of at least'} "
+                f"{low:g}")
+        return value
+    return number
+
+
+def seed_list(text: str) -> list[int]:
+    """An ``argparse`` type: ``--seeds 0,1,2``, distinct whole numbers of at least 0 (each
+    also a ``run.seed`` the config loader checks)."""
+    try:
+        seeds = [int(item) for item in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole "
+                                         "numbers such as 0,1,2") from None
+    if min(seeds) < 0 or len(set(seeds)) < len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r}: each seed must be at least 0, and given "
+                                         "once")
+    return seeds
+
+
+def git_revision(text: str) -> str:
+    """An ``argparse`` type: a revision of this repository that names a commit."""
+    done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{text}^{{commit}}"],
+                          cwd=REPO, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a commit of {REPO} (git log "
+                                         "--oneline lists them)")
+    return text
+
+
+def model_folder(text: str) -> str:
+    """An ``argparse`` type: ``--model``, a model folder (a run's ``reference/``) whose settings
+    and weights pass the checks loading it makes (``run.model_folder``)."""
+    folder = Path(text).expanduser()
+    if not (folder / "config.json").is_file():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a model folder (no config.json); "
+                                         "pass a run's reference/ or another folder written "
+                                         "by save_pretrained")
+    problem = weights_problem(folder)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
+    return text
+
+
+def folder_to_fill(text: str) -> str:
+    """An ``argparse`` type: a folder the script writes into, made when missing; never an
+    existing file."""
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a folder")
+    return text
 
 
 def result_name(name: str) -> str:
@@ -92,12 +182,17 @@ def git_commit() -> str:
 
 def parse_start_args(description: str) -> argparse.Namespace:
     """``--model DIR`` (an SFT start), ``--threads N`` (set for torch) and ``key=value`` config
-    overrides: the command line of the trainer measurements that replay one start."""
+    overrides: the command line of the trainer measurements that replay one start. The
+    overrides are loaded as the scripts load them (``model.name=DIR sft.enabled=false``), and
+    the device checked, so a bad one stops the script before any work."""
     parser = BenchmarkParser(description=description)
-    parser.add_argument("--model", required=True, help="an SFT start (a run's reference/)")
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--model", required=True, type=model_folder,
+                        help="an SFT start (a run's reference/)")
+    parser.add_argument("--threads", type=at_least(1), default=1)
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args()
+    check_device(load_config(None, [f"model.name={args.model}", "sft.enabled=false",
+                                    *args.overrides]))
     torch.set_num_threads(args.threads)
     return args
 
@@ -173,6 +268,19 @@ def method_config(start: Path, method: str, overrides: Sequence[str], name: str)
                               f"run.name={name}", *method_overrides(method)])
 
 
+def check_runs(methods: Sequence[str], seeds: Sequence[int], overrides: Sequence[str]) -> None:
+    """Load the config of each seed's ``sft_start`` and of each method's run from it
+    (``method_config``) and check its device, so a bad method, seed or setting stops a
+    benchmark before its first start is trained (``ConfigError`` or ``SystemExit``: one
+    ``error:`` line under ``run_script``)."""
+    for seed in seeds:
+        runs = [*overrides, f"run.seed={seed}"]
+        check_device(load_config(None, [*runs, f"run.name=sft_seed{seed}", "run.updates=0"]),
+                     training=True)
+        for method in methods:
+            method_config(Path("reference"), method, runs, f"{method.replace('/', '-')}_seed{seed}")
+
+
 def start_evaluation(start: Path, config, cache: dict) -> dict:
     """The ``eval`` record of ``start`` under ``config`` (update 0), computed once per
     evaluation setting.
@@ -240,12 +348,31 @@ def fuzz_figures(env, tasks: list, actions: int,
                               "git_commit": git_commit(), **report.record()}
 
 
-def merge_fuzz(name: str, metrics: dict, config: dict) -> Path:
-    """Put the fuzz figures into the existing results file ``name``, keeping its other figures."""
+def fuzz_results(name: str) -> Path:
+    """``RESULTS / name``, the results file ``--only-fuzz`` merges into, checked before the
+    fuzz runs: it exists and holds a benchmark's ``config``, ``metrics``, ``targets`` and
+    ``notes``; else ``SystemExit`` with the fix (one ``error:`` line under ``run_script``)."""
     path = RESULTS / name
     if not path.is_file():
         raise SystemExit(f"{path} does not exist: run the whole benchmark (without "
                          "--only-fuzz) first")
+    try:
+        payload = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise SystemExit(f"{path} is not a readable results file ({err}); run the whole "
+                         "benchmark (without --only-fuzz) again") from None
+    shape = {"config": dict, "metrics": dict, "targets": dict, "notes": str}
+    if not isinstance(payload, dict) or not all(isinstance(payload.get(key), kind)
+                                                for key, kind in shape.items()):
+        raise SystemExit(f"{path} lacks a benchmark's config, metrics, targets and notes; run "
+                         "the whole benchmark (without --only-fuzz) again")
+    return path
+
+
+def merge_fuzz(name: str, metrics: dict, config: dict) -> Path:
+    """Put the fuzz figures into the existing results file ``name`` (``fuzz_results``),
+    keeping its other figures."""
+    path = fuzz_results(name)
     payload = json.loads(path.read_text())
     payload["metrics"].update(metrics)
     payload["config"]["fuzz"] = config

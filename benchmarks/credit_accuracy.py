@@ -22,7 +22,7 @@ Without ``--model`` the environment's embedded SFT start is trained first (minut
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import os
 import tempfile
 import time
@@ -30,12 +30,21 @@ from pathlib import Path
 
 import torch
 
+from agentcredit.train.build import check_device
 from agentcredit.train.evaluation.credit_check.check import (
     DEFAULT_METHODS,
     CreditCheckOptions,
+    method_configs,
     run_credit_check,
 )
-from bench_common import sft_start, write_result
+from bench_common import (
+    BenchmarkParser,
+    at_least,
+    model_folder,
+    run_script,
+    sft_start,
+    write_result,
+)
 
 #: the paired differences the targets ask about: VICT against its backbone and its placebo
 KEY_PAIRS = (("vict", "grpo"), ("vict", "random_edges"))
@@ -54,17 +63,18 @@ def _load() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="alfworld",
                         help="alfworld (default), searchqa, tau-retail or tau-airline")
-    parser.add_argument("--model", default=None, help="the SFT start (a run's reference/)")
+    parser.add_argument("--model", default=None, type=model_folder,
+                        help="the SFT start (a run's reference/)")
     # the defaults: ALFWorld's paired intervals within ±0.02 and the check within 30 minutes
     parser.add_argument("--groups", type=int, default=12, help="task groups (default 12)")
     parser.add_argument("--mc-groups", type=int, default=3,
                         help="groups the Monte Carlo truth covers (default 3)")
     parser.add_argument("--continuations", type=int, default=8, help="K (default 8)")
     parser.add_argument("--boots", type=int, default=1000, help="bootstrap draws (default 1000)")
-    parser.add_argument("--threads", type=int, default=2,
+    parser.add_argument("--threads", type=at_least(1), default=2,
                         help="torch threads of collection and credit (default 2)")
     parser.add_argument("--workers", type=int, default=2,
                         help="2 (default): the solver truth beside Monte Carlo; 1: after it")
@@ -72,18 +82,26 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="settings for the SFT start and the check")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    groups, mc_groups = (4, 1) if args.quick else (args.groups, args.mc_groups)
+    try:  # the sizes' ranges are the credit check's own (agentcredit credit-check's)
+        options = CreditCheckOptions(methods=DEFAULT_METHODS, groups=args.groups,
+                                     mc_groups=args.mc_groups, continuations=args.continuations,
+                                     boots=args.boots, workers=args.workers)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+    if args.quick:
+        options = dataclasses.replace(options, groups=4, mc_groups=1)
+    groups, mc_groups = options.groups, options.mc_groups
     overrides = [f"env={args.env}", *args.overrides]
+    checked = [*overrides, "run.progress=false", f"run.threads={args.threads}"]
+    for config in method_configs(None, checked, DEFAULT_METHODS).values():
+        check_device(config)  # a bad env, setting or device stops here, before the SFT start
+    torch.set_num_threads(args.threads)
     if args.model:
         start = Path(args.model)
     else:
         root = Path(tempfile.mkdtemp(prefix="credit-accuracy-"))
         start = sft_start([f"run.output_dir={root}", "run.progress=false", *overrides], "sft")
-    overrides += ["run.progress=false", f"run.threads={args.threads}"]
-    options = CreditCheckOptions(methods=DEFAULT_METHODS, groups=groups, mc_groups=mc_groups,
-                                 continuations=args.continuations, boots=args.boots,
-                                 workers=args.workers)
+    overrides = checked
     load_before = _load()
     began = time.perf_counter()
     result = run_credit_check(None, overrides, start, options)
@@ -145,4 +163,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

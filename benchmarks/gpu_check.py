@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import statistics
 
-from real_shape import arguments, measure
+from bench_common import number_from, run_script
+from real_shape import arguments, check_settings, measure
 
 DEFAULTS = {"device": "cuda", "updates": 3, "tasks": 4, "group": 4, "steps": 6,
             "new_tokens": 64, "prompt_tokens": 1024, "micro_batch": 4, "name": "gpu_check"}
@@ -49,7 +50,7 @@ def gpu_figures(result: dict, peak_tflops: float) -> dict[str, float]:
 def main() -> None:
     parser = arguments(DEFAULTS)
     parser.description = __doc__.splitlines()[0]
-    parser.add_argument("--peak-tflops", type=float, default=989.0,
+    parser.add_argument("--peak-tflops", type=number_from(0, above=True), default=989.0,
                         help="the GPU's dense bfloat16 peak (H100 SXM: 989)")
     args = parser.parse_args()
     import torch
@@ -58,6 +59,7 @@ def main() -> None:
 
     if not torch.cuda.is_available():
         parser.exit(2, "error: torch sees no CUDA device here; run this on the GPU machine\n")
+    check_settings(args)
     result = measure(args)
     result.update(gpu_figures(result, args.peak_tflops), gpu=torch.cuda.get_device_name())
     gib = 1 << 30
@@ -76,4 +78,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

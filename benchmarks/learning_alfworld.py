@@ -57,10 +57,14 @@ from agentcredit.train.evaluation.outcomes import (
 )
 from bench_common import (
     BenchmarkParser,
+    at_least,
+    check_runs,
+    folder_to_fill,
     method_config,
     result_name,
     run_method,
     run_script,
+    seed_list,
     sft_start,
     start_evaluation,
     write_result,
@@ -258,36 +262,37 @@ def main() -> None:
     parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
     parser.add_argument("--methods", default=DEFAULT_METHODS)
-    parser.add_argument("--seeds", default=None,
+    parser.add_argument("--seeds", default=None, type=seed_list,
                         help=f"comma-separated (full: {DEFAULT_SEEDS}; quick: 0,1)")
-    parser.add_argument("--updates", type=int, default=None,
+    parser.add_argument("--updates", type=at_least(1), default=None,
                         help="RL updates per run (full: 16, the embedded default's; quick: 2)")
-    parser.add_argument("--evaluations", type=int, default=1,
+    parser.add_argument("--evaluations", type=at_least(1), default=1,
                         help="pool evaluations per run after the start, evenly spaced, the "
                              "last at the end (default %(default)s; more draw the AUC's curve)")
-    parser.add_argument("--output-dir", default=None,
+    parser.add_argument("--output-dir", default=None, type=folder_to_fill,
                         help="where starts and runs go (default: a temp dir); what is found "
                              "there is read back (finished) or resumed (unfinished)")
-    parser.add_argument("--workers", type=int, default=2,
+    parser.add_argument("--workers", type=at_least(1), default=2,
                         help="processes in parallel, one CPU thread each (default %(default)s)")
     parser.add_argument("--name", default="learning_alfworld", type=result_name,
                         help="result file benchmarks/results/NAME.json (default: %(default)s)")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args()
     methods = args.methods.split(",")
-    seeds = [int(s) for s in (args.seeds or ("0,1" if args.quick else DEFAULT_SEEDS)).split(",")]
+    seeds = args.seeds or seed_list("0,1" if args.quick else DEFAULT_SEEDS)
     updates = args.updates or (2 if args.quick else 16)
     began = time.perf_counter()
-    root = Path(args.output_dir or tempfile.mkdtemp(prefix="learning-alfworld-"))
-    root.mkdir(parents=True, exist_ok=True)
     every = max(1, updates // max(1, args.evaluations))
     schedule = {"run.eval_every": every, "run.checkpoint_every": min(every, max(1, updates // 4))}
     overridden = {override.split("=", 1)[0] for override in args.overrides}
-    common = [f"run.output_dir={root}", "run.progress=false", "run.threads=1",
-              f"run.updates={updates}", *PROTOCOL_OVERRIDES,
-              *(QUICK_OVERRIDES if args.quick else ()),
-              *(f"{key}={value}" for key, value in schedule.items() if key not in overridden),
-              *args.overrides]
+    settings = ["run.progress=false", "run.threads=1", f"run.updates={updates}",
+                *PROTOCOL_OVERRIDES, *(QUICK_OVERRIDES if args.quick else ()),
+                *(f"{key}={value}" for key, value in schedule.items() if key not in overridden),
+                *args.overrides]
+    check_runs(methods, seeds, settings)
+    root = Path(args.output_dir or tempfile.mkdtemp(prefix="learning-alfworld-"))
+    root.mkdir(parents=True, exist_ok=True)
+    common = [f"run.output_dir={root}", *settings]
     # a killed benchmark must take its workers with it, or they keep writing run dirs
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     starts = dict(zip(seeds, _map(args.workers, seed_start, [

@@ -15,7 +15,6 @@ the same status on every state of every sequence of its task.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import time
@@ -27,7 +26,7 @@ from agentcredit.envs.tau.snapshot import DB_PREFIX
 from agentcredit.envs.tau.tasks import build_tasks
 from agentcredit.envs.tau.verifier import golden_plan
 from agentcredit.verifier.goal import Goal, goal_atoms
-from bench_common import write_result
+from bench_common import BenchmarkParser, at_least, run_script, write_result
 
 SEED = 0
 STRAY = {"retail": '{"name": "modify_user_address", "arguments": {"user_id": '
@@ -121,9 +120,9 @@ def measure(domain: str, limit: int | None, fuzz: int, rng: random.Random) -> di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10 tasks per domain, 2 fuzzed")
-    parser.add_argument("--fuzz", type=int, default=8, help="random sequences per task")
+    parser.add_argument("--fuzz", type=at_least(0), default=8, help="random sequences per task")
     args = parser.parse_args()
     rng = random.Random(SEED)
     limit, fuzz = (10, 2) if args.quick else (None, args.fuzz)
@@ -141,4 +140,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -51,7 +51,7 @@ from agentcredit.train.evaluation.outcomes import (
     evaluated_splits,
     game_shares,
 )
-from bench_common import write_result
+from bench_common import BenchmarkFailed, BenchmarkParser, run_script, write_result
 
 REPO = Path(__file__).resolve().parents[1]
 STAMP = ".venv/.agentcredit-installed"
@@ -84,17 +84,17 @@ def success_from_metrics(path: Path) -> dict[str, float | int]:
     ``final_update`` and ``evaluations``.
 
     Raises:
-        SystemExit: no evaluation of update 0 (the start), or no pool split in it.
+        BenchmarkFailed: no evaluation of update 0 (the start), or no pool split in it.
     """
     evals = [record for line in path.read_text().splitlines() if line.strip()
              for record in [json.loads(line)] if record.get("kind") == "eval"]
     start = next((r for r in evals if r["update"] == 0), None)
     if start is None:
-        raise SystemExit(f"{path}: no evaluation of update 0 (the start); was "
-                         "run.eval_at_start false?")
+        raise BenchmarkFailed(f"{path}: no evaluation of update 0 (the start); was "
+                              "run.eval_at_start false?")
     if POOL not in evaluated_splits(start):
-        raise SystemExit(f"{path}: the start's evaluation has no pool split; the main job "
-                         "needs an RL pool (env.pool_games_per_type > 0)")
+        raise BenchmarkFailed(f"{path}: the start's evaluation has no pool split; the main "
+                              "job needs an RL pool (env.pool_games_per_type > 0)")
     held_out = [split for split in evaluated_splits(start) if split != POOL]
     figures: dict[str, float | int] = {}
     for name, splits in (("pool", [POOL]), ("held_out", held_out)):
@@ -161,8 +161,8 @@ def measure(shell_command: str, cwd: Path, env: dict[str, str]) -> tuple[float, 
     else:  # every child this process waited for, the checkout's git included; kB on Linux
         rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     if done.returncode != 0:
-        raise SystemExit(f"`{shell_command}` failed with exit status {done.returncode} in "
-                         f"{cwd} (kept for a look)")
+        raise BenchmarkFailed(f"`{shell_command}` failed with exit status {done.returncode} "
+                              f"in {cwd} (kept for a look)")
     return wall, rss
 
 
@@ -177,16 +177,33 @@ def newest_run(checkout_dir: Path) -> Path:
     runs = sorted((p for p in (checkout_dir / "runs").glob("*/metrics.jsonl")),
                   key=lambda p: p.stat().st_mtime)
     if not runs:
-        raise SystemExit(f"no run directory with metrics.jsonl under {checkout_dir / 'runs'}")
+        raise BenchmarkFailed(f"no run directory with metrics.jsonl under "
+                              f"{checkout_dir / 'runs'}")
     return runs[-1].parent
 
 
+def project_tree(text: str) -> Path:
+    """``--source``: a folder holding the project's ``Makefile`` and ``pyproject.toml``."""
+    if not all((Path(text) / name).is_file() for name in ("Makefile", "pyproject.toml")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a project tree (a folder with "
+                                         "Makefile and pyproject.toml)")
+    return Path(text)
+
+
+def environment(text: str) -> Path:
+    """``--reuse-venv``: a virtual environment's folder (its ``bin/python``)."""
+    if not (Path(text) / "bin" / "python").exists():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a virtual environment (no "
+                                         "bin/python)")
+    return Path(text)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized training run")
-    parser.add_argument("--source", type=Path, default=None,
+    parser.add_argument("--source", type=project_tree, default=None,
                         help="project tree to copy (default: a git clone of HEAD)")
-    parser.add_argument("--reuse-venv", type=Path, default=None, metavar="PATH",
+    parser.add_argument("--reuse-venv", type=environment, default=None, metavar="PATH",
                         help="link .venv to this environment and skip the install (not a "
                              "fresh-machine measurement)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary checkout")
@@ -240,4 +257,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

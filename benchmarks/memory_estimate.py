@@ -5,8 +5,8 @@ transformers and agentcredit, reads its resident memory (``VmRSS``: the baseline
 before the model is built), builds the model in float32, then runs what one update runs on
 the trained policy with every row at its full length (``rollout.max_prompt_tokens`` prompt
 tokens and ``rollout.max_new_tokens`` response tokens, so the estimate's lengths are the real
-ones): the scoring pass for the old log-probs (``train.ppo.score_steps``) and one PPO update
-(``train.ppo.ppo_update``, AdamW, ``optim.layout=rows`` so each forward holds
+ones): the scoring pass for the old log-probs (``train.scoring.behaviour_pass.score_steps``)
+and one PPO update (``train.ppo.ppo_update``, AdamW, ``optim.layout=rows`` so each forward holds
 ``optim.micro_batch_size`` rows, under ``recomputed_layers`` when checkpointing). The peak is
 ``ru_maxrss`` minus the baseline.
 
@@ -78,7 +78,8 @@ def measure(name: str, folder: Path) -> dict:
     from agentcredit.config.checks import memory_estimate
     from agentcredit.run.model_folder import model_size
     from agentcredit.train.activation_checkpointing import recomputed_layers
-    from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
+    from agentcredit.train.ppo import PPOBatch, ppo_update
+    from agentcredit.train.scoring.behaviour_pass import score_steps
     from agentcredit.train.step_tensors import StepTensors
 
     sizes, overrides = CASES[name]
@@ -120,11 +121,17 @@ def measure(name: str, folder: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from bench_common import BenchmarkParser
+
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the first case only")
-    parser.add_argument("--case", help=argparse.SUPPRESS)
+    # hidden: main runs each case in a process of its own as --case NAME FOLDER
+    parser.add_argument("--case", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("folder", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if (args.case is None) != (args.folder is None):
+        parser.error("--case NAME and FOLDER go together (the benchmark passes them to each "
+                     "case's process); run it with [--quick] alone")
     if args.case:
         print(json.dumps(measure(args.case, Path(args.folder))))
         return
@@ -152,4 +159,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from bench_common import run_script
+
+    run_script(main)

@@ -29,7 +29,7 @@ from agentcredit.credit.batch import CreditBatch
 from agentcredit.train.build import load_model, make_collector
 from agentcredit.train.ppo import PPOBatch, ppo_update
 from agentcredit.train.step_tensors import tensorize_steps
-from bench_common import parse_start_args, write_result
+from bench_common import parse_start_args, run_script, write_result
 
 REPEATS = 3
 
@@ -76,4 +76,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

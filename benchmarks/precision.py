@@ -20,7 +20,6 @@ reference is held) and of the mixed scorer, each with and without ``model.fp32_l
 
 from __future__ import annotations
 
-import argparse
 import copy
 
 import torch
@@ -29,11 +28,12 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from agentcredit.config import OptimConfig, SFTConfig
 from agentcredit.envs.base import Task
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
+from agentcredit.train.ppo import PPOBatch, ppo_update
 from agentcredit.train.precision import mixed_precision
+from agentcredit.train.scoring.behaviour_pass import score_steps
 from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.warm_start.sft import run_sft
-from bench_common import write_result
+from bench_common import BenchmarkParser, run_script, write_result
 
 MODES = ("float32", "mixed", "bf16_weights")
 
@@ -142,7 +142,7 @@ def scorer_gaps(start, data) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smaller model and batch")
     args = parser.parse_args()
     size = {"vocab_size": 4096, "hidden_size": 256, "intermediate_size": 768,
@@ -172,4 +172,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -24,7 +24,6 @@ With ``--output-dir``, a second call with the same arguments reads back what fin
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import resource
 import signal
@@ -33,7 +32,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import write_result
+from bench_common import (
+    BenchmarkParser,
+    at_least,
+    check_runs,
+    folder_to_fill,
+    run_script,
+    seed_list,
+    write_result,
+)
 from learning_alfworld import (
     QUICK_OVERRIDES,
     method_statistics,
@@ -62,23 +69,27 @@ def _run_layout(start: Path, layout: str, overrides: list[str], name: str,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
-    parser.add_argument("--seeds", default=None, help="comma-separated (default 0,1,2; quick 0,1)")
-    parser.add_argument("--output-dir", default=None,
+    parser.add_argument("--seeds", default=None, type=seed_list,
+                        help="comma-separated (default 0,1,2; quick 0,1)")
+    parser.add_argument("--output-dir", default=None, type=folder_to_fill,
                         help="where starts and runs go (default: a temp dir); what finished "
                              "there is read back")
-    parser.add_argument("--workers", type=int, default=2,
+    parser.add_argument("--workers", type=at_least(1), default=2,
                         help="processes in parallel, one CPU thread each (default %(default)s)")
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args()
-    seeds = [int(s) for s in (args.seeds or ("0,1" if args.quick else "0,1,2")).split(",")]
+    seeds = args.seeds or seed_list("0,1" if args.quick else "0,1,2")
     began = time.perf_counter()
+    settings = ["run.progress=false", "run.threads=1", "eval.held_out=ends",
+                *(QUICK_OVERRIDES if args.quick else ()),
+                *(("run.updates=2",) if args.quick else ()), *args.overrides]
+    for layout in LAYOUTS:
+        check_runs(["grpo"], seeds, [*settings, f"optim.layout={layout}"])
     root = Path(args.output_dir or tempfile.mkdtemp(prefix="prefix-tree-learning-"))
     root.mkdir(parents=True, exist_ok=True)
-    common = [f"run.output_dir={root}", "run.progress=false", "run.threads=1",
-              "eval.held_out=ends", *(QUICK_OVERRIDES if args.quick else ()),
-              *(("run.updates=2",) if args.quick else ()), *args.overrides]
+    common = [f"run.output_dir={root}", *settings]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     context = multiprocessing.get_context("spawn")
     with context.Pool(args.workers) as pool:
@@ -127,4 +138,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -21,7 +21,7 @@ import torch
 
 from agentcredit.config import load_config
 from agentcredit.train.build import load_model, make_collector
-from bench_common import parse_start_args, write_result
+from bench_common import parse_start_args, run_script, write_result
 
 REPEATS = 2
 
@@ -62,4 +62,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

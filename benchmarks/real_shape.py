@@ -155,17 +155,20 @@ def measure(args: argparse.Namespace) -> dict:
                       "prompt_tokens", "micro_batch")), *args.overrides]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode:
-            sys.exit(f"error: the training child failed:\n{done.stderr[-4000:]}")
+            from bench_common import BenchmarkFailed
+
+            raise BenchmarkFailed(f"the training child failed:\n{done.stderr[-4000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def arguments(defaults: dict | None = None) -> argparse.ArgumentParser:
     """The command line of ``real_shape.py`` (``gpu_check.py`` passes its own defaults)."""
-    from bench_common import BenchmarkParser, result_name
+    from bench_common import BenchmarkParser, at_least, result_name
 
+    # the rollout and optimiser sizes become config settings: the config loader checks them
     parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--updates", type=int, default=1)
+    parser.add_argument("--updates", type=at_least(1), default=1)
     parser.add_argument("--tasks", type=int, default=2, help="rollout.tasks_per_update")
     parser.add_argument("--group", type=int, default=2, help="rollout.group_size")
     parser.add_argument("--steps", type=int, default=5, help="rollout.max_steps")
@@ -173,7 +176,7 @@ def arguments(defaults: dict | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--prompt-tokens", type=int, default=1024,
                         help="rollout.max_prompt_tokens")
     parser.add_argument("--micro-batch", type=int, default=4, help="optim.micro_batch_size")
-    parser.add_argument("--layers", type=int, default=QWEN25_05B["num_hidden_layers"])
+    parser.add_argument("--layers", type=at_least(1), default=QWEN25_05B["num_hidden_layers"])
     parser.add_argument("--quick", action="store_true", help="2 decoder layers, same width")
     parser.add_argument("--name", default="real_shape", type=result_name)
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -184,6 +187,16 @@ def arguments(defaults: dict | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def check_settings(args: argparse.Namespace) -> None:
+    """Load the measured run's config (``run_overrides``) and check its device, so a bad size,
+    device or override stops the script before the model is built (``ConfigError``)."""
+    from agentcredit.config import load_config
+    from agentcredit.train.build import check_device
+
+    check_device(load_config("hf", run_overrides(args, Path("model"), Path("runs"))),
+                 training=True)
+
+
 def main() -> None:
     args = arguments().parse_args()
     if args.child:
@@ -191,6 +204,7 @@ def main() -> None:
         return
     if args.quick:
         args.layers = 2
+    check_settings(args)
     from bench_common import write_result
 
     result = measure(args)

@@ -40,7 +40,7 @@ from agentcredit.train.rollout_metrics import rollout_metrics
 from agentcredit.train.scoring.verifier_traces import VerifierTracer
 from agentcredit.train.step_tensors import credit_batch
 from agentcredit.verifier.atoms import Verifier
-from bench_common import method_overrides, write_result
+from bench_common import BenchmarkParser, at_least, method_overrides, run_script, write_result
 from learning_alfworld import DEFAULT_METHODS
 
 # the corridor's verifier lives with the tests' FakeEnv, which shares it
@@ -156,11 +156,21 @@ def write_run(root: Path, method: str, seed: int, updates: int, keep: int) -> No
                 metrics.append([record])
 
 
+def empty_folder(text: str) -> str:
+    """``--keep``: a folder that does not exist yet or is empty (the runs are made in it)."""
+    folder = Path(text)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not an empty folder; name a "
+                                         "new one for the runs")
+    return text
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--updates", type=int, default=20,
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--updates", type=at_least(1), default=20,
                         help="updates per run (learning_alfworld.py's full setting: 20)")
-    parser.add_argument("--keep", default=None, help="build the runs here and keep them")
+    parser.add_argument("--keep", default=None, type=empty_folder,
+                        help="build the runs here and keep them (a new or empty folder)")
     args = parser.parse_args()
     keep = load_config(None).run.keep_rollouts
     root = Path(args.keep or tempfile.mkdtemp(prefix="report-size-"))
@@ -192,4 +202,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

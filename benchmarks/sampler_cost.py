@@ -26,7 +26,6 @@ Two measurements in one process, alternating old and new (old, new, new, old, ..
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import statistics
 import subprocess
@@ -40,7 +39,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from agentcredit.rollout.admissible import pack_sets, restrict_logits
 from agentcredit.rollout.policy import HFPolicy, PolicyDiverged, sample_token
-from bench_common import write_result
+from bench_common import BenchmarkParser, at_least, git_revision, run_script, write_result
 
 ROWS, VOCAB, PRODUCIBLE = 64, 151936, 151665  # Qwen2.5's table and the ids its tokenizer writes
 PROMPT, NEW_TOKENS = 8, 16
@@ -167,15 +166,13 @@ def time_generate(baseline, repeats: int, model_name: str) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", required=True, metavar="REV",
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", required=True, metavar="REV", type=git_revision,
                         help="a commit whose rollout/policy.py samples on the CPU (c545d6b)")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=at_least(1), default=5)
+    parser.add_argument("--threads", type=at_least(1), default=1)
     parser.add_argument("--quick", action="store_true", help="one repeat")
     args = parser.parse_args()
-    if args.repeats < 1:
-        parser.error(f"--repeats {args.repeats}: give at least 1")
     repeats = 1 if args.quick else args.repeats
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as folder:
@@ -206,4 +203,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

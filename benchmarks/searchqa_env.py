@@ -19,7 +19,6 @@ world's test tasks (``tests/envs/fuzz_actions.py``) and records ``fuzz_actions``
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import time
@@ -28,7 +27,14 @@ from agentcredit.envs.searchqa.engine import SearchQAEnv, task_question
 from agentcredit.envs.searchqa.options import SearchQAConfig
 from agentcredit.envs.searchqa.sources import bm25_index, generated_world
 from agentcredit.envs.searchqa.tasks import build_tasks
-from bench_common import FUZZ_NOTE, FUZZ_TARGETS, fuzz_figures, write_result
+from bench_common import (
+    FUZZ_NOTE,
+    FUZZ_TARGETS,
+    BenchmarkParser,
+    fuzz_figures,
+    run_script,
+    write_result,
+)
 
 SEED = 0
 
@@ -97,7 +103,7 @@ def measure(size: int, questions: int) -> tuple[dict[str, float], dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
     args = parser.parse_args()
     sizes = (10_000, 20_000) if args.quick else (10_000, 100_000)
@@ -132,4 +138,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

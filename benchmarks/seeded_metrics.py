@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_common import BenchmarkParser, result_name, run_script, write_result
+from bench_common import BenchmarkParser, git_revision, result_name, run_script, write_result
 
 REPO = Path(__file__).resolve().parents[1]
 TOLERANCE = 1e-6
@@ -102,7 +102,8 @@ def compare(old: dict[str, list[dict]], new: dict[str, list[dict]]) -> dict:
 
 def main() -> None:
     parser = BenchmarkParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--baseline", required=True, help="the git revision to compare with")
+    parser.add_argument("--baseline", required=True, type=git_revision,
+                        help="the git revision to compare with")
     parser.add_argument("--layout", choices=("trees", "rows"), default="trees",
                         help="optim.layout of every run (default %(default)s)")
     parser.add_argument("--name", default=None, type=result_name,

@@ -18,9 +18,7 @@ rounding only).
 
 from __future__ import annotations
 
-import argparse
 import copy
-import dataclasses
 import statistics
 import tempfile
 import time
@@ -33,6 +31,7 @@ from agentcredit.train.build import collector_config
 from agentcredit.train.model_loading import load_policy
 from agentcredit.train.prefix_tree import layout_trees
 from agentcredit.train.step_tensors import tensorize_steps
+from agentcredit.train.warm_start.model_bootstrap import bootstrap_tiny_model
 from agentcredit.train.warm_start.sft import (
     demonstration_steps,
     demonstration_texts,
@@ -41,15 +40,21 @@ from agentcredit.train.warm_start.sft import (
     sft_batches,
 )
 from agentcredit.train.warm_start.start_policy import demonstration_settings
-from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
-from bench_common import write_result
+from bench_common import (
+    BenchmarkParser,
+    at_least,
+    model_folder,
+    number_from,
+    run_script,
+    write_result,
+)
 
 
-def samples_and_model(model_dir: str | None, quick: bool):
-    """The embedded default's SFT samples and the start model (``model_dir`` or a fresh tiny
-    model fitted on the demonstrations)."""
+def samples_and_model(model_dir: str | None, quick: bool, epochs: float):
+    """The embedded default's config with ``sft.epochs=epochs``, its SFT samples and the start
+    model (``model_dir`` or a fresh tiny model fitted on the demonstrations)."""
     overrides = ["env.train_games_per_type=2"] if quick else []
-    config = load_config(None, overrides)
+    config = load_config(None, [*overrides, f"sft.epochs={epochs}"])
     suite = config.env.build_suite()
     env = suite.make_env()
     copies, noise, _ = demonstration_settings(config, env)
@@ -82,16 +87,17 @@ def layout_counts(model, samples, pad_id: int, config, layout: str) -> tuple[int
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="a start model folder (default: a fresh "
-                        "embedded tiny model)")
-    parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--epochs", type=float, default=0.25)
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, type=model_folder,
+                        help="a start model folder (default: a fresh embedded tiny model)")
+    parser.add_argument("--pairs", type=at_least(1), default=3)
+    # sft.epochs, read by the config loader; above 0, as the seconds are per epoch
+    parser.add_argument("--epochs", type=number_from(0, above=True), default=0.25)
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    config, samples, model, tokenizer = samples_and_model(args.model, args.quick)
-    sft = dataclasses.replace(config.sft, epochs=args.epochs)
+    config, samples, model, tokenizer = samples_and_model(args.model, args.quick, args.epochs)
+    sft = config.sft
     start = copy.deepcopy(model.state_dict())
     seconds: dict[str, list[float]] = {"trees": [], "rows": []}
     losses: dict[str, list[float]] = {"trees": [], "rows": []}
@@ -130,4 +136,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

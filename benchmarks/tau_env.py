@@ -13,7 +13,6 @@ had NL assertions to skip.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -23,7 +22,7 @@ from agentcredit.envs.tau.domains import load_domain
 from agentcredit.envs.tau.engine import TauEnv
 from agentcredit.envs.tau.reward import golden_actions
 from agentcredit.envs.tau.tasks import build_tasks
-from bench_common import write_result
+from bench_common import BenchmarkParser, run_script, write_result
 
 SEED = 0
 
@@ -73,7 +72,7 @@ def measure(domain: str, tasks_limit: int, rng: random.Random) -> dict[str, floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run (10 tasks)")
     args = parser.parse_args()
     rng, limit = random.Random(SEED), 10 if args.quick else 10_000
@@ -101,4 +100,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -238,6 +238,15 @@ def _load_config(overrides: list[str]):
     return load_config(None, overrides)
 
 
+def worker_overrides(args, out_dir: Path, extra: tuple[str, ...] = ()) -> list[str]:
+    """A worker's run settings (``extra`` after ``args.overrides``): one update more than
+    measured, stopped before it (no final evaluation)."""
+    return [*args.overrides, *extra, f"model.name={args.model}", "sft.enabled=false",
+            f"run.output_dir={out_dir}", "run.name=throughput", "run.progress=false",
+            "run.eval_at_start=false", "run.eval_every=0", f"run.updates={args.updates + 1}",
+            f"run.checkpoint_every={args.updates + 1}", f"run.threads={args.threads}"]
+
+
 def worker(args) -> None:
     """One run of ``args.updates`` updates; per-update figures to ``args.worker`` (JSON)."""
     import torch
@@ -265,14 +274,7 @@ def worker(args) -> None:
             starts.append((time.process_time(), time.perf_counter()))
         return collect(collector, *args, **kwargs)
     JsonlLog.append, RolloutCollector.collect = marked, started
-    out_dir = Path(args.worker).parent / "run"
-    # one update more than measured, stopped before it: no final evaluation
-    config = _load_config([*args.overrides, f"model.name={args.model}", "sft.enabled=false",
-                           f"run.output_dir={out_dir}", "run.name=throughput",
-                           "run.progress=false", "run.eval_at_start=false", "run.eval_every=0",
-                           f"run.updates={args.updates + 1}",
-                           f"run.checkpoint_every={args.updates + 1}",
-                           f"run.threads={args.threads}"])
+    config = _load_config(worker_overrides(args, Path(args.worker).parent / "run"))
     per_update = []
     train(config, stop_after_update=args.updates, overwrite=True, echo=lambda _: None)
     records = [json.loads(line) for line in
@@ -420,29 +422,50 @@ def run_worker(src: Path, args, tag: str, index: int, root: Path) -> dict:
     return json.loads(out.read_text())
 
 
+def worker_arguments() -> argparse.ArgumentParser:
+    """A worker's command line, as ``run_worker`` writes it: argparse's own parser, importing
+    nothing, since a worker may run a baseline tree whose agentcredit lacks what
+    ``bench_common`` imports."""
+    parser = argparse.ArgumentParser(description="one worker of trainer_throughput.py")
+    parser.add_argument("--worker", required=True, help="the JSON file of its figures")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--updates", type=int, required=True)
+    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--sft-epochs", type=float, required=True)
+    parser.add_argument("--samples", required=True)
+    parser.add_argument("overrides", nargs="*")
+    return parser
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", required=True, help="SFT start (a run's reference/)")
-    parser.add_argument("--updates", type=int, default=None, help="updates per worker (3)")
-    parser.add_argument("--repeats", type=int, default=None,
+    from agentcredit.train.build import check_device
+    from bench_common import BenchmarkParser, at_least, git_revision, model_folder, number_from
+
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, type=model_folder,
+                        help="SFT start (a run's reference/)")
+    parser.add_argument("--updates", type=at_least(1), default=None,
+                        help="updates per worker (3)")
+    parser.add_argument("--repeats", type=at_least(1), default=None,
                         help="workers per tree, alternating trees (2)")
-    parser.add_argument("--baseline", default=None, help="git revision to compare against")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads per worker")
+    parser.add_argument("--baseline", default=None, type=git_revision,
+                        help="git revision to compare against")
+    parser.add_argument("--threads", type=at_least(1), default=2,
+                        help="torch threads per worker")
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
-    parser.add_argument("--sft-epochs", type=float, default=0.25,
+    parser.add_argument("--sft-epochs", type=number_from(0), default=0.25,
                         help="SFT epochs each worker times (0: none)")
     parser.add_argument("--hcapo", action="store_true",
                         help="also one worker of the working tree with method=hcapo")
-    parser.add_argument("--samples", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", metavar="key=value")
     args = parser.parse_args()
+    args.samples = None
     if args.quick:
         args.overrides = ["rollout.tasks_per_update=2", *args.overrides]
     args.updates = args.updates or (1 if args.quick else 3)
-    if args.worker:
-        worker(args)
-        return
+    # the workers' runs as the working tree loads them: a bad setting stops here
+    for extra in [(), ("method=hcapo",)] if args.hcapo else [()]:
+        check_device(_load_config(worker_overrides(args, Path("run"), extra)), training=True)
     repeats = args.repeats or (1 if args.quick else 2)
     here = Path(__file__).resolve().parents[1] / "src"
     baseline = checkout(args.baseline) if args.baseline else None
@@ -528,4 +551,9 @@ def _medians(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--worker"]:  # run_worker's command (see worker_arguments)
+        worker(worker_arguments().parse_args())
+    else:
+        from bench_common import run_script
+
+        run_script(main)

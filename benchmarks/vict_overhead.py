@@ -19,7 +19,6 @@ assembly) over the sum of all phases, median over updates. Without
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
@@ -29,7 +28,16 @@ from pathlib import Path
 
 from agentcredit.credit import CreditBatch, get_estimator
 from agentcredit.credit.vict import VICTConfig
-from bench_common import phase_shares_pct, run_method, sft_start, write_result
+from bench_common import (
+    BenchmarkParser,
+    at_least,
+    model_folder,
+    phase_shares_pct,
+    run_method,
+    run_script,
+    sft_start,
+    write_result,
+)
 
 # the synthetic verifier lives with the tests that share it
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "credit" / "vict"))
@@ -74,10 +82,12 @@ def update_share_pct(model: str | None, updates: int, quick: bool) -> tuple[floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
-    parser.add_argument("--model", default=None, help="SFT checkpoint for the embedded updates")
-    parser.add_argument("--updates", type=int, default=None, help="embedded VICT updates")
+    parser.add_argument("--model", default=None, type=model_folder,
+                        help="SFT checkpoint for the embedded updates")
+    parser.add_argument("--updates", type=at_least(1), default=None,
+                        help="embedded VICT updates")
     args = parser.parse_args()
     repeats, warmup = (5, 2) if args.quick else (60, 5)
     batch, trace_ms = _batch(seed=0)
@@ -131,4 +141,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

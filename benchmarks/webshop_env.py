@@ -17,7 +17,6 @@ part and merges its figures into the existing results file.
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import time
@@ -32,8 +31,11 @@ from agentcredit.envs.webshop.tasks import build_tasks, goal_tasks
 from bench_common import (
     FUZZ_NOTE,
     FUZZ_TARGETS,
+    BenchmarkParser,
     fuzz_figures,
+    fuzz_results,
     merge_fuzz,
+    run_script,
     write_result,
 )
 
@@ -105,16 +107,18 @@ def measure(size: int, goals: int, episodes: int) -> tuple[dict[str, float], dic
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = BenchmarkParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke-sized run")
     parser.add_argument("--only-fuzz", action="store_true",
                         help="run only the fuzz part and merge it into the results file")
     args = parser.parse_args()
+    name = "webshop_env.quick.json" if args.quick else "webshop_env.json"
+    if args.only_fuzz:
+        fuzz_results(name)  # before the fuzz: the file it merges into is there and whole
     fuzz_metrics, fuzz_config = fuzz_figures(WebShopEnv(), build_tasks("test", WebShopConfig()),
                                              1_000 if args.quick else 10_000,
                                              "embedded shop, test split")
     if args.only_fuzz:
-        name = "webshop_env.quick.json" if args.quick else "webshop_env.json"
         print(merge_fuzz(name, fuzz_metrics, fuzz_config).read_text())
         return
     sizes = (1000, 20_000) if args.quick else (1000, 100_000)
@@ -141,4 +145,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

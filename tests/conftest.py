@@ -17,7 +17,7 @@ from agentcredit.config import TinyModelConfig
 from agentcredit.envs.base import Observation, StepInfo, Task
 from agentcredit.envs.suites import GamesPerType
 from agentcredit.rollout.prompts import system_message
-from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
+from agentcredit.train.warm_start.model_bootstrap import bootstrap_tiny_model
 from agentcredit.train.warm_start.tokenizer_bootstrap import train_bpe_tokenizer
 from agentcredit.verifier.atoms import Verifier
 

@@ -82,7 +82,7 @@ def test_resume_continues_a_run_and_eval_reads_its_latest_checkpoint(config_file
     ("rollout.group_sise=4",
      "error: unknown config key 'rollout.group_sise'; did you mean 'rollout.group_size'?"),
     ("rollout.temperature=-2",
-     "error: rollout.temperature = -2.0 is out of range; allowed [0.0, inf]"),
+     "error: rollout.temperature = -2.0 is out of range; allowed [0.0, 10.0]"),
 ])
 def test_config_errors_are_one_line_and_exit_with_status_2(override, message, capsys):
     assert main(["train", override]) == 2

@@ -3,6 +3,7 @@ work: each case here once ended as an internal error (status 1) or a warning wit
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -26,7 +27,7 @@ def _one_error_line(capsys) -> str:
 def model_without_vocabulary(tmp_path_factory) -> Path:
     """A tiny model folder whose tokenizer.json is gone (its tokenizer_config.json stays)."""
     from agentcredit.config import TinyModelConfig
-    from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
+    from agentcredit.train.warm_start.model_bootstrap import bootstrap_tiny_model
 
     folder = bootstrap_tiny_model(["go to countertop 1", "take egg 1 from countertop 2"] * 20,
                                   tmp_path_factory.mktemp("novocab"),
@@ -123,6 +124,18 @@ def test_a_tokenizer_with_neither_pad_nor_eos_is_one_line(fake_model_dir, tmp_pa
         "tokenizer.pad_token in the checkpoint's tokenizer_config.json")
 
 
+def test_a_chat_template_that_allocates_gigabytes_is_one_line(fake_model_dir, tmp_path, capsys):
+    def bomb(tokenizer):
+        tokenizer.chat_template = "{{ 'x' * 3000000000 }}"
+
+    folder, _ = _copy_with_tokenizer(fake_model_dir, tmp_path, bomb)
+    assert main(["eval", "--checkpoint", str(folder)]) == 2
+    assert _one_error_line(capsys) == (
+        f"error: the chat template of {str(folder)!r} needed more than 512 MiB to render a "
+        "two-message chat (MemoryError); fix chat_template in its tokenizer_config.json (or "
+        "chat_template.jinja)")
+
+
 def test_a_tokenizer_longer_than_the_embedding_is_refused(fake_model_dir, tmp_path, capsys):
     rows = []
 
@@ -188,12 +201,19 @@ def test_a_garbage_line_inside_the_metrics_of_a_resumed_run(tmp_path, tiny_fake_
         "with --overwrite")
 
 
-def test_a_disk_full_while_writing_the_report_names_the_file(tmp_path, capsys):
+def test_a_disk_full_while_writing_the_report_names_the_file_and_leaves_nothing(
+        tmp_path, capsys, monkeypatch):
     pytest.importorskip("plotly")
-    if not Path("/dev/full").is_char_device():
-        pytest.skip("needs /dev/full")
-    assert main(["report", str(_a_run(tmp_path)), "-o", "/dev/full"]) == 2
-    assert _one_error_line(capsys).startswith("error: cannot write /dev/full: the disk is full")
+    run = _a_run(tmp_path)
+
+    def no_space(fd, data):  # a report is never written to a device such as /dev/full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("os.write", no_space)
+    assert main(["report", str(run), "-o", str(tmp_path / "r.html")]) == 2
+    assert _one_error_line(capsys).startswith(f"error: cannot write {tmp_path / 'r.html'}: the "
+                                              "disk is full")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no temporary file left
 
 
 

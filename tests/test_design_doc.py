@@ -16,23 +16,31 @@
 - Numbers: each number it states about the code equals the constant that holds it
   (``NUMBERS``).
 - Citations: every ``docs/<file>.md §N`` or ``docs/<file>.md, "Section"`` that a file of
-  ``src/``, ``tests/``, ``benchmarks/`` or ``examples/`` cites exists.
+  ``src/``, ``tests/``, ``benchmarks/`` or ``examples/`` cites exists, and every module, function
+  or class a docstring of ``src/`` cites by its dotted name (````train.scoring.tree_forward````)
+  exists.
+- Statements: what ``credit/`` imports (the layout block's line), the auxiliary losses the PPO
+  stage adds (the registry's), and the settings that choose the episodes per game at evaluation
+  (those ``train.build.episodes_per_split`` reads).
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
 import re
 from pathlib import Path
 
 import agentcredit
+from agentcredit.config import TrainConfig, load_config
 from agentcredit.config.methods import METHODS
 from agentcredit.credit import estimator_names, get_estimator
 from agentcredit.credit.aux_losses import aux_loss_names, get_aux_loss
 from agentcredit.credit.registry import CLAIMS, INPUTS
+from agentcredit.train.build import POOL, episodes_per_split
 
-from .test_import_graph import CONFIG_MODULES_MAX
+from .test_import_graph import CONFIG_MODULES_MAX, _graph
 
 ROOT = Path(agentcredit.__file__).parent
 REPO = ROOT.parents[1]
@@ -284,3 +292,127 @@ def test_the_number_check_sees_a_changed_number_and_a_lost_sentence():
     changed = DESIGN.replace(f"{most} of", f"at most {CONFIG_MODULES_MAX + 1} of")
     assert stated_numbers(changed)[0][1:] == (CONFIG_MODULES_MAX + 1, CONFIG_MODULES_MAX)
     assert stated_numbers("")[0][1] == -1
+
+
+#: a dotted name of the package that a docstring cites in double backticks
+#: (````train.scoring.tree_forward````, ````credit.hcapo.hindsight_rollouts````); ``scoring.``
+#: is short for ``train.scoring.``
+CODE_NAME = re.compile(r"``((?:agentcredit\.)?(?:train|credit|rollout|run|envs|verifier|skills|"
+                       r"report|integrations|testing|config|scoring)\.[\w.]*\w)``")
+#: first parts that are also a config section or the config itself: ````rollout.max_steps````
+#: is a setting, not code, when ``rollout/`` has no such module or name
+SETTINGS = {field.name for field in dataclasses.fields(TrainConfig)} | {"config"}
+#: the suffixes of a file's name (````train.jsonl````), which is not code either
+FILE_SUFFIXES = {"json", "jsonl", "yaml", "yml", "md", "txt", "gz", "pt", "py", "safetensors"}
+
+
+def _bound(body: list[ast.stmt]) -> set[str]:
+    """The names a module's or a class's body binds: definitions, assignments, imports."""
+    names = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return names
+
+
+def cites_code_that_is_gone(name: str) -> bool:
+    """Whether the dotted ``name`` names a module, or a name in a module (a class's attribute
+    after it), that the package does not have; a setting (``SETTINGS``) or a file's name
+    (``FILE_SUFFIXES``) is never gone."""
+    parts = name.removeprefix("agentcredit.").split(".")
+    if parts[-1] in FILE_SUFFIXES:
+        return False
+    if parts[0] == "scoring":
+        parts = ["train", *parts]
+    path, depth = ROOT, 0
+    while depth < len(parts) and path.is_dir():
+        if (path / parts[depth]).is_dir():
+            path = path / parts[depth]
+        elif (path / f"{parts[depth]}.py").is_file():
+            path = path / f"{parts[depth]}.py"
+        else:
+            break
+        depth += 1
+    if depth == len(parts):
+        return False
+    body = ast.parse((path / "__init__.py" if path.is_dir() else path).read_text()).body
+    if parts[depth] not in _bound(body):
+        return not (path.is_dir() and depth == 1 and parts[0] in SETTINGS)
+    owner = next((node for node in body if isinstance(node, ast.ClassDef)
+                  and node.name == parts[depth]), None)
+    return owner is not None and depth + 1 < len(parts) and parts[depth + 1] not in _bound(
+        owner.body)
+
+
+def test_every_name_the_code_cites_exists():
+    gone = {str(path.relative_to(REPO)): names for path in sorted(ROOT.rglob("*.py"))
+            if (names := [name for name in CODE_NAME.findall(path.read_text())
+                          if cites_code_that_is_gone(name)])}
+    assert gone == {}
+
+
+def test_the_name_check_sees_a_gone_module_function_and_method_but_not_a_setting():
+    cited = ("``scoring.token_logprobs`` ``train.ppo.score_steps`` ``credit.result.CreditResult"
+             ".per_step`` ``train.ppo.ppo_update`` ``credit.result.CreditResult.per_token`` "
+             "``rollout.max_steps`` ``config.json`` ``train.jsonl``")
+    assert [name for name in CODE_NAME.findall(cited) if cites_code_that_is_gone(name)] == [
+        "scoring.token_logprobs", "train.ppo.score_steps", "credit.result.CreditResult.per_step"]
+
+
+def layout_mismatch(text: str, folder: str, graph: dict[str, set[str]]
+                    ) -> tuple[list[str], list[str]]:
+    """For ``folder``'s line of the layout block (``credit/  → verifier/, config/schema.py,
+    …``, notes in parentheses aside): the modules outside it that ``folder`` imports and the
+    line leaves out, and the targets the line names that ``folder`` never imports."""
+    (line,) = re.findall(rf"^{re.escape(folder)} +→ (.*)$", text, re.MULTILINE)
+    named = [target.strip() for target in re.sub(r"\([^)]*\)", "", line).split(",")]
+    targets = {f"agentcredit.{t.removesuffix('/').removesuffix('.py').replace('/', '.')}": t
+               for t in named}
+    package = f"agentcredit.{folder.removesuffix('/')}"
+
+    def under(module: str, prefix: str) -> bool:
+        return module == prefix or module.startswith(prefix + ".")
+
+    imported = {dep for module, deps in graph.items() if under(module, package)
+                for dep in deps if not under(dep, package)}
+    return (sorted(dep for dep in imported if not any(under(dep, t) for t in targets)),
+            sorted(t for prefix, t in targets.items()
+                   if not any(under(dep, prefix) for dep in imported)))
+
+
+def test_the_layout_names_exactly_what_credit_imports():
+    """Imports inside functions included (``tests/test_import_graph.py``'s graph)."""
+    assert layout_mismatch(DESIGN, "credit/", _graph()) == ([], [])
+
+
+def test_the_layout_check_sees_an_import_left_out_and_one_never_made():
+    graph = {"agentcredit.credit.registry": {"agentcredit.plugins", "agentcredit.credit.batch"},
+             "agentcredit.credit.batch": {"agentcredit.verifier.trace"}}
+    text = "credit/        → verifier/, config/schema.py (a note, with a comma)\n"
+    assert layout_mismatch(text, "credit/", graph) == (["agentcredit.plugins"],
+                                                       ["config/schema.py"])
+
+
+def stage(name: str) -> str:
+    """The ``in → out`` cell of the stage ``name`` in the table of one update."""
+    (row,) = [row for row in table(DESIGN, "stage") if row[0] == name]
+    return row[2]
+
+
+def test_the_ppo_stage_names_every_registered_auxiliary_loss():
+    (listed,) = re.findall(r"the auxiliary loss \(([^)]*)\)", stage("PPO update"))
+    assert sorted(ticked(listed)) == sorted(aux_loss_names())
+
+
+def test_the_evaluate_stage_names_the_settings_that_choose_the_episodes_per_game():
+    """Each named setting is read for its split (pool or not), with hand-picked values."""
+    named = [key for key in ticked(stage("evaluate")) if "episodes" in key]
+    assert named == ["eval.episodes_per_game", "eval.pool_episodes_per_game"]
+    config = load_config(None, ["eval.episodes_per_game=2", "eval.pool_episodes_per_game=3"])
+    assert episodes_per_split(config, ["valid_seen", POOL]) == {"valid_seen": 2, POOL: 3}

@@ -14,10 +14,10 @@ class LastStepBonusConfig:
     """Options of last_step_bonus.
 
     Attributes:
-        bonus: the factor on a rollout's last step, > 0.
+        bonus: the factor on a rollout's last step, in (0, 100].
     """
 
-    _limits: ClassVar[dict[str, tuple]] = {"bonus": (0.0, None, "open")}
+    _limits: ClassVar[dict[str, tuple]] = {"bonus": (0.0, 100.0, "open")}
 
     bonus: float = 2.0
 

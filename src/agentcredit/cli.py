@@ -213,14 +213,18 @@ CONFORMANCE_EXAMPLES = """\
 examples:
   agentcredit conformance grpo
   agentcredit conformance my_estimator --seed 3
+  agentcredit conformance --env lamps env.lamps.lamps=6
 
-Runs the estimator on generated batches (varied group sizes and lengths,
-constant and mixed groups, ties) and prints one line per check: finite and
-shaped output, only the declared inputs read, deterministic, and the
-properties the estimator claims (step_credit, constant_group_zero,
-permutation, returns_only, turn_baseline). Exits with status 1 when a check
-fails. From pytest: agentcredit.testing.assert_conforms("NAME").
-See docs/extending.md.
+With NAME, runs the estimator on generated batches (varied group sizes and
+lengths, constant and mixed groups, ties) and prints one line per check:
+finite and shaped output, only the declared inputs read, deterministic, and
+the properties the estimator claims (step_credit, constant_group_zero,
+permutation, returns_only, turn_baseline). With --env NAME, plays a few short
+episodes of the environment's first train tasks and checks the suite, the
+environment protocol, observations, rewards in [0, 1], bad actions, the
+expert and the verifier's atoms, naming the field and the rule of each
+problem. Exits with status 1 when a check fails, 2 for a usage error. From
+pytest: agentcredit.testing.assert_conforms("NAME"). See docs/extending.md.
 """
 
 
@@ -232,13 +236,21 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors follow the CLI's rule: one ``error:`` line on
+    stderr, exit 2 (argparse's own prints the usage block first, then ``PROG: error:``)."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
     from importlib.metadata import version
 
     from agentcredit.envs.suites import env_suite_names  # the registry: no torch
 
     settings_help = overrides_help()
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="agentcredit", formatter_class=_HelpFormatter,
         epilog=MAIN_EXAMPLES + "\n" + settings_help,
         description="Reinforcement learning for multi-turn LLM agents that gives every\n"
@@ -341,18 +353,25 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     check.add_argument("--split", default="train", help="task split (default train)")
     check.add_argument("-o", "--output", default="credit_check.json",
-                       help="the JSON file to write (default: credit_check.json)")
+                       help="the JSON file to write, in a folder that exists; never through a "
+                            "link (default: credit_check.json)")
     check.add_argument("--config", help="YAML config (default: the run's, else the embedded "
                                         "default)")
     check.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
 
-    conformance = command("conformance", "check an estimator against the conformance suite",
-                          CONFORMANCE_EXAMPLES)
-    conformance.add_argument("name", metavar="NAME", help="a registered estimator")
+    conformance = command("conformance", "check an estimator or an environment against its "
+                          "conformance suite", CONFORMANCE_EXAMPLES)
+    conformance.add_argument("name", metavar="NAME", nargs="?",
+                             help="a registered estimator (or --env NAME)")
+    conformance.add_argument("--env", metavar="NAME",
+                             help="check this registered environment instead: "
+                                  f"{', '.join(env_suite_names())}")
     conformance.add_argument("--seed", type=int, default=0,
-                             help="seed of the generated batches (default 0)")
+                             help="seed of the generated batches or of the environment's "
+                                  "random actions (default 0)")
     conformance.add_argument("overrides", nargs="*", metavar="key=value",
-                             help="credit.options.KEY=VALUE settings of the estimator's config")
+                             help="credit.options.KEY=VALUE settings of the estimator's config, "
+                                  "or env.* settings of the environment's")
 
     summary = "write an HTML report of runs: curves, tables and a credit viewer"
     report = commands.add_parser("report", help=summary, description=summary[0].upper()
@@ -362,7 +381,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="a run directory, or a folder of run directories (a benchmark's "
                              "--output-dir)")
     report.add_argument("-o", "--output", default="report.html",
-                        help="the HTML file to write (default: report.html)")
+                        help="the HTML file to write, in a folder that exists; never through a "
+                             "link (default: report.html)")
     report.add_argument("--viewer-mb", type=float, default=8.0,
                         help="MB of saved rollouts the viewer may embed, shared by the runs "
                              "(default 8; 0 leaves the viewer out)")
@@ -524,6 +544,9 @@ def _eval(args) -> int:
     if args.trials < 1:
         raise ConfigError(f"--trials {args.trials}: reflexion needs at least 1 trial per task")
     source = locate_model(args.checkpoint)
+    if args.mode != "standard":  # the prompting baselines write beside the standard result
+        source = dataclasses.replace(source, result=source.result.with_name(
+            f"{source.result.stem}_{args.mode}.json"))
     check_result_folder(source)  # a link where the result goes is refused before the work
     config_path = args.config or source.run_config
     config = load_config(config_path, [*args.overrides])
@@ -533,11 +556,9 @@ def _eval(args) -> int:
           + (f" with {' '.join(args.overrides)}" if args.overrides else ""))
     if args.mode == "standard":
         metrics = evaluate_model(config, source.model_dir, update=source.update or 0)
-    else:  # the prompting baselines write beside the standard result, never over it
+    else:
         metrics = evaluate_model_mode(config, source.model_dir, source.update or 0, args.mode,
                                       ReflexionConfig(trials=args.trials))
-        source = dataclasses.replace(source, result=source.result.with_name(
-            f"{source.result.stem}_{args.mode}.json"))
     written = write_eval_result(source, metrics, config=str(config_path) if config_path else None,
                                 overrides=list(args.overrides), mode=args.mode)
     print(json.dumps(metrics, indent=1))
@@ -567,7 +588,9 @@ def _audit(args) -> int:
 
 
 def _credit_check(args) -> int:
+    from agentcredit.disk_full import writing
     from agentcredit.envs.base import ReplayMismatch
+    from agentcredit.run.safe_files import output_refusal, write_output
     from agentcredit.train.evaluation.credit_check.check import (
         CreditCheckOptions,
         run_credit_check,
@@ -586,6 +609,10 @@ def _credit_check(args) -> int:
     except ValueError as err:
         raise ConfigError(str(err)) from None
     source = locate_model(args.checkpoint)
+    output = Path(args.output)
+    within = [source.run_dir] if source.run_dir is not None else []
+    if why := output_refusal(output, within):  # before the work, and again at the write
+        raise ConfigError(f"-o {output}: {why}")
     env = [f"env={args.env}"] if args.env else []
     print(f"credit check of {source.describe()}")
     try:
@@ -594,9 +621,11 @@ def _credit_check(args) -> int:
     except (ValueError, KeyError, ReplayMismatch) as err:
         raise ConfigError(err.args[0] if isinstance(err, KeyError) else str(err)) from None
     print(format_table(result.table), end="")
-    output = Path(args.output)
-    output.write_text(json.dumps({"model": str(source.model_dir), **result.to_dict()}, indent=1)
-                      + "\n")
+    if why := output_refusal(output, within):
+        raise ConfigError(f"-o {output}: {why}")
+    with writing(output):
+        write_output(output, (json.dumps({"model": str(source.model_dir), **result.to_dict()},
+                                         indent=1) + "\n").encode())
     print(f"wrote {output}")
     return 0
 
@@ -605,15 +634,30 @@ def _conformance(args) -> int:
     from agentcredit.config import load_config
     from agentcredit.config.sections import estimator_config
     from agentcredit.credit import estimator_names
+    from agentcredit.envs.suites import env_suite_names
     from agentcredit.testing import check_estimator
+    from agentcredit.testing.env_conformance import check_environment
 
-    if args.name not in estimator_names():
-        raise ConfigError(f"unknown estimator {args.name!r}; registered: "
-                          f"{', '.join(estimator_names())}")
-    config = load_config(None, [f"credit.estimator={args.name}", *args.overrides])
-    report = check_estimator(args.name, estimator_config(config.credit), seed=args.seed)
+    if args.name is not None and "=" in args.name:  # a setting argparse took for NAME
+        args.overrides, args.name = [args.name, *args.overrides], None
+    if (args.name is None) == (args.env is None):
+        raise ConfigError("conformance checks an estimator (conformance NAME) or an environment "
+                          "(conformance --env NAME): give exactly one of them")
+    if args.env is not None:
+        if args.env not in env_suite_names():
+            raise ConfigError(f"unknown environment {args.env!r}; registered: "
+                              f"{', '.join(env_suite_names())}")
+        config = load_config(None, [f"env={args.env}", *args.overrides])
+        report = check_environment(args.env, config.env.build_suite, seed=args.seed)
+        print(f"played train tasks {', '.join(report.tasks) or '(none)'}")
+    else:
+        if args.name not in estimator_names():
+            raise ConfigError(f"unknown estimator {args.name!r}; registered: "
+                              f"{', '.join(estimator_names())}")
+        config = load_config(None, [f"credit.estimator={args.name}", *args.overrides])
+        report = check_estimator(args.name, estimator_config(config.credit), seed=args.seed)
     print("\n".join(report.lines()))
-    print(f"{args.name}: {'conforms' if report.ok else 'FAILS'} "
+    print(f"{args.name or args.env}: {'conforms' if report.ok else 'FAILS'} "
           f"({len(report.checks)} checks, {len(report.failures)} failures)")
     return 0 if report.ok else 1
 
@@ -679,18 +723,26 @@ def _key_lines() -> list[str]:
 
 
 def _key_rows(cls: type, prefix: str) -> list[tuple[str, str, str]]:
-    """``(key, type, doc)`` of every key of the config dataclass ``cls``, a selectable field's
-    members' keys after it (``credit.options.backbone.mode``)."""
+    """``(key, type and range, doc)`` of every key of the config dataclass ``cls``
+    (``int [1, 1024]``; a side without a bound says why), a selectable field's members' keys
+    after it (``credit.options.backbone.mode``)."""
     import dataclasses
 
     from agentcredit.config import leaf_keys, selectable
+    from agentcredit.config.schema import allowed_range
 
     attributes = _attribute_docs(cls)  # some configs document fields in their docstrings
+    unbounded = getattr(cls, "_unbounded", {})
     rows = []
     for key, hint, doc in leaf_keys(cls, prefix):
-        if "." in key[len(prefix):]:
+        field = key[len(prefix):]
+        if "." in field:
             continue  # a nested section's keys: from its own class, below
-        rows.append((key, _type_name(hint), doc or attributes.get(key[len(prefix):], "")))
+        kind = " ".join(filter(None, (_type_name(hint), allowed_range(cls, field))))
+        doc = doc or attributes.get(field, "")
+        if field in unbounded:
+            doc += f" Unbounded: {unbounded[field]}."
+        rows.append((key, kind, doc))
         if dataclasses.is_dataclass(hint):
             rows += _key_rows(hint, key + ".")
         for name, member in (selectable(hint) or {}).items():

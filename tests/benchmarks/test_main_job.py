@@ -9,10 +9,12 @@ import subprocess
 
 import pytest
 
+from bench_common import BenchmarkFailed
 from main_job import (
     REPO,
     checkout,
     command,
+    measure,
     peak_rss_mb,
     phase_seconds,
     reused_start,
@@ -56,15 +58,21 @@ def test_pool_and_held_out_success_come_from_the_start_and_the_last_evaluation_w
 def test_a_run_without_a_pool_is_refused(tmp_path):
     metrics = _write(tmp_path / "metrics.jsonl",
                      [{"kind": "eval", "update": 0, "eval/valid_seen/won": "01"}])
-    with pytest.raises(SystemExit, match="env.pool_games_per_type"):
+    with pytest.raises(BenchmarkFailed, match="env.pool_games_per_type"):
         success_from_metrics(metrics)
 
 
 def test_a_run_without_a_start_evaluation_is_refused(tmp_path):
     metrics = _write(tmp_path / "metrics.jsonl",
                      [{"kind": "eval", "update": 4, "eval/success": 0.375}])
-    with pytest.raises(SystemExit, match="update 0"):
+    with pytest.raises(BenchmarkFailed, match="update 0"):
         success_from_metrics(metrics)
+
+
+def test_a_failed_command_is_the_jobs_failure_not_a_usage_error(tmp_path):
+    """``BenchmarkFailed``: run_script exits 1 with its message (a usage error would be 2)."""
+    with pytest.raises(BenchmarkFailed, match="`exit 3` failed with exit status 3"):
+        measure("exit 3", tmp_path, {"PATH": "/usr/bin:/bin"})
 
 
 def test_peak_rss_is_read_from_gnu_time_in_megabytes():

@@ -9,24 +9,19 @@ import os
 import pytest
 
 from agentcredit.config import ConfigError, load_config
-from agentcredit.config.checks import memory_estimate, url_problem
+from agentcredit.config.checks import memory_estimate
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    (["run.name=a\x00b"], r"run.name = 'a\\x00b' holds a NUL character"),
-    (["run.output_dir=/tmp/x\x00y"], "run.output_dir = .* holds a NUL character"),
     (["env=tau-retail", "env.tau.user=llm"],
      "env.tau.user = 'llm' .* env.tau.user_endpoint.base_url is empty"),
-    (["env=tau-retail", "env.tau.judge_endpoint.base_url=http://host:99999/v1"],
-     "env.tau.judge_endpoint.base_url = .* is not a usable URL"),
-    (["env=tau-retail", "env.tau.judge_endpoint.base_url=localhost:8000"],
-     "not a usable URL .*not http or https"),
-    (["run.threads=100000"], "run.threads = 100000 is over"),
-    (["sft.epochs=1000000"], "sft.epochs = 1e\\+06 is over 100"),
-    (["env.train_games_per_type=10000000"], "env.train_games_per_type = 10000000 is over"),
-    (["optim.mini_batches=100000000"], "optim.mini_batches = 100000000 is more than the"),
-    (["rollout.group_size=100000000"], "needs about [0-9,.]+ GiB of memory .*rollouts"),
-    (["model.tiny.hidden_size=16384", "model.tiny.num_hidden_layers=256"],  # within the limits
+    # each within its own range (tests/config/test_schema.py), over what the machine or the
+    # other keys allow
+    (["run.threads=4000"], "run.threads = 4000 is over"),
+    (["optim.mini_batches=50000"], "optim.mini_batches = 50000 is more than the 960 "),
+    (["rollout.group_size=1024", "rollout.tasks_per_update=10000"],
+     "needs about [0-9,.]+ GiB of memory .*rollouts"),
+    (["model.tiny.hidden_size=16384", "model.tiny.num_hidden_layers=256"],
      "needs about [0-9,.]+ GiB of memory .*this machine has"),
 ])
 def test_an_absurd_or_malformed_value_is_refused_at_load_in_one_line(overrides, message):
@@ -71,16 +66,3 @@ def test_the_memory_estimate_is_the_hand_worked_sum():
 def test_the_default_config_fits_this_machine():
     assert memory_estimate(load_config(None, [])).total < (
         os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-
-
-@pytest.mark.parametrize(("url", "problem"), [
-    ("http://localhost:8000/v1", ""),
-    ("https://api.example.com/v1", ""),
-    ("ftp://host/v1", "the scheme is 'ftp', not http or https"),
-    ("http:///v1", "no host"),
-    ("http://host:port/v1", "Port could not be cast to integer value as 'port'"),
-    ("http://ho st/v1", "it holds a space or a control character"),
-    ("http://[::1/v1", "Invalid IPv6 URL"),
-])
-def test_a_url_is_parsed_at_load(url, problem):
-    assert url_problem(url) == problem

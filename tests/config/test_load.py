@@ -67,7 +67,7 @@ def test_an_unknown_key_names_it_and_suggests_the_closest():
 
 def test_a_bad_value_names_the_field_the_value_and_the_allowed_range():
     assert _error("rollout.temperature=-1") == (
-        "rollout.temperature = -1.0 is out of range; allowed [0.0, inf]")
+        "rollout.temperature = -1.0 is out of range; allowed [0.0, 10.0]")
     assert _error("rollout.action_format=xml") == (
         "rollout.action_format = 'xml' is not allowed; choose one of bare, tagged, raw")
     assert _error("run.updates=many") == "run.updates = 'many' must be an integer"
@@ -86,7 +86,7 @@ def test_raw_responses_with_admissible_decoding_are_refused_with_the_fix():
 
 def test_errors_from_nested_dataclasses_name_the_full_key():
     assert _error("env.alfworld.generator.max_receptacles=2") == (
-        "env.alfworld.generator.max_receptacles = 2 is out of range; allowed [4, inf]")
+        "env.alfworld.generator.max_receptacles = 2 is out of range; allowed [4, 1000]")
     assert _error("model.tiny.hidden_size=30") == (
         "model.tiny.num_attention_heads = 4 must divide hidden_size = 30 (head dim = "
         "hidden_size / heads)")

@@ -50,6 +50,7 @@ class PageParts(html.parser.HTMLParser):
 
 
 def report(paths, tmp_path: Path, **options) -> tuple[PageParts, object, str]:
+    tmp_path.mkdir(exist_ok=True)  # the page goes into a folder that exists
     result = write_report(paths, tmp_path / "report.html", **options)
     page = result.path.read_bytes().decode("utf-8")  # strict: the file is valid UTF-8
     return PageParts(page), result, page

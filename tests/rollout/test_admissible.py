@@ -3,6 +3,7 @@ for the sampler and every scoring pass (sampled and rescored log-probs agree to 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -19,7 +20,7 @@ from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillSplicer
 from agentcredit.train.model_loading import load_policy
-from agentcredit.train.ppo import score_steps
+from agentcredit.train.scoring.behaviour_pass import score_steps
 from agentcredit.train.scoring.logprobs import logprob_entropy_rows
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.step_tensors import tensorize_steps
@@ -134,7 +135,7 @@ def test_unrestricted_rescoring_differs_so_the_check_above_can_fail(policy):
     _, steps = _sample(policy, 1.0, seed=1)
     tensors = tensorize_steps([Trajectory(task=None, group_id=0, steps=steps)],
                               policy.tokenizer.pad_token_id)
-    tensors.allowed = None
+    tensors = dataclasses.replace(tensors, allowed=None)
     rescored = score_steps(policy.model, tensors, micro_batch_size=2)
     gap = (rescored - tensors.sampling_logprobs)[tensors.loss_mask].abs().max()
     assert gap > 1e-2

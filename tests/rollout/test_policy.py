@@ -20,7 +20,7 @@ from agentcredit.rollout.policy import (
 )
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.model_loading import load_policy
-from agentcredit.train.ppo import score_steps
+from agentcredit.train.scoring.behaviour_pass import score_steps
 from agentcredit.train.step_tensors import tensorize_steps
 
 

@@ -208,3 +208,30 @@ def test_a_link_planted_where_eval_writes_is_refused_at_the_write_too(two_runs):
     with pytest.raises(UnsafeRunFile, match="update_00002 is a symlink"):
         write_eval_result(source, {"eval/success": 0.5})
     assert _files(other) == before
+
+
+@pytest.mark.parametrize(("plant", "mode", "result"), [
+    ("symlink", [], "eval.json"), ("hard link", [], "eval.json"),
+    ("symlink", ["--mode", "react"], "eval_react.json")])
+def test_eval_refuses_a_link_planted_at_its_result_before_evaluating(
+        two_runs, outside, monkeypatch, capsys, plant, mode, result):
+    ours, _ = two_runs
+    path = ours / "checkpoints" / "update_00001" / result
+    for evaluation in ("evaluate.evaluate_model", "eval_modes.evaluate_model_mode"):
+        monkeypatch.setattr(f"agentcredit.train.evaluation.{evaluation}",
+                            lambda *args, **kwargs: pytest.fail("evaluated before the check"))
+    if plant == "symlink":
+        path.symlink_to(outside / "precious.txt")
+        why = (f"{path} is a symlink (to {outside / 'precious.txt'}); an output is never "
+               "written through a link: remove the link or write elsewhere")
+    else:
+        os.link(outside / "precious.txt", path)
+        why = (f"{path} has 2 hard links (another name shares its bytes); an output is never "
+               "written through to another name: remove it or write elsewhere")
+    try:
+        code = main(["eval", "--checkpoint", str(path.parent), *mode])
+    finally:
+        path.unlink()
+    assert code == 2
+    assert capsys.readouterr().err.strip() == f"error: {why}"
+    assert _untouched(outside)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentcredit.config import TinyModelConfig
-from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
+from agentcredit.train.warm_start.model_bootstrap import bootstrap_tiny_model
 
 ALFWORLD_TEXTS = [
     (

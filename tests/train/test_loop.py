@@ -4,6 +4,9 @@ exact resumption, and starting from a saved checkpoint through ``model=DIR``."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -227,11 +230,47 @@ def test_the_loops_evaluations_play_the_configured_episodes_per_game(tmp_path, t
 
 def test_a_learning_rate_that_blows_up_the_policy_is_one_error_naming_the_update(tmp_path,
                                                                                   tiny_fake_run):
-    config = load_config(None, [*tiny_fake_run, "run.updates=3", "optim.lr=1e6",
-                                "run.eval_every=1", f"run.output_dir={tmp_path}",
-                                "run.name=diverged"])
+    config = load_config(None, [*tiny_fake_run, "run.updates=3", "run.eval_every=1",
+                                f"run.output_dir={tmp_path}", "run.name=diverged"])
+    config.optim.lr = 1e6  # past optim.lr's range, refused at load: set after it
     with pytest.raises(PolicyDiverged) as diverged:
         train(config, echo=lambda _: None)
     assert str(diverged.value) == (
         "training diverged at update 1: the policy's next-token probabilities hold NaN: its "
         "weights have diverged; lower optim.lr (now 1e+06) and start again")
+
+
+#: starts the embedded run in ``argv[1]`` without, then with, the credit check, stopping each
+#: where its run is built (``run_state.setup``), and prints the check's modules loaded by then
+START_UP = """
+import sys
+from agentcredit.config import load_config
+from agentcredit.train import loop
+
+class Started(Exception):
+    pass
+
+def started(*args, **kwargs):
+    raise Started
+
+loop.setup = started
+for every in (0, 1):
+    try:
+        loop.train(load_config(None, [f"run.output_dir={sys.argv[1]}", f"run.name=every{every}",
+                                      f"run.credit_check_every={every}"]), echo=print)
+    except Started:
+        pass
+    print(every, sorted(name for name in sys.modules if ".credit_check" in name))
+"""
+
+
+def test_a_run_without_the_credit_check_never_loads_its_package(tmp_path):
+    """A fresh process (other tests load the check): the start-up of a run without
+    ``run.credit_check_every`` imports nothing of ``train/evaluation/credit_check/``; the same
+    start-up with it does, so the check can fail."""
+    lines = subprocess.run(
+        [sys.executable, "-c", START_UP, str(tmp_path)], check=True, capture_output=True,
+        text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}).stdout
+    without, with_check = lines.splitlines()[-2:]
+    assert without == "0 []"
+    assert "agentcredit.train.evaluation.credit_check.check" in with_check

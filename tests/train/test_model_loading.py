@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import resource
 import shutil
+import signal
 import time
 
 import httpx
@@ -193,6 +197,106 @@ def test_a_chat_template_that_renders_for_too_long_is_refused(tmp_path, tiny_mod
     with pytest.raises(ModelLoadError, match=r"took more than 0.3 s to render a two-message"):
         load_policy(str(checkpoint))
     assert time.perf_counter() - began < 30
+
+
+# The template is rendered apart, on a short and a long chat, within bounds of time, memory
+# and length (train/model_loading.py, module docstring).
+
+
+def _with_template(tmp_path, tiny_model_dir, name: str, template: str):
+    checkpoint = _damaged_copy(tmp_path, tiny_model_dir, name)
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    tokenizer.chat_template = template
+    tokenizer.save_pretrained(checkpoint)
+    return checkpoint
+
+
+#: a template that renders its messages' text, and ``{}`` first when the user's text is longer
+#: than 1,000 characters (the short check's is 17, a real agent prompt's thousands)
+_ON_LONG = ("{{% if messages[-1]['content']|length > 1000 %}}{}{{% endif %}}"
+            "{{% for m in messages %}}{{{{ m['content'] }}}}{{% endfor %}}")
+
+
+def test_a_template_that_allocates_gigabytes_is_refused_without_this_process_growing(
+        tmp_path, tiny_model_dir):
+    checkpoint = _with_template(tmp_path, tiny_model_dir, "bomb", "{{ 'x' * 3000000000 }}")
+    grown_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    began = time.perf_counter()
+    with pytest.raises(ModelLoadError, match=r"needed more than 512 MiB to render a two-message "
+                                             r"chat \(MemoryError\)") as err:
+        load_policy(str(checkpoint))
+    assert "\n" not in str(err.value) and time.perf_counter() - began < 20
+    # the 3 GB string is refused in the child: this process's peak stays where it was
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - grown_before < 256 * 1024
+
+
+def test_a_template_that_loops_only_on_long_prompts_is_refused_within_its_time(
+        tmp_path, tiny_model_dir, monkeypatch):
+    loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    checkpoint = _with_template(tmp_path, tiny_model_dir, "loops", _ON_LONG.format(loop))
+    monkeypatch.setattr(model_loading, "TEMPLATE_SECONDS", 0.3)
+    began = time.perf_counter()
+    with pytest.raises(ModelLoadError, match=r"took more than 0.3 s to render a 200-step agent "
+                                             r"prompt of [\d,]+ characters"):
+        load_policy(str(checkpoint))
+    assert time.perf_counter() - began < 10  # the loop alone runs for hours
+
+
+def test_a_template_that_raises_only_on_long_prompts_is_refused_with_its_message(
+        tmp_path, tiny_model_dir):
+    checkpoint = _with_template(tmp_path, tiny_model_dir, "raises", _ON_LONG.format(
+        "{{ raise_exception('this template takes prompts of at most 1000 characters') }}"))
+    with pytest.raises(ModelLoadError) as err:
+        load_policy(str(checkpoint))
+    assert re.fullmatch(
+        r"the chat template of '.*raises' fails in Jinja's sandbox on a 200-step agent prompt "
+        r"of [\d,]+ characters \(TemplateError: this template takes prompts of at most 1000 "
+        r"characters\); fix chat_template in its tokenizer_config.json \(or "
+        r"chat_template.jinja\)", str(err.value))
+
+
+def test_a_template_that_renders_a_long_prompt_far_longer_than_its_text_is_refused(
+        tmp_path, tiny_model_dir):
+    checkpoint = _with_template(tmp_path, tiny_model_dir, "grows",
+                                _ON_LONG.format("{{ 'x' * 1000000 }}"))
+    with pytest.raises(ModelLoadError) as err:
+        load_policy(str(checkpoint))
+    said = re.search(r"as ([\d,]+) characters, more than the ([\d,]+) a prompt may grow to \(4 "
+                     r"times the ([\d,]+) characters of its messages plus 65,536\)",
+                     str(err.value))
+    rendered, bound, text = (int(n.replace(",", "")) for n in said.groups())
+    assert rendered == 1_000_000 + text and bound == 4 * text + 65_536
+
+
+def test_a_render_whose_process_is_killed_is_refused_naming_the_signal(tmp_path, tiny_model_dir,
+                                                                      monkeypatch):
+    checkpoint = _damaged_copy(tmp_path, tiny_model_dir, "killed")
+    tests = os.getpid()
+
+    def killed(extra):  # as the out-of-memory killer would, before the child says a word
+        assert os.getpid() != tests, "the template was rendered in the tests' own process"
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(model_loading, "_cap_memory", killed)
+    with pytest.raises(ModelLoadError, match=r"ended the process rendering a two-message chat "
+                                             r"\(signal 9\)"):
+        load_policy(str(checkpoint))
+
+
+@pytest.mark.parametrize(("extra", "loads"), [(0, True), (1, False)])
+def test_the_short_chat_may_render_to_four_times_its_text_plus_65536_characters(
+        tmp_path, tiny_model_dir, extra, loads):
+    # the short chat's text: "You are an agent in a text world." (33) + "go to the kitchen"
+    # (17) = 50 characters, so at most 4 * 50 + 65,536 = 65,736 rendered
+    template = ("{% if messages[-1]['content']|length < 100 %}{{ 'x' * " + str(65_736 + extra)
+                + " }}{% endif %}")
+    checkpoint = _with_template(tmp_path, tiny_model_dir, f"edge{extra}", template)
+    if loads:
+        load_policy(str(checkpoint))
+        return
+    with pytest.raises(ModelLoadError, match="renders a two-message chat as 65,737 characters, "
+                                             "more than the 65,736 a prompt may grow to"):
+        load_policy(str(checkpoint))
 
 
 def test_an_untouched_folder_still_loads(tmp_path, tiny_model_dir):

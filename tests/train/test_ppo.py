@@ -11,7 +11,8 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from agentcredit.config import OptimConfig
 from agentcredit.credit.aux_losses import get_aux_loss
-from agentcredit.train.ppo import PPOBatch, ppo_update, rollout_weights, score_steps
+from agentcredit.train.ppo import PPOBatch, ppo_update, rollout_weights
+from agentcredit.train.scoring.behaviour_pass import score_steps
 from agentcredit.train.step_tensors import StepTensors
 
 ROWS, LENGTH, PROMPT = 12, 10, 6

@@ -16,8 +16,9 @@ from agentcredit.config import ConfigError, OptimConfig, SFTConfig, load_config
 from agentcredit.envs.base import Task
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train.build import check_device, load_model
-from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
+from agentcredit.train.ppo import PPOBatch, ppo_update
 from agentcredit.train.precision import mixed_precision
+from agentcredit.train.scoring.behaviour_pass import score_steps
 from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.warm_start.sft import run_sft
 

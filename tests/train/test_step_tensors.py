@@ -10,6 +10,7 @@ import torch
 from agentcredit.credit import CreditResult
 from agentcredit.envs.base import Task
 from agentcredit.rollout.records import Step, Trajectory
+from agentcredit.train.scoring.tree_forward import Rows
 from agentcredit.train.step_tensors import credit_batch, tensorize_steps
 
 PAD = 0
@@ -52,6 +53,22 @@ def test_no_prompt_or_padding_token_gets_loss():
         assert (steps.sampling_logprobs[row, ~mask] == 0).all()
     assert steps.num_response_tokens == sum(len(s.response_ids) for s in flat)
     assert steps.allowed is None
+
+
+def test_the_step_rows_are_the_rows_every_scoring_forward_takes_with_the_responses_scored():
+    steps = tensorize_steps(_trajectories(), PAD)
+    assert isinstance(steps, Rows)  # no conversion between the update and the forward
+    assert steps.loss_mask.sum() == 2 + 1 + 3 + 1  # the responses, the tokens a forward scores
+
+
+def test_a_selection_of_step_rows_keeps_every_tensor_of_those_rows_in_flat_order():
+    steps = tensorize_steps(_trajectories(), PAD)
+    chosen = steps.select(torch.tensor([False, True, True, False]))
+    assert chosen.step_rollout.tolist() == [0, 1]  # rollout 0's second step, rollout 1's step
+    assert chosen.input_ids.tolist() == steps.input_ids[1:3].tolist()
+    assert chosen.loss_mask.tolist() == steps.loss_mask[1:3].tolist()
+    assert chosen.sampling_logprobs.tolist() == steps.sampling_logprobs[1:3].tolist()
+    assert chosen.allowed is None
 
 
 def test_allowed_sets_land_on_their_response_tokens():

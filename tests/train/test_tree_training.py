@@ -17,9 +17,9 @@ from agentcredit.config import OptimConfig
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.train import activation_checkpointing, ppo, tree_training
 from agentcredit.train.activation_checkpointing import recomputed_layers
-from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
+from agentcredit.train.ppo import PPOBatch, ppo_update
 from agentcredit.train.prefix_tree import layout_trees
-from agentcredit.train.scoring.tree_forward import Rows
+from agentcredit.train.scoring.behaviour_pass import score_steps
 from agentcredit.train.step_tensors import StepTensors, tensorize_steps
 from agentcredit.train.tree_training import train_trees
 from agentcredit.train.warm_start.sft import run_sft
@@ -171,15 +171,14 @@ def _held_bytes(checkpointing: bool, monkeypatch) -> int:
     model, steps = _model(layers=6, hidden=64, intermediate=256), _steps()
     model.train()
     held = _HeldBytes(monkeypatch)
-    rows = Rows.of_steps(steps)
     (tree, *_) = layout_trees(model, steps, "trees")
 
     def loss(logprobs, _entropy, members):
         held.measure()
-        return -(logprobs * rows.score_mask[members, :logprobs.shape[1]]).sum(), {}
+        return -(logprobs * steps.loss_mask[members, :logprobs.shape[1]]).sum(), {}
 
     with held.hooks():
-        train_trees(model, [tree], rows, branch_batch=len(tree.rows), branch_loss=loss,
+        train_trees(model, [tree], steps, branch_batch=len(tree.rows), branch_loss=loss,
                     checkpointing=checkpointing)
     return held.peak
 
@@ -196,7 +195,6 @@ def test_a_checkpointed_branch_holds_none_of_its_keys_and_values_for_the_backwar
     copies they rerun their layers on keep any layer's."""
     model, steps = _model(), _steps()
     model.train()
-    rows = Rows.of_steps(steps)
     forwards: list[list[weakref.ref]] = []
     model.register_forward_hook(lambda _m, _a, out: forwards.append(
         [weakref.ref(layer.keys) for layer in out.past_key_values.layers]))
@@ -204,22 +202,21 @@ def test_a_checkpointed_branch_holds_none_of_its_keys_and_values_for_the_backwar
 
     def loss(logprobs, _entropy, members):
         alive.append(sum(ref() is not None for ref in forwards[-1]))
-        return -(logprobs * rows.score_mask[members, :logprobs.shape[1]]).sum(), {}
+        return -(logprobs * steps.loss_mask[members, :logprobs.shape[1]]).sum(), {}
 
-    train_trees(model, layout_trees(model, steps, "trees"), rows, branch_batch=2,
+    train_trees(model, layout_trees(model, steps, "trees"), steps, branch_batch=2,
                 branch_loss=loss, checkpointing=True)
     assert len(alive) == 4 and not any(alive)
 
 
 def _tree_gradients(model, steps: StepTensors, checkpointing: bool) -> list[torch.Tensor]:
-    rows = Rows.of_steps(steps)
     model.zero_grad()
 
     def loss(logprobs, entropy, members):
-        mask = rows.score_mask[members, :logprobs.shape[1]]
+        mask = steps.loss_mask[members, :logprobs.shape[1]]
         return -((logprobs + 0.1 * entropy) * mask).sum(), {}
 
-    train_trees(model, layout_trees(model, steps, "trees"), rows, branch_batch=3,
+    train_trees(model, layout_trees(model, steps, "trees"), steps, branch_batch=3,
                 branch_loss=loss, with_entropy=True, checkpointing=checkpointing)
     return [p.grad.clone() for p in model.parameters()]
 

@@ -4,6 +4,10 @@ trajectories to the loss's gradient on a two-parameter policy, against a hand-wo
 
 from __future__ import annotations
 
+import inspect
+import re
+from pathlib import Path
+
 import torch
 
 from agentcredit.config import load_config
@@ -13,6 +17,7 @@ from agentcredit.envs.base import Task
 from agentcredit.jsonl_log import read_jsonl
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.run.directory import RunDirectory
+from agentcredit.train import update as update_module
 from agentcredit.train.loop import write_update
 from agentcredit.train.loss import ppo_loss
 from agentcredit.train.run_state import setup
@@ -94,8 +99,6 @@ def test_an_update_samples_its_tokens_three_calls_below_update_step(tmp_path, ti
                                                                     monkeypatch):
     """update_step → collect_with_signal → RolloutCollector.collect → HFPolicy.generate, which
     draws each token with sample_token (agentcredit's own frames; torch's wrappers aside)."""
-    import inspect
-
     from agentcredit.rollout import policy
 
     config = load_config(None, [*tiny_fake_run, "run.eval_at_start=false", "sft.epochs=1",
@@ -116,3 +119,19 @@ def test_an_update_samples_its_tokens_three_calls_below_update_step(tmp_path, ti
         state.logs.close()
     # the frames of agentcredit's modules from update_step to sample_token's caller
     assert chains[0] == ["update_step", "collect_with_signal", "collect", "generate"]
+
+
+def _runs(stages: list[str]) -> list[str]:
+    """``stages`` with each run of one stage written once."""
+    return [stage for i, stage in enumerate(stages) if i == 0 or stages[i - 1] != stage]
+
+
+def test_the_module_lists_its_stages_in_the_order_update_step_runs_them():
+    """The docstring's ``path   STAGE: …`` lines against ``update_step``'s capitalised
+    section comments (``# SCORE: …``); every module it names exists."""
+    listed = re.findall(r"^ {4}(\S+\.py) +([A-Z]+):", update_module.__doc__, re.MULTILINE)
+    ran = re.findall(r"^ +# ([A-Z]+)\b", inspect.getsource(update_step), re.MULTILINE)
+    assert ran == ["COLLECT", "SCORE", "CREDIT", "PPO", "METRICS"]
+    assert _runs([stage for _, stage in listed]) == ran
+    src = Path(update_module.__file__).parents[1]
+    assert [path for path, _ in listed if not (src / path).is_file()] == []

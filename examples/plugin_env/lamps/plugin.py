@@ -18,7 +18,7 @@ from agentcredit.envs.suites import GamesPerType, register_environment
 class LampsConfig:
     """Options of the lamp panel (``env.lamps.*``)."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"lamps": (2, 12)}
+    _limits: ClassVar[dict[str, tuple]] = {"lamps": (2, 12), "seed": (0, 2**32 - 1)}
 
     lamps: int = 4
     """Lamps on the panel; pressing button k toggles lamps k and k+1."""

@@ -4,18 +4,19 @@ Each section checks its own fields at construction; these check what one section
 cannot see alone: the estimator and the auxiliary loss are registered and the options build,
 the environment is registered and ``eval.splits`` are its splits, the rollouts record what
 the estimator's inputs are built from, and the skill settings fit the teacher.
-Then the values that would otherwise reach deep code unchecked (``_check_values``):
-text that no file name may hold, endpoint URLs parsed now, a local-looking model path
-that does not exist, and sizes bounded by what the machine can hold: the memory the
-run would need is estimated before anything is allocated, and said when it is refused.
+Then the values whose bound depends on the machine or on other keys (``_check_values``;
+each key's own range, its text and its URL are checked by ``schema.validate``): an LLM
+user needs an endpoint, the threads are bounded by the machine's cores, the mini-batches
+by the rows an update has, and the memory the run would need is estimated before anything
+is allocated, and said when it is refused.
 """
 
 from __future__ import annotations
 
 import os
-import urllib.parse
 from dataclasses import dataclass
 
+from agentcredit.config.environment import POOL
 from agentcredit.config.schema import ConfigError, did_you_mean, to_dict
 from agentcredit.config.sections import TrainConfig, estimator_config
 from agentcredit.envs.suites import env_suite_names, suite_splits
@@ -62,10 +63,10 @@ def _check_env(config: TrainConfig) -> None:
                           f"{did_you_mean(config.env.name, names)} (known: {', '.join(names)})")
     splits = suite_splits(config.env.name)
     for split in config.eval.splits:
-        if split == "pool" and not config.env.pool_games_per_type:
+        if split == POOL and not config.env.pool_games_per_type:
             raise ConfigError("eval.splits: 'pool' is the RL pool's games, but there is no pool; "
                               "set env.pool_games_per_type (for example 4)")
-        if split not in (*splits, "pool"):
+        if split not in (*splits, POOL):
             raise ConfigError(f"eval.splits: {split!r} is not a split of {config.env.name} "
                               f"(choose from {', '.join(splits)}, pool)"
                               f"{did_you_mean(split, splits)}")
@@ -101,86 +102,34 @@ def _check_skill_settings(config: TrainConfig) -> None:
 
 
 GIB = 1 << 30
-SFT_EPOCHS_MAX = 100
-"""More passes over the same expert steps than this only overfit (and run for hours)."""
-GAMES_MAX = 10_000
-"""Most generated games per task type and split (each takes seconds to build and plan)."""
-PRODUCTS_MAX = 1_000_000
-"""Most generated WebShop products (the catalog is held in memory and indexed)."""
 
 
 def _check_values(config: TrainConfig) -> None:
-    """Text, URLs, the model path and sizes (module notes)."""
-    for key, value in (("run.name", config.run.name), ("run.output_dir", config.run.output_dir),
-                       ("model.name", config.model.name)):
-        if "\x00" in value:
-            raise ConfigError(f"{key} = {value!r} holds a NUL character, which no file name can "
-                              f"hold; set {key} to plain text")
+    """The endpoint an LLM user needs, the counts and the memory (module notes)."""
     _check_endpoints(config)
     _check_counts(config)
     check_memory(config)
 
 
 def _check_endpoints(config: TrainConfig) -> None:
-    """Every endpoint URL parses as ``http(s)://host[:port]/...``; an LLM user has one."""
-    urls = []
-    tau = getattr(config.env.options, "user_endpoint", None)
-    if tau is not None:
-        options = config.env.options
-        if options.user == "llm" and not options.user_endpoint.base_url:
-            raise ConfigError("env.tau.user = 'llm' plays the customer with a chat model, but "
-                              "env.tau.user_endpoint.base_url is empty; set it (for example "
-                              "env.tau.user_endpoint.base_url=http://localhost:8000/v1) or use "
-                              "env.tau.user=scripted")
-        urls += [("env.tau.user_endpoint.base_url", options.user_endpoint.base_url),
-                 ("env.tau.judge_endpoint.base_url", options.judge_endpoint.base_url)]
-    retriever = getattr(config.env.options, "retriever_url", None)
-    if retriever is not None:
-        urls.append(("env.searchqa.retriever_url", retriever))
-    for key, url in urls:
-        if url:
-            problem = url_problem(url)
-            if problem:
-                raise ConfigError(f"{key} = {url!r} is not a usable URL ({problem}); give one "
-                                  "like http://localhost:8000/v1")
-
-
-def url_problem(url: str) -> str:
-    """Why ``url`` cannot be requested (``"no host"``, ``"port 99999 is out of range"``), or
-    ``""``: what the HTTP clients would otherwise find only at their first request."""
-    if any(ord(c) < 33 or ord(c) == 127 for c in url):
-        return "it holds a space or a control character"
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 (parsing the port is the check: 'host:99999' raises)
-    except ValueError as err:
-        return str(err)
-    if parts.scheme not in ("http", "https"):
-        return f"the scheme is {parts.scheme or 'missing'!r}, not http or https"
-    if not parts.hostname:
-        return "no host"
-    return ""
+    """An LLM user has an endpoint (each URL itself is parsed by ``schema.validate``)."""
+    options = config.env.options
+    endpoint = getattr(options, "user_endpoint", None)
+    if endpoint is not None and options.user == "llm" and not endpoint.base_url:
+        raise ConfigError("env.tau.user = 'llm' plays the customer with a chat model, but "
+                          "env.tau.user_endpoint.base_url is empty; set it (for example "
+                          "env.tau.user_endpoint.base_url=http://localhost:8000/v1) or use "
+                          "env.tau.user=scripted")
 
 
 def _check_counts(config: TrainConfig) -> None:
-    """Counts whose cost is time, not memory, bounded by the machine or by use."""
+    """Counts bounded by the machine or by other keys, within their own ranges."""
     cores = os.cpu_count() or 1
     threads = max(16, 4 * cores)  # oversubscribing a little is harmless; thousands are not
     if config.run.threads > threads:
         raise ConfigError(f"run.threads = {config.run.threads} is over {threads}, four times "
                           f"this machine's {cores} CPU cores; set run.threads={cores} or lower "
                           "(0 = torch's default)")
-    if config.sft.epochs > SFT_EPOCHS_MAX:
-        raise ConfigError(f"sft.epochs = {config.sft.epochs:g} is over {SFT_EPOCHS_MAX}; more "
-                          "passes over the same expert steps only overfit: lower it")
-    for key in ("train_games_per_type", "valid_games_per_type", "pool_games_per_type"):
-        if getattr(config.env, key) > GAMES_MAX:
-            raise ConfigError(f"env.{key} = {getattr(config.env, key)} is over {GAMES_MAX:,} "
-                              "games per task type; lower it")
-    products = getattr(config.env.options, "num_products", None)
-    if products is not None and products > PRODUCTS_MAX:
-        raise ConfigError(f"env.webshop.num_products = {products} is over {PRODUCTS_MAX:,}; "
-                          "lower it")
     rollouts = config.rollout.group_size * config.rollout.tasks_per_update
     rows = rollouts * config.rollout.max_steps
     if config.optim.mini_batches > rows:

@@ -31,6 +31,11 @@ from agentcredit.envs.suites import (
 
 #: old dotted key (or key prefix) -> the key that holds it now
 MOVED_KEYS = {"env.generator": "env.alfworld.generator", "env.cache_dir": "env.alfworld.cache_dir"}
+GAMES_MAX = 10_000
+#: the evaluation split that plays the RL pool's games (``env.pool_games_per_type``;
+#: ``train.build.rl_tasks`` draws them)
+POOL = "pool"
+"""Most generated games per task type and split (each takes seconds to build and plan)."""
 
 
 @dataclass
@@ -41,9 +46,9 @@ class EnvSection:
     """Environment: a registered name (``envs.suites``; ``EnvConfig`` lists them);
     ``env=NAME`` is short for ``env.name=NAME``."""
     train_games_per_type: int = 20
-    """Generated train games per task type (6 types)."""
+    """Generated train games per task type (6 types); at most 10,000."""
     valid_games_per_type: int = 4
-    """Generated games per task type in each validation split."""
+    """Generated games per task type in each validation split; at most 10,000."""
     pool_games_per_type: int = 0
     """The RL pool: RL draws its tasks only from this many train games per task type (all of a
     type's games when it has fewer), drawn from the train games with ``run.seed``
@@ -51,9 +56,9 @@ class EnvSection:
     split ``pool``; SFT still clones every train game. 0 = no pool, RL draws from every train
     game."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"train_games_per_type": (1, None),
-                                           "valid_games_per_type": (1, None),
-                                           "pool_games_per_type": (0, None)}
+    _limits: ClassVar[dict[str, tuple]] = {"train_games_per_type": (1, GAMES_MAX),
+                                           "valid_games_per_type": (1, GAMES_MAX),
+                                           "pool_games_per_type": (0, GAMES_MAX)}
 
     def __post_init__(self) -> None:
         validate(self)

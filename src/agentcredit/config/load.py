@@ -16,8 +16,6 @@ name), its aliases and nesting bounded, so a "billion laughs" file is refused un
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,9 @@ from agentcredit.config.schema import ConfigError, build, leaf_keys, to_dict
 from agentcredit.config.sections import TrainConfig
 
 EMBEDDED_CONFIG = "embedded.yaml"
+#: the sections whose name a bare value sets (``model=DIR``, ``env=NAME``); any other section
+#: given a value (``run=5``) is refused: a section takes keys (``run.name=5``)
+NAME_SHORTHANDS = ("model", "env")
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
@@ -109,7 +110,7 @@ def apply_override(data: dict, override: str) -> None:
         value = raw
     except ValueError as err:
         raise ConfigError(f"override {key}: its value {err}; give a plain value") from None
-    if "." not in key and _is_section(key) and not isinstance(value, dict):
+    if key in NAME_SHORTHANDS and not isinstance(value, dict):
         key = f"{key}.name"  # `model=DIR` is short for `model.name=DIR`
     _set_key(data, key, value)
 
@@ -129,12 +130,6 @@ def _set_key(data: dict, key: str, value: Any) -> None:
                               "not a section")
         node = child
     node[parts[-1]] = value
-
-
-def _is_section(name: str) -> bool:
-    hints = typing.get_type_hints(TrainConfig)
-    return name in hints and dataclasses.is_dataclass(hints[name]) and \
-        "name" in {f.name for f in dataclasses.fields(hints[name])}
 
 
 def config_from_dict(data: dict) -> TrainConfig:

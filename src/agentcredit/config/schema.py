@@ -6,17 +6,37 @@ line. This module turns nested plain data (YAML, ``key=value`` overrides) into
 those dataclasses and back, and checks them in one way:
 
 - ``build(cls, data, prefix)`` coerces each value to its field's type (ints widen
-  to floats, ``Literal`` choices, lists, nested dataclasses) and names the full
-  dotted key in every error;
+  to floats, ``Literal`` choices, lists, nested dataclasses), names the full
+  dotted key in every error, and validates what it built (a plug-in's options
+  too, whether or not their class calls ``validate`` itself);
 - a field typed as a union of dataclasses that declare ``config_name`` is chosen
   by its ``name`` key (``backbone: {name: gigpo, mode: mean_norm}``; a bare string
   is short for ``{name: ...}``);
-- a dataclass lists its numeric ranges in a ``_limits`` class variable
-  (``{"lr": (0.0, None)}``, bounds inclusive, ``None`` = unbounded; a third item
-  ``"open"`` excludes the lower bound: ``(0.0, None, "open")`` is ``> 0``) and calls
-  ``validate(self)`` from ``__post_init__``, so a config built in Python is
-  checked exactly like one loaded from YAML; NaN and ±inf are always refused;
+- ``validate(self)``, called from ``__post_init__`` so that a config built in Python is
+  checked exactly like one loaded from YAML, applies the rules below;
 - ``did_you_mean(word, known)`` is the one place that suggests a spelling.
+
+The rules ``validate`` applies to every field:
+
+- **Ranges.** Every numeric field (``int``, ``float``, or either or ``None``) has a range
+  in the class's ``_limits`` (``{"lr": (0.0, 1.0)}``, bounds inclusive; a third item
+  ``"open"`` excludes the lower bound: ``(0.0, 1.0, "open")`` is ``(0, 1]``). The
+  upper bound is generous, 10 to 100 times the largest value a run would sensibly
+  use, so that a billion where a handful was meant is refused at load instead of
+  running for hours. ``config --list`` shows each range
+  (``allowed_range``). A bound is ``None`` (no bound on that side) only for a field the
+  class's ``_unbounded`` mapping names, field → why no value on that side does harm
+  (``{"grad_clip": "a clip above the gradient's norm only turns clipping off"}``);
+  ``config --list`` prints the reason. tests/config/test_schema.py holds every class to
+  this and walks every key of the run config, of every environment's options and of
+  every estimator's options with ±10^12, expecting it refused unless ``_unbounded`` leaves
+  that side open. NaN and ±inf are always refused.
+- **Text.** A string (or a list of strings) holds no control character (NUL, newline,
+  tab, DEL, C1): no name, path, URL or device needs one, and a NUL reaches the file
+  system as an internal error.
+- **URLs.** A field named in the class's ``_urls`` is empty or parses as
+  ``http(s)://host[:port]/...``: a host free of spaces and control characters, a port
+  from 1 to 65535 when given (``url_problem``).
 
 Every problem raises ``ConfigError``, a one-line message naming the key, the bad
 value and what is allowed. This module imports no other agentcredit module, so the
@@ -31,6 +51,7 @@ import difflib
 import math
 import types
 import typing
+import urllib.parse
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -46,7 +67,8 @@ def did_you_mean(word: str, known: Iterable[str], cutoff: float = 0.6) -> str:
 
 
 def validate(obj: Any) -> None:
-    """Check a config dataclass's values: ``Literal`` choices, finite numbers, ``_limits``.
+    """Check a config dataclass's values: ``Literal`` choices, finite numbers, ``_limits``,
+    text free of control characters, ``_urls`` (the module's rules).
 
     A selectable field given as a name or a mapping (``backbone="gigpo"``) is built here.
 
@@ -59,6 +81,7 @@ def validate(obj: Any) -> None:
     """
     cls = type(obj)
     limits = getattr(cls, "_limits", {})
+    urls = getattr(cls, "_urls", ())
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
@@ -77,14 +100,61 @@ def validate(obj: Any) -> None:
                               f"{did_you_mean(str(value), map(str, choices))}")
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{key} = {value!r} must be a finite number")
+        texts = [value] if isinstance(value, str) else \
+            [v for v in value if isinstance(v, str)] if isinstance(value, list | tuple) else []
+        for text in texts:
+            control = next((c for c in text if _is_control(c)), None)
+            if control is not None:
+                raise ConfigError(f"{key} = {value!r} holds the control character {control!r}, "
+                                  "which no name, path or URL may hold; give plain text")
+        if f.name in urls and value:
+            problem = url_problem(value)
+            if problem:
+                raise ConfigError(f"{key} = {value!r} must be an http(s) URL such as "
+                                  f"http://localhost:8000/v1 ({problem})")
         if f.name not in limits or value is None:
             continue
         low, high, *open_low = limits[f.name]
         too_low = low is not None and (value <= low if open_low else value < low)
         if too_low or (high is not None and value > high):
-            allowed = (f"{'(' if open_low else '['}{low if low is not None else '-inf'}, "
-                       f"{high if high is not None else 'inf'}]")
-            raise ConfigError(f"{key} = {value!r} is out of range; allowed {allowed}")
+            raise ConfigError(f"{key} = {value!r} is out of range; allowed "
+                              f"{allowed_range(cls, f.name)}")
+
+
+def allowed_range(cls: type, name: str) -> str:
+    """The values the field ``name`` of ``cls`` may take, as ``config --list`` and the range
+    errors write them: ``[1, 100]``, ``(0.0, 1.0]`` (an open lower bound), ``[0.0, inf]``
+    (a side ``_unbounded`` leaves open); ``""`` for a field without a range."""
+    limit = getattr(cls, "_limits", {}).get(name)
+    if limit is None:
+        return ""
+    low, high, *open_low = limit
+    return (f"{'(' if open_low else '['}{'-inf' if low is None else low}, "
+            f"{'inf' if high is None else high}]")
+
+
+def _is_control(char: str) -> bool:
+    """C0 controls (NUL, tab, newline …), DEL and the C1 controls."""
+    return ord(char) < 32 or 127 <= ord(char) < 160
+
+
+def url_problem(url: str) -> str:
+    """Why ``url`` cannot be requested (``"no host"``, ``"the port is out of range 1-65535"``),
+    or ``""``: what the HTTP clients would otherwise find only at their first request."""
+    if any(ord(c) < 33 or ord(c) == 127 for c in url):
+        return "it holds a space or a control character"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as err:  # Python's "Port out of range 0-65535" would allow port 0
+        return "the port is out of range 1-65535" if "out of range" in str(err) else str(err)
+    if parts.scheme not in ("http", "https"):
+        return f"the scheme is {parts.scheme or 'missing'!r}, not http or https"
+    if not parts.hostname:
+        return "no host"
+    if port == 0:
+        return "the port is out of range 1-65535"
+    return ""
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -133,10 +203,15 @@ def build(cls: type, data: Any, prefix: str = "") -> Any:
     where = prefix.rstrip(".") or "the config"
     if data is None:
         data = {}
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    if not isinstance(data, dict) and prefix:  # `run=5`: a value given for a whole section
+        example = (f"for example {where}.name={data}; " if "name" in names else
+                   f"for example {where}.{names[0]}=...; " if names else "")
+        raise ConfigError(f"{where} = {data!r} gives a value to a section, which takes keys; "
+                          f"set one of them ({example}config --list shows them all)")
     if not isinstance(data, dict):
         raise ConfigError(f"{where} must be a mapping of keys, got {data!r}")
     hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.init]
     for key, value in data.items():
         if key not in names:
             while isinstance(value, dict) and len(value) == 1:  # name the leaf the user meant
@@ -146,7 +221,9 @@ def build(cls: type, data: Any, prefix: str = "") -> Any:
     kwargs = {name: coerce(hints[name], value, f"{prefix}{name}")
               for name, value in data.items()}
     try:
-        return cls(**kwargs)
+        built = cls(**kwargs)
+        validate(built)  # again for a class whose __post_init__ does not (a plug-in's options)
+        return built
     except ConfigError as err:  # from validate(): name the key as the user wrote it
         raise ConfigError(str(err).replace(f"{cls.__name__}.", prefix, 1)) from None
     except (ValueError, TypeError) as err:
@@ -284,6 +361,9 @@ def leaf_keys(cls: type, prefix: str = "") -> list[tuple[str, type, str]]:
             out += leaf_keys(hint, key + ".")
     return out
 
+
+SEED_MAX = 2**32 - 1
+"""The largest seed of every ``seed`` key: numpy's generators take 32-bit seeds."""
 
 MAX_BACKOFF_S = 3600.0
 """The most seconds of back-off a client may plan for one request, all retries together."""

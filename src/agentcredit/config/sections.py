@@ -15,10 +15,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from agentcredit.config.environment import EnvConfig
-from agentcredit.config.schema import ConfigError, build, validate
+from agentcredit.config.environment import GAMES_MAX, EnvConfig
+from agentcredit.config.schema import SEED_MAX, ConfigError, build, validate
 from agentcredit.config.tiny_model import TinyModelConfig
 from agentcredit.rollout.actions import ActionFormat
+
+# Upper bounds shared by several keys (``config.schema``'s range rule: 10 to 100 times the
+# largest value a run would sensibly use).
+UPDATES_MAX = 1_000_000
+"""RL updates, and every "every this many updates": the papers' runs are a few hundred."""
+BATCH_MAX = 100_000
+"""Rows of a batch, micro-batch or mini-batch count; the memory estimate judges what fits."""
+TOKENS_MAX = 1 << 17
+"""Tokens of a prompt or a response (131,072, the context of the longest-context open models;
+the memory estimate judges what fits)."""
+TEMPERATURE_MAX = 10.0
+"""Sampling temperatures: at 10 the policy samples almost uniformly already."""
+GRAD_CLIP_UNBOUNDED = ("a clip above the gradient's norm only turns clipping off (1e9 is the "
+                       "usual way to say so), which costs nothing")
+"""Why ``grad_clip`` has no upper bound (``config.schema``'s ``_unbounded``)."""
 
 
 @dataclass
@@ -40,11 +55,12 @@ class RunConfig:
     checkpoint_every: int = 10
     """Checkpoint every this many updates (and always after the last)."""
     keep_checkpoints: int = 2
-    """Most recent checkpoints kept on disk; older ones are deleted."""
+    """Most recent checkpoints kept on disk (at most 1,000); older ones are deleted."""
     device: str = "cpu"
     """Torch device of the policy and reference models (``cpu``, ``cuda``, ``cuda:1``)."""
     threads: int = 0
-    """Torch CPU threads; 0 leaves torch's default."""
+    """Torch CPU threads; 0 leaves torch's default. At most four times this machine's cores
+    (at least 16), and never over 4,096."""
     progress: bool = True
     """Show progress on stderr for every long phase (game generation, demonstrations, SFT,
     evaluation, updates): a redrawn bar on a terminal, a few plain lines in a log."""
@@ -67,11 +83,11 @@ class RunConfig:
     truth (one seeded tie-break) and log ``credit_check/*`` (docs/credit_check.md); 0 = off.
     Needs an environment with a solver (ALFWorld)."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"seed": (0, 2**32 - 1), "updates": (0, None),
-               "eval_every": (0, None), "checkpoint_every": (1, None),
-               "keep_checkpoints": (1, None), "threads": (0, None),
-               "save_rollouts": (0, None), "keep_rollouts": (1, None),
-               "credit_check_every": (0, None)}
+    _limits: ClassVar[dict[str, tuple]] = {
+        "seed": (0, SEED_MAX), "updates": (0, UPDATES_MAX), "eval_every": (0, UPDATES_MAX),
+        "checkpoint_every": (1, UPDATES_MAX), "keep_checkpoints": (1, 1000),
+        "threads": (0, 4096), "save_rollouts": (0, UPDATES_MAX), "keep_rollouts": (1, 10_000),
+        "credit_check_every": (0, UPDATES_MAX)}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -104,7 +120,7 @@ class ModelConfig:
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
     """Size and seed of the embedded tiny model (ignored for other models)."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"tokenizer_games_per_type": (0, None)}
+    _limits: ClassVar[dict[str, tuple]] = {"tokenizer_games_per_type": (0, GAMES_MAX)}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -117,7 +133,8 @@ class SFTConfig:
     enabled: bool = True
     """Run the SFT warm start before RL (skipped when resuming)."""
     epochs: float = 3.0
-    """Passes over the expert steps; fractional values stop part-way."""
+    """Passes over the expert steps; fractional values stop part-way. At most 100: more passes
+    over the same steps only overfit."""
     lr: float = 1e-3
     """AdamW learning rate."""
     batch_size: int = 32
@@ -139,10 +156,10 @@ class SFTConfig:
     small ``eval/probe_gap``. Real instruction-tuned checkpoints need no such step (keep 0).
     Set it alike for every method of a comparison: it changes the shared SFT start."""
     demonstrations_per_task: int = 1
-    """Demonstrations played per train task. Above 1 (or with ``demonstration_noise``) each is
-    played with random tie-breaks between equally good receptacles and its own seed
-    (``sft.expert_demonstrations``). ALFWorld only: other environments play one clean
-    demonstration per task, and the warm start says so."""
+    """Demonstrations played per train task, at most 100 (a handful is the useful range).
+    Above 1 (or with ``demonstration_noise``) each is played with random tie-breaks between
+    equally good receptacles and its own seed (``sft.expert_demonstrations``). ALFWorld only:
+    other environments play one clean demonstration per task, and the warm start says so."""
     demonstration_noise: float = 0.0
     """Probability per demonstration step that a random admissible command is played instead of
     the expert's, which stays that step's training target; the expert then recovers from where
@@ -159,10 +176,12 @@ class SFTConfig:
     cache_dir: str = ".cache/agentcredit/starts"
     """Where cached starts are kept, one folder per key (shared between runs)."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"epochs": (0.0, None), "lr": (0.0, None),
-               "batch_size": (1, None), "micro_batch_size": (1, None), "weight_decay": (0.0, None),
-               "grad_clip": (0.0, None), "recovery": (0.0, 1.0), "skill_share": (0.0, 1.0),
-               "demonstrations_per_task": (1, None), "demonstration_noise": (0.0, 1.0)}
+    _limits: ClassVar[dict[str, tuple]] = {
+        "epochs": (0.0, 100.0), "lr": (0.0, 1.0), "batch_size": (1, BATCH_MAX),
+        "micro_batch_size": (1, BATCH_MAX), "weight_decay": (0.0, 10.0),
+        "grad_clip": (0.0, None), "recovery": (0.0, 1.0), "skill_share": (0.0, 1.0),
+        "demonstrations_per_task": (1, 100), "demonstration_noise": (0.0, 1.0)}
+    _unbounded: ClassVar[dict[str, str]] = {"grad_clip": GRAD_CLIP_UNBOUNDED}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -186,7 +205,8 @@ class RolloutConfig:
     max_new_tokens: int = 24
     """Response length limit per step."""
     history_window: int = 2
-    """Past steps shown in the prompt (0 = none)."""
+    """Past steps shown in the prompt (0 = none; at most 1,000, far past any step limit a
+    prompt could hold)."""
     history_style: Literal["pairs", "compact"] = "pairs"
     """How past steps are shown: ``pairs`` (``Observation:``/``Action:`` lines) or ``compact``
     (one ``> action | what followed`` line per step; with a long window, the memory of what
@@ -199,9 +219,10 @@ class RolloutConfig:
     """Prompt length cap; the oldest history pairs are dropped to fit."""
     invalid_penalty: float = -0.1
     """Reward at a step whose action is unparsable or not admissible
-    (docs/backbones.md §2: −0.1)."""
+    (docs/backbones.md §2: −0.1); −100 to 0."""
     outcome_reward: float = 10.0
-    """Scale of the outcome reward at an episode's last step (docs/backbones.md §2: 10·1[won])."""
+    """Scale of the outcome reward at an episode's last step (docs/backbones.md §2: 10·1[won]);
+    0 to 1,000."""
     outcome_signal: Literal["won", "score"] = "won"
     """What the scale multiplies: ``won`` (1[success]) or ``score`` (the environment's final
     reward in [0, 1]; docs/backbones.md §2's normalised WebShop score for VICT-style runs)."""
@@ -238,15 +259,16 @@ class RolloutConfig:
     dynamic_sampling_rounds: int = 0
     """DAPO dynamic sampling (``train/batch_source.py``): drop task groups whose rollouts all
     have the same return and collect new tasks in their place, for at most this many extra
-    rounds per update; 0 = off (``method=dapo``: 3). ``agentcredit train`` only: the verl path
-    refuses it."""
+    rounds per update; 0 = off (``method=dapo``: 3; at most 100). ``agentcredit train`` only:
+    the verl path refuses it."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"group_size": (1, None), "tasks_per_update": (1, None),
-               "max_steps": (1, None), "temperature": (0.0, None), "max_new_tokens": (1, None),
-               "history_window": (0, None), "max_prompt_tokens": (16, None),
-               "invalid_penalty": (None, 0.0), "generation_batch_size": (1, None),
-               "overlong_buffer": (0.0, 1.0), "overlong_penalty": (0.0, None),
-               "dynamic_sampling_rounds": (0, None)}
+    _limits: ClassVar[dict[str, tuple]] = {
+        "group_size": (1, 1024), "tasks_per_update": (1, 10_000), "max_steps": (1, 10_000),
+        "temperature": (0.0, TEMPERATURE_MAX), "max_new_tokens": (1, TOKENS_MAX),
+        "history_window": (0, 1000), "max_prompt_tokens": (16, TOKENS_MAX),
+        "invalid_penalty": (-100.0, 0.0), "outcome_reward": (0.0, 1000.0),
+        "generation_batch_size": (1, BATCH_MAX), "overlong_buffer": (0.0, 1.0),
+        "overlong_penalty": (0.0, 100.0), "dynamic_sampling_rounds": (0, 100)}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -334,11 +356,13 @@ class OptimConfig:
     to bfloat16's precision (docs/backbones.md §1.1), so keep ``true`` there: the ratio then
     starts at exactly 1."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"lr": (0.0, None), "weight_decay": (0.0, None),
-               "grad_clip": (0.0, None), "clip_low": (0.0, 0.999), "clip_high": (0.0, None),
-               "kl_coef": (0.0, None), "mini_batches": (1, None), "micro_batch_size": (1, None),
-               "score_micro_batch_size": (1, None), "aux_coef": (0.0, None),
-               "pg_coef": (0.0, None), "entropy_coef": (0.0, None)}
+    _limits: ClassVar[dict[str, tuple]] = {
+        "lr": (0.0, 1.0), "weight_decay": (0.0, 10.0), "grad_clip": (0.0, None),
+        "clip_low": (0.0, 0.999), "clip_high": (0.0, 10.0), "kl_coef": (0.0, 100.0),
+        "mini_batches": (1, BATCH_MAX), "micro_batch_size": (1, BATCH_MAX),
+        "score_micro_batch_size": (1, BATCH_MAX), "aux_coef": (0.0, 100.0),
+        "pg_coef": (0.0, 100.0), "entropy_coef": (0.0, 100.0)}
+    _unbounded: ClassVar[dict[str, str]] = {"grad_clip": GRAD_CLIP_UNBOUNDED}
 
     def __post_init__(self) -> None:
         validate(self)
@@ -356,6 +380,9 @@ class CreditConfig:
     """Fields of the estimator's config dataclass (``credit.options.mode=mean_norm``);
     unset = defaults."""
 
+    def __post_init__(self) -> None:
+        validate(self)
+
 
 @dataclass
 class EvalConfig:
@@ -371,7 +398,7 @@ class EvalConfig:
     """Runs that use skills log the ADRS token gap ``eval/probe_gap/{action,object,other}``
     (mean ``ℓ^T − ℓ^b``, docs/adrs.md §5.5) at every evaluation on this many fixed probe
     trajectories: the expert demonstrations of the first task of each task type of the first
-    validation split; 0 = off."""
+    validation split (so at most one per task type are played); 0 = off, at most 1,000."""
     splits: list[str] = field(default_factory=list)
     """Splits evaluated (empty: the environment's own validation splits, ALFWorld
     ``valid_seen`` and ``valid_unseen``, WebShop ``valid``, and ``pool`` when there is an RL
@@ -390,8 +417,8 @@ class EvalConfig:
     at the ``ends`` (the first and the last evaluation; the pool curve's points between them
     then cost a pool evaluation only)."""
 
-    _limits: ClassVar[dict[str, tuple]] = {"temperature": (0.0, None), "probes": (0, None),
-                                           "episodes_per_game": (1, 9),
+    _limits: ClassVar[dict[str, tuple]] = {"temperature": (0.0, TEMPERATURE_MAX),
+                                           "probes": (0, 1000), "episodes_per_game": (1, 9),
                                            "pool_episodes_per_game": (1, 9)}
 
     def __post_init__(self) -> None:
@@ -405,6 +432,9 @@ class SkillsConfig:
     root: str = ""
     """Folder with ``<env>/guide.md`` and one ``<env>/<task_type>.md`` per task type; empty =
     the packaged texts (ALFWorld, WebShop). The embedded tokenizer is also fitted on them."""
+
+    def __post_init__(self) -> None:
+        validate(self)
 
 
 

@@ -1,12 +1,13 @@
-"""Size and seed of the embedded tiny policy (``model.tiny``). ``train.warm_start.tiny_model``
-builds the model; its config lives here so that the run config loads without torch."""
+"""Size and seed of the embedded tiny policy (``model.tiny``).
+``train.warm_start.model_bootstrap`` builds the model; its config lives here so that the run
+config loads without torch."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agentcredit.config.schema import ConfigError, validate
+from agentcredit.config.schema import SEED_MAX, ConfigError, validate
 
 
 @dataclass
@@ -31,7 +32,8 @@ class TinyModelConfig:
     max_vocab_size: int = 4096
     """Upper bound on the BPE vocabulary; a small corpus stops earlier (see ``min_frequency``)."""
     min_frequency: int = 2
-    """A symbol pair must occur this often in the corpus to become a merged token."""
+    """A symbol pair must occur this often in the corpus to become a merged token (at most a
+    million: past that no pair of a training corpus merges)."""
     vocab_multiple: int = 8
     """The embedding table has ``len(tokenizer)`` rows rounded up to a multiple of this."""
     rope_theta: float = 10000.0
@@ -47,9 +49,10 @@ class TinyModelConfig:
         "hidden_size": (1, 16384), "num_hidden_layers": (1, 256),
         "num_attention_heads": (1, 256), "num_key_value_heads": (1, 256),
         "intermediate_size": (1, 65536), "max_position_embeddings": (1, 1 << 20),
-        "max_vocab_size": (259, 1 << 18), "min_frequency": (1, None), "vocab_multiple": (1, 1024),
+        "max_vocab_size": (259, 1 << 18), "min_frequency": (1, 1_000_000),
+        "vocab_multiple": (1, 1024),
         "rope_theta": (0.0, 1e9, "open"), "initializer_range": (0.0, 1.0, "open"),
-        "seed": (0, 2**32 - 1),
+        "seed": (0, SEED_MAX),
     }
 
     def __post_init__(self) -> None:

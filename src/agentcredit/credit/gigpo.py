@@ -28,14 +28,15 @@ class GiGPOConfig:
 
     Attributes:
         gamma: ``γ`` ∈ [0, 1], discount of the step-level return-to-go (papers: 0.95).
-        step_weight: ``w_S``, weight of the step-level advantage (papers: 1.0).
+        step_weight: ``w_S`` in [0, 100], weight of the step-level advantage (papers: 1.0).
         mode: ``"mean_std_norm"`` normalises by mean and population std at both
             levels (GRPO-style); ``"mean_norm"`` only subtracts the mean.
-        eps: ``ε`` ≥ 0 added to the std in ``mean_std_norm`` mode.
+        eps: ``ε`` in [0, 1] added to the std in ``mean_std_norm`` mode.
     """
 
     config_name: ClassVar[str] = "gigpo"
-    _limits: ClassVar[dict[str, tuple]] = {"gamma": (0.0, 1.0), "eps": (0.0, None)}
+    _limits: ClassVar[dict[str, tuple]] = {"gamma": (0.0, 1.0), "step_weight": (0.0, 100.0),
+                                           "eps": (0.0, 1.0)}
 
     gamma: float = 0.95
     step_weight: float = 1.0

@@ -28,11 +28,11 @@ class GRPOConfig:
         norm_by_std: divide by the group's population std (GRPO, Shao et al. 2024,
             DeepSeekMath); ``False`` keeps ``R_i − μ`` (Dr.GRPO, Liu et al. 2025,
             "Understanding R1-Zero-Like Training").
-        eps: ``ε`` added to the std, ≥ 0 (papers: 1e-6).
+        eps: ``ε`` added to the std, 0 to 1 (papers: 1e-6).
     """
 
     config_name: ClassVar[str] = "grpo"
-    _limits: ClassVar[dict[str, tuple]] = {"eps": (0.0, None)}
+    _limits: ClassVar[dict[str, tuple]] = {"eps": (0.0, 1.0)}
 
     norm_by_std: bool = True
     eps: float = 1e-6

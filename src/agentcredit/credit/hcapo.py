@@ -48,8 +48,9 @@ its group (equal returns do not help: ``A^GRPO = 0`` but the z-score of ``Q^H`` 
 with ``ρ̃``). HCAPO sets ``ρ = 1`` on the rollouts the rule leaves out, so its whole result
 (advantages, extras, diagnostics) reads ``ℓ^H`` of the marked rollouts only, and the advantages
 are those of the formulas above wherever ``ρ`` is finite and positive (``|m^H − m^b| / T`` below
-about 700). The trainer scores only the marked rollouts (``train/credit_inputs.py``). The rule
-reads the rewards, not the config: ``ω = 0`` would read no score at all, and is left to GRPO.
+about 700). The trainer scores only the marked rollouts (``train/scoring/hindsight_pass.py``).
+The rule reads the rewards, not the config: ``ω = 0`` would read no score at all, and is left
+to GRPO.
 
 Tested properties (tests/credit/test_hcapo.py): hand-worked advantages; the ratio clip
 bounds ``ρ̃`` to [0.8, 1.2]; no step of a successful rollout is negative; ``ρ ≡ 1``
@@ -78,21 +79,23 @@ class HCAPOConfig:
     """Options of HCAPO (Tan et al. 2026).
 
     Attributes:
-        temperature: ``T`` > 0 of ``π_hind = exp(mean token log-prob / T)`` (paper: 5).
-        ratio_clip_low: lower clip of the normalised hindsight ratio ``ρ̃`` (paper: 0.8).
-        ratio_clip_high: upper clip of ``ρ̃`` (paper: 1.2).
+        temperature: ``T`` in (0, 1000] of ``π_hind = exp(mean token log-prob / T)``
+            (paper: 5).
+        ratio_clip_low: lower clip of the normalised hindsight ratio ``ρ̃``, 0 to 100
+            (paper: 0.8).
+        ratio_clip_high: upper clip of ``ρ̃``, 0 to 100 (paper: 1.2).
         gamma: ``γ`` ∈ [0, 1] of the return-to-go ``G`` (0.95, [choice]).
-        step_weight: ``ω`` ≥ 0, weight of the group z-score of ``Q^H`` (paper: 1.0).
+        step_weight: ``ω`` in [0, 100], weight of the group z-score of ``Q^H`` (paper: 1.0).
         success_threshold: a rollout succeeded when ``R_i`` exceeds it; its negative
-            step advantages are set to 0 (0, [choice]).
-        eps: ``ε`` ≥ 0 added to the population std of both z-scores (1e-6).
+            step advantages are set to 0 (0, [choice]); ±1e6, past any return.
+        eps: ``ε`` in [0, 1] added to the population std of both z-scores (1e-6).
     """
 
     config_name: ClassVar[str] = "hcapo"
     _limits: ClassVar[dict[str, tuple]] = {
-        "temperature": (0.0, None, "open"), "ratio_clip_low": (0.0, None),
-        "ratio_clip_high": (0.0, None), "gamma": (0.0, 1.0), "step_weight": (0.0, None),
-        "eps": (0.0, None)}
+        "temperature": (0.0, 1000.0, "open"), "ratio_clip_low": (0.0, 100.0),
+        "ratio_clip_high": (0.0, 100.0), "gamma": (0.0, 1.0), "step_weight": (0.0, 100.0),
+        "success_threshold": (-1e6, 1e6), "eps": (0.0, 1.0)}
 
     temperature: float = 5.0
     ratio_clip_low: float = 0.8

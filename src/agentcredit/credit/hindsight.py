@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from agentcredit.credit.tensor_checks import check_finite, check_float_vector, check_on_device
+
 
 @dataclass(frozen=True, eq=False)
 class HindsightScores:
@@ -52,17 +54,8 @@ def check_hindsight_scores(scores: HindsightScores, num_steps: int, device: torc
         raise TypeError(f"CreditBatch.hindsight must be a HindsightScores or None; got "
                         f"{type(scores).__name__}. Build it with HindsightScores.from_step_rows.")
     for name in ("hindsight", "behaviour"):
-        value = getattr(scores, name)
-        if not isinstance(value, Tensor) or value.dim() != 1 or not value.is_floating_point() \
-                or value.shape[0] != num_steps:
-            got = (f"dtype {value.dtype} shape {tuple(value.shape)}" if isinstance(value, Tensor)
-                   else type(value).__name__)
-            raise ValueError(f"CreditBatch.hindsight.{name} must be a 1-D float tensor with one "
-                             f"mean log-prob per step ({num_steps}); got {got}.")
-        if not torch.isfinite(value).all():
-            bad = int(torch.nonzero(~torch.isfinite(value))[0])
-            raise ValueError(f"CreditBatch.hindsight.{name}[{bad}] = {value[bad].item()} is not "
-                             "finite; average only real response tokens.")
-        if value.device != torch.device(device):
-            raise ValueError(f"CreditBatch.hindsight.{name} is on {value.device} but the batch is "
-                             f"on {device}; move it with .to(device).")
+        value, field = getattr(scores, name), f"CreditBatch.hindsight.{name}"
+        check_float_vector(value, field, f"with one mean log-prob per step ({num_steps})",
+                           length=num_steps)
+        check_finite(value, field, "average only real response tokens")
+        check_on_device(value, field, device)

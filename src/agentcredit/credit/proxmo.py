@@ -74,21 +74,24 @@ class ProxMOConfig:
     """Options of ProxMO (Fang et al. 2026).
 
     Attributes:
-        beta: ``β`` ≥ 0, strength of the success-rate-aware weight (released code: 0.866).
-        alpha: ``α`` > 0, steepness of ``f`` in the success rate (released code: 5).
-        temperature: ``τ`` > 0 of the proximity softmax (paper: 0.1).
+        beta: ``β`` in [0, 100], strength of the success-rate-aware weight (released code:
+            0.866).
+        alpha: ``α`` in (0, 1000], steepness of ``f`` in the success rate (released code: 5).
+        temperature: ``τ`` in (0, 1000] of the proximity softmax (paper: 0.1).
         gamma: ``γ`` ∈ [0, 1] of the step-level return-to-go (0.95, GiGPO's).
-        step_weight: ``w_S`` ≥ 0, weight of the step-level advantage (1.0).
+        step_weight: ``w_S`` in [0, 100], weight of the step-level advantage (1.0).
         mode: ``mean_std_norm`` (the paper's z-score episode level) or ``mean_norm``
             (``R_i − μ_g``, the released code's soft-grouping mode).
-        success_threshold: ``θ``; rollout ``i`` succeeded when ``R_i > θ`` (0, [choice]).
-        eps: ``ε`` ≥ 0 added to the episode-level std (1e-6).
+        success_threshold: ``θ``; rollout ``i`` succeeded when ``R_i > θ`` (0, [choice]);
+            ±1e6, past any return.
+        eps: ``ε`` in [0, 1] added to the episode-level std (1e-6).
     """
 
     config_name: ClassVar[str] = "proxmo"
     _limits: ClassVar[dict[str, tuple]] = {
-        "beta": (0.0, None), "alpha": (0.0, None, "open"), "temperature": (0.0, None, "open"),
-        "gamma": (0.0, 1.0), "step_weight": (0.0, None), "eps": (0.0, None)}
+        "beta": (0.0, 100.0), "alpha": (0.0, 1000.0, "open"),
+        "temperature": (0.0, 1000.0, "open"), "gamma": (0.0, 1.0), "step_weight": (0.0, 100.0),
+        "success_threshold": (-1e6, 1e6), "eps": (0.0, 1.0)}
 
     beta: float = 0.866
     alpha: float = 5.0

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from agentcredit.credit.tensor_checks import check_float_vector
 from agentcredit.credit.tokens import to_step_rows
 
 
@@ -34,15 +35,8 @@ class CreditResult:
     ledger_rows: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        advantages = self.step_advantages
-        if not isinstance(advantages, Tensor) or advantages.dim() != 1 \
-                or not advantages.is_floating_point():
-            got = (f"dtype {advantages.dtype} shape {tuple(advantages.shape)}"
-                   if isinstance(advantages, Tensor) else type(advantages).__name__)
-            raise ValueError(
-                f"CreditResult.step_advantages must be a 1-D float tensor [S]; got {got}. "
-                "Return one advantage per step of the batch."
-            )
+        check_float_vector(self.step_advantages, "CreditResult.step_advantages", "[S]",
+                           fix="Return one advantage per step of the batch.")
 
     def per_token(self, loss_mask: Tensor) -> Tensor:
         """The advantage of every response token, ``[S, L]`` float32, 0 off ``loss_mask``.

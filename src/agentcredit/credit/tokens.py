@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from agentcredit.credit.tensor_checks import check_finite, check_float_vector, check_on_device
+
 
 @dataclass(frozen=True, eq=False)
 class TokenScores:
@@ -56,8 +58,9 @@ class TokenScores:
         tokens.
 
         ``loss_mask [S, L]`` marks the response tokens; the score tensors are
-        aligned with ``input_ids`` as ``scoring.token_logprobs`` and
-        ``teacher.privileged_logprobs`` return them.
+        aligned with ``input_ids`` as the trainer's scoring passes return them
+        (``train.scoring.behaviour_pass.score_steps``,
+        ``train.scoring.teacher.privileged_logprobs``).
         """
         mask = loss_mask.bool()
         rows = torch.arange(mask.shape[0], device=mask.device)[:, None].expand_as(mask)  # [S, L]
@@ -106,21 +109,14 @@ def check_token_scores(tokens: TokenScores, num_steps: int, device: torch.device
         value = getattr(tokens, name)
         if value is None and name != "teacher_logprobs":
             continue
-        if not isinstance(value, Tensor) or value.dim() != 1 or not value.is_floating_point() \
-                or value.shape[0] != count:
-            got = (f"dtype {value.dtype} shape {tuple(value.shape)}" if isinstance(value, Tensor)
-                   else type(value).__name__)
-            raise ValueError(f"CreditBatch.tokens.{name} must be a 1-D float tensor with one "
-                             f"log-prob per valid token ({count}); got {got}.")
-        if not torch.isfinite(value).all():
-            bad = int(torch.nonzero(~torch.isfinite(value))[0])
-            raise ValueError(f"CreditBatch.tokens.{name}[{bad}] = {value[bad].item()} is not "
-                             "finite; score only real response tokens, never padding.")
+        check_float_vector(value, f"CreditBatch.tokens.{name}",
+                           f"with one log-prob per valid token ({count})", length=count)
+        check_finite(value, f"CreditBatch.tokens.{name}",
+                     "score only real response tokens, never padding")
     for name in ("token_step", "teacher_logprobs", "behaviour_logprobs", "ref_logprobs"):
         value = getattr(tokens, name)
-        if value is not None and value.device != torch.device(device):
-            raise ValueError(f"CreditBatch.tokens.{name} is on {value.device} but the batch is on "
-                             f"{device}; move it with .to(device).")
+        if value is not None:
+            check_on_device(value, f"CreditBatch.tokens.{name}", device)
     if count and (steps.min() < 0 or steps.max() >= num_steps):
         raise ValueError(f"CreditBatch.tokens.token_step holds steps outside 0..{num_steps - 1}; "
                          "index the batch's flat steps.")

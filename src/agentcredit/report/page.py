@@ -12,6 +12,12 @@ observations, actions, atom ids, file names) reaches the page either through
 ``JSON.parse`` and shows as text nodes; Plotly gets names and titles with
 ``<``, ``>`` and ``&`` escaped, since it reads a few tags in labels. Text that is not valid
 Unicode shows as U+FFFD.
+
+The page is written as a new file renamed over ``output`` (``run/safe_files.write_output``).
+Before any run is read, ``output`` is refused (``output_refusal``) when its folder does not
+exist (no folder is made for a mistyped path), when it is a link, a special file or a file
+with a second hard link, or when it lies inside a given path with a link on the way there;
+each refusal is one ``ReportError`` naming the path.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from agentcredit.report.tables import (
     vict_audit_table,
 )
 from agentcredit.report.viewer import viewer_data
+from agentcredit.run.safe_files import output_refusal, write_output
 
 
 class ReportError(ValueError):
@@ -77,13 +84,16 @@ def write_report(paths: Sequence[str | Path], output: str | Path, viewer_mb: flo
 
     Args:
         paths: run directories, or folders of run directories (``run_files.find_runs``).
-        output: the HTML file to write (its folder is created).
+        output: the HTML file to write, in a folder that exists.
         viewer_mb: the budget, in MB, of saved rollouts embedded for the viewer.
 
     Raises:
-        ReportError: no run was found (the message names what each path held).
+        ReportError: no run was found (the message names what each path held), or ``output``
+            is refused (see the module docstring).
     """
     began = time.perf_counter()
+    output = Path(output)
+    _check_output(output, paths)
     runs, problems = find_runs(paths)
     if not runs:
         raise ReportError("no run directory to report: " + "; ".join(problems))
@@ -95,12 +105,17 @@ def write_report(paths: Sequence[str | Path], output: str | Path, viewer_mb: flo
                                         else ({"runs": []}, [], []))
     problems += unreadable
     page = render_page(runs, problems, viewer, viewer_notes, [str(p) for p in paths])
-    output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
+    _check_output(output, paths)  # again: a link planted while the page was built
     with writing(output):
-        output.write_bytes(page.encode("utf-8"))
+        write_output(output, page.encode("utf-8"))
     return ReportResult(output, len(runs), len({r.method for r in runs}), output.stat().st_size,
                         time.perf_counter() - began, problems)
+
+
+def _check_output(output: Path, paths: Sequence[str | Path]) -> None:
+    why = output_refusal(output, within=paths)
+    if why:
+        raise ReportError(f"-o {output}: {why}")
 
 
 def render_page(runs: Sequence[RunData], problems: Sequence[str], viewer: dict[str, Any],

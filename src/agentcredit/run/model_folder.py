@@ -4,7 +4,12 @@ Used by ``load_policy`` for every local folder and by ``RunDirectory.resume`` fo
 each checkpoint's ``policy/`` (so a damaged newest checkpoint falls back to the one
 before). ``settings_problem`` reads ``config.json`` and ``tokenizer_config.json``
 as bounded JSON through ``read_regular`` and refuses an ``auto_map`` key, which
-asks transformers to import Python shipped in the folder. ``weights_problem``
+asks transformers to import Python shipped in the folder; every other text file
+transformers may read (``tokenizer.json``, ``chat_template.jinja``, ``merges.txt``,
+``tokenizer.model``, ``generation_config.json``: ``TEXT_SUFFIXES``, at the top of the folder
+and in ``additional_chat_templates/``) must be a regular file of the folder's own (no link,
+no FIFO or device, which transformers would skip unsaid, or wait on, or read without end) of
+at most ``TEXT_LIMIT`` bytes, checked without reading it. ``weights_problem``
 takes weights only from the folder's own ``*.safetensors`` files (no link, no
 pickled ``.bin``): the architecture that ``config.json`` names is built on torch's
 ``meta`` device (no memory for values), and every parameter it has must be in the
@@ -17,6 +22,7 @@ weights load.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -31,6 +37,11 @@ SETTINGS = ("config.json", "tokenizer_config.json")
 SETTINGS_LIMIT = 16 << 20
 """Largest ``config.json`` / ``tokenizer_config.json`` read (a chat template can be long)."""
 REMOTE_CODE_KEY = "auto_map"
+TEXT_SUFFIXES = (".json", ".jinja", ".txt", ".model")
+"""The model folder's files transformers may read as settings, tokenizer or chat template."""
+TEXT_LIMIT = 128 << 20
+"""Largest such file (the largest released ``tokenizer.json``, Gemma 3's, is about 33 MB)."""
+CHAT_TEMPLATES = "additional_chat_templates"
 ARCHITECTURE_LIMITS = {
     "num_hidden_layers": (1, 1024), "hidden_size": (1, 1 << 17), "intermediate_size": (1, 1 << 20),
     "num_attention_heads": (1, 4096), "num_key_value_heads": (1, 4096), "head_dim": (1, 4096),
@@ -81,7 +92,8 @@ def read_settings(path: Path) -> dict[str, Any]:
 
 def settings_problem(folder: Path) -> str:
     """Why the settings files of ``folder`` may not be read (see ``read_settings``), or ``""``.
-    ``config.json`` is required; ``tokenizer_config.json`` is checked when present."""
+    ``config.json`` is required; ``tokenizer_config.json`` is checked when present, and so is
+    every text file (``text_files_problem``)."""
     for name in SETTINGS:
         path = folder / name
         if name != "config.json" and not (path.exists() or path.is_symlink()):
@@ -90,6 +102,27 @@ def settings_problem(folder: Path) -> str:
             read_settings(path)
         except ValueError as err:
             return str(err)
+    return text_files_problem(folder)
+
+
+def text_files_problem(folder: Path) -> str:
+    """Why a file of ``folder`` that transformers may read as text (``TEXT_SUFFIXES``) may
+    not be read: a symlink, a special file, or more than ``TEXT_LIMIT`` bytes; or ``""``.
+    Nothing is read."""
+    templates = folder / CHAT_TEMPLATES
+    if templates.is_symlink():
+        return (f"its {CHAT_TEMPLATES}/ is a symlink (to {os.readlink(templates)}); a model's "
+                "files are read only from the folder itself: put the folder there")
+    paths = [*folder.iterdir(), *(templates.iterdir() if templates.is_dir() else [])]
+    for path in sorted(p for p in paths if p.suffix in TEXT_SUFFIXES):
+        name = path.relative_to(folder).as_posix()
+        why = refusal(path)
+        if why:
+            return f"its {name} is refused: {why}"
+        size = path.lstat().st_size
+        if size > TEXT_LIMIT:
+            return (f"its {name} holds {size:,} bytes, more than the {TEXT_LIMIT:,} a model's "
+                    "settings or tokenizer file may hold; copy the model's own file there")
     return ""
 
 

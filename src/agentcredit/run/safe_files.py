@@ -17,6 +17,13 @@ temporary file, a new folder) is created exclusively (``new_file``, ``new_folder
 link planted at that name is refused by name instead of being written through; a folder a
 run keeps writing into (``checkpoints/``, ``rollouts/``) must be a folder, not a link
 (``own_folder``). ``remove_name`` deletes a name without following it.
+
+A command's output file (``report -o``, ``credit-check -o``, ``eval``'s result) is held to the
+same: ``output_refusal`` refuses, before any work, a name that is a link, a special file or a
+file of two names, a folder that does not exist (a command makes no folders for a mistyped
+path) and, inside a run folder, a folder on the way that is a link; ``write_output`` then
+writes a new file and renames it over the name, so a link planted after the check is replaced,
+never written through.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import errno
 import os
 import shutil
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
@@ -214,6 +222,7 @@ def own_folder(path: str | Path) -> Path:
 def write_new(path: str | Path, data: bytes, tmp: str | Path) -> None:
     """Put ``data`` at ``path`` atomically: written to ``tmp`` (``new_file``), flushed to
     disk, then renamed over ``path`` (which replaces a link there, never what it leads to).
+    A write or rename that fails deletes ``tmp`` (a full disk keeps nothing of it).
 
     Raises:
         UnsafeRunFile: ``tmp`` is a symlink or a special file.
@@ -221,10 +230,63 @@ def write_new(path: str | Path, data: bytes, tmp: str | Path) -> None:
     """
     fd = new_file(tmp)
     try:
-        view = memoryview(data)
-        while view:  # os.write may write less than asked
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            view = memoryview(data)
+            while view:  # os.write may write less than asked
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        remove_name(tmp)  # created here: a regular file of ours, never a link
+        raise
+
+
+def output_refusal(path: str | Path, within: Sequence[str | Path] = ()) -> str:
+    """Why a command may not write its output file ``path``, or ``""``: its folder does not
+    exist or is not a folder; inside one of ``within`` (the run folders the command reads), a
+    folder between that run folder and ``path`` is a symlink; ``path`` is a symlink, a special
+    file or a file with another hard link (written through, it would change a file elsewhere).
+    The clause names the path and what to do."""
+    path = Path(os.path.abspath(path))
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        return f"the folder {folder} {what}; create it first or write elsewhere"
+    for root in (Path(os.path.abspath(r)) for r in within):
+        if not folder.is_relative_to(root):
+            continue
+        step = root
+        for part in folder.relative_to(root).parts:
+            step = step / part
+            if step.is_symlink():
+                return (f"{step} is a symlink (to {os.readlink(step)}) inside the run folder "
+                        f"{root}; nothing is written through a link in a run folder: remove "
+                        "the link or write elsewhere")
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return ""
+    if stat.S_ISLNK(info.st_mode):
+        return (f"{path} is a symlink (to {os.readlink(path)}); an output is never written "
+                "through a link: remove the link or write elsewhere")
+    if not stat.S_ISREG(info.st_mode):
+        return (f"{path} is {kind_of(info.st_mode)}, not a regular file; an output is written "
+                "as a file of its own: move it away or write elsewhere")
+    if info.st_nlink > 1:
+        return (f"{path} has {info.st_nlink} hard links (another name shares its bytes); an "
+                "output is never written through to another name: remove it or write elsewhere")
+    return ""
+
+
+def write_output(path: str | Path, data: bytes) -> None:
+    """Put ``data`` at the output file ``path`` as ``write_new`` does (through the temporary
+    name ``.NAME.tmp`` beside it, created exclusively, then renamed over ``path``).
+
+    Raises:
+        UnsafeRunFile: the temporary name is a symlink or a special file.
+        OSError: the write fails (callers wrap it in ``disk_full.writing``).
+    """
+    path = Path(path)
+    write_new(path, data, path.with_name(f".{path.name}.tmp"))

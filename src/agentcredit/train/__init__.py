@@ -13,7 +13,8 @@ the update live in sub-packages:
 - ``warm_start``: the RL starting policy: the embedded tiny model and its tokenizer, the
   cache of embedded warm starts, the skill texts a run reads, SFT on expert demonstrations.
 - ``scoring``: the scoring passes over a batch: the one tree forward every pass uses, the
-  ADRS teacher, HCAPO's hindsight pass, VICT's verifier traces.
+  behaviour pass (the sampler's log-probs recomputed), the ADRS teacher, HCAPO's hindsight
+  pass, VICT's verifier traces.
 - ``evaluation``: evaluation and its prompting modes, success with its interval, the ADRS
   probe gap, the VICT interface audit, the credit-accuracy check and its truths.
 

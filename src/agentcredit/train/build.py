@@ -16,12 +16,12 @@ import torch
 
 from agentcredit.config import ConfigError, TrainConfig
 from agentcredit.config.checks import ModelSize, check_memory
+from agentcredit.config.environment import POOL
 from agentcredit.envs.base import Task
 from agentcredit.envs.suites import EnvSuite
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import HFPolicy
 from agentcredit.rollout.prompts import PromptConfig
-from agentcredit.train.evaluation.outcomes import POOL
 from agentcredit.train.model_loading import load_policy
 from agentcredit.train.precision import DTYPES, mixed_precision
 

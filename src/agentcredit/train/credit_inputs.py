@@ -2,18 +2,15 @@
 
 An estimator (``credit.registry``) and an auxiliary loss (``credit.aux_losses``)
 declare the inputs they read: verifier ``traces`` (VICT and its controls), the
-privileged ``teacher``'s scores ``ℓ^T`` (ADRS, OPSD, SDAR), the ``reference``
-policy's log-probs and HCAPO's ``hindsight`` scores. ``CreditInputs`` runs the ``teacher``,
-``hindsight`` and ``traces`` passes among ``scoring_passes(config)``
-(``train/scoring/passes.py``, which says why each runs) and nothing else, and puts the
-``reference`` log-probs it is given into the teacher's ``TokenScores``. It also adds
-DAPO's overlong penalty (``credit/overlong.py``) to the step rewards when
-``rollout.overlong_buffer`` is set.
-
-The hindsight pass scores only the rollouts whose scores can change an HCAPO advantage
-(``credit.hcapo.hindsight_rollouts``: at least two steps and a non-zero reward, read from the
-shaped rewards); ``hindsight_scores`` leaves every other row at ``ℓ^b``, which HCAPO never
-reads, and logs the share of rows scored as ``score/hindsight_row_share``.
+privileged ``teacher``'s scores ``ℓ^T`` (ADRS, RLSD and the auxiliary losses), the
+``reference`` policy's log-probs and HCAPO's ``hindsight`` scores. ``CreditInputs.prepare``
+calls the ``teacher`` and ``hindsight`` passes (model forwards: ``scoring/teacher.py``,
+``scoring/hindsight_pass.py``) and the verifier tracer (``scoring/verifier_traces.py``) among
+``scoring_passes(config)`` (``train/scoring/passes.py``, which says why each runs) and nothing
+else: for GRPO it runs no forward. It puts the ``reference`` log-probs it is given into the
+teacher's ``TokenScores``, adds DAPO's overlong penalty (``credit/overlong.py``) to the step
+rewards when ``rollout.overlong_buffer`` is set, and logs the share of rows the hindsight pass
+scored as ``score/hindsight_row_share``.
 """
 
 from __future__ import annotations
@@ -28,12 +25,11 @@ from torch import Tensor, nn
 from agentcredit.config import TrainConfig
 from agentcredit.credit import CreditBatch, TokenScores
 from agentcredit.credit.hcapo import hindsight_rollouts
-from agentcredit.credit.hindsight import HindsightScores
 from agentcredit.credit.overlong import OverlongPenalty, response_lengths
 from agentcredit.envs.suites import EnvSuite
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
-from agentcredit.train.scoring.hindsight_pass import HindsightSplicer, hindsight_logprobs
+from agentcredit.train.scoring.hindsight_pass import HindsightSplicer, hindsight_scores
 from agentcredit.train.scoring.passes import scoring_passes
 from agentcredit.train.scoring.teacher import teacher_logprobs
 from agentcredit.train.scoring.verifier_traces import VerifierTracer
@@ -119,29 +115,3 @@ class CreditInputs:
                 steps.loss_mask, teacher, old_logprobs, ref_logprobs, update=update))
         return PreparedCredit(batch, teacher, seconds, metrics)
 
-
-def hindsight_scores(model: nn.Module, splicer: HindsightSplicer,
-                     trajectories: Sequence[Trajectory], steps: StepTensors, batch: CreditBatch,
-                     old_logprobs: Tensor, *, micro_batch_size: int, temperature: float,
-                     layout: str) -> HindsightScores:
-    """HCAPO's ``m^H`` and ``m^b [S]`` of ``batch`` (built from ``trajectories``, rewards
-    shaped), with the hindsight pass run on the rows of ``hindsight_rollouts(batch)`` only.
-
-    Those rows are cut out of ``steps`` (with their trajectories, in the same flat order),
-    scored by ``hindsight_logprobs`` and put back into an ``[S, L]`` tensor whose other rows
-    hold ``old_logprobs`` (``ℓ^b``): there ``m^H = m^b``, ``ρ = 1``, the value HCAPO itself
-    sets on those rollouts, so its result is the full pass's (``credit/hcapo.py`` derives
-    why; tested against the full pass).
-    """
-    read = hindsight_rollouts(batch).cpu()  # [B]
-    rows = read[steps.step_rollout.cpu()]  # [S]
-    scores = old_logprobs.clone()  # [S, L]
-    if bool(rows.any()):
-        kept = [t for t, keep in zip(trajectories, read.tolist(), strict=True) if keep]
-        subset = StepTensors(*(None if x is None else x[rows.to(x.device)] for x in (
-            steps.input_ids, steps.attention_mask, steps.loss_mask, steps.sampling_logprobs,
-            steps.step_rollout, steps.allowed)))
-        scores[rows.to(scores.device)] = hindsight_logprobs(
-            model, splicer, kept, subset, micro_batch_size=micro_batch_size,
-            temperature=temperature, layout=layout).to(scores)
-    return HindsightScores.from_step_rows(steps.loss_mask, scores, old_logprobs)

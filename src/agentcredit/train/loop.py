@@ -38,12 +38,8 @@ from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.policy import PolicyDiverged
 from agentcredit.run.directory import RunDirectory
 from agentcredit.run.saved_rollouts import save_rollouts
+from agentcredit.testing.env_conformance import refuse_nonconforming_environment
 from agentcredit.train.build import POOL, check_device, episodes_per_split
-from agentcredit.train.evaluation.credit_check.check import (
-    require_solver,
-    step_credit,
-    update_credit_check,
-)
 from agentcredit.train.evaluation.evaluate import evaluate, evaluation_generator
 from agentcredit.train.evaluation.probes import probe_gap_metrics
 from agentcredit.train.run_state import TrainState, setup
@@ -83,7 +79,11 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
             long phases go to stderr unless ``run.progress`` is false (``agentcredit.progress``).
     """
     check_device(config, training=True)
-    require_solver(config)
+    refuse_nonconforming_environment(config.env)  # a broken plug-in: one line, before SFT
+    if config.run.credit_check_every:  # a run without the check never loads its package
+        from agentcredit.train.evaluation.credit_check.check import require_solver
+
+        require_solver(config)
     run = RunDirectory(config.run_dir)
     run.lock()
     state = None  # set once the run is built: how far its updates got, for the messages
@@ -170,6 +170,11 @@ def write_update(state: TrainState, update: int, made: UpdateArtifacts) -> dict[
     config, metrics = state.config, {}
     truth, every = None, config.run.credit_check_every
     if every and update % every == 0:
+        from agentcredit.train.evaluation.credit_check.check import (
+            step_credit,
+            update_credit_check,
+        )
+
         began = time.perf_counter()
         checked, truth = update_credit_check(config, state.suite.make_env, made.trajectories,
                                              step_credit(made.credit, made.loss_mask),

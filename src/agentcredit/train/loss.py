@@ -14,7 +14,9 @@ Variables: ``logprobs`` = log π_θ, ``old_logprobs`` = ℓ^b, ``ref_logprobs`` 
 policy-gradient term off, the distillation-only baseline of docs/adrs.md §5.6),
 ``entropy`` = H_t the entropy of each token's predictive distribution, with gradient,
 ``entropy_coef`` = c_H (0; the entropy bonus of docs/adrs.md §5.4's ablations). All tensors
-are [B, L] and aligned with the token ids (``scoring.token_logprobs``).
+are [B, L] and aligned with the token ids, as the tree forward gives the new log-probs
+(``train.scoring.tree_forward.branch_forward``) and the behaviour pass the old ones
+(``train.scoring.behaviour_pass.score_steps``).
 
 Properties the tests check: at ω = 1 and β_KL = 0 the gradient with respect to
 ``logprobs`` is ``−A·mask/|V|``; a token's gradient is zero exactly when its
@@ -86,27 +88,12 @@ def ppo_loss(
         ``approx_kl`` (k3 estimate of KL(π_old ‖ π_θ), ``(ω − 1) − log ω``, the
         CleanRL diagnostic) and ``ratio_mean`` (mean ω), each a sum over valid
         tokens divided by the normaliser.
-    """
-    shape = logprobs.shape
-    for name, tensor in (
-        ("old_logprobs", old_logprobs),
-        ("advantages", advantages),
-        ("mask", mask),
-        ("ref_logprobs", ref_logprobs),
-        ("entropy", entropy),
-    ):
-        if tensor is not None and tensor.shape != shape:
-            raise ValueError(f"{name} has shape {tuple(tensor.shape)}, logprobs has {tuple(shape)}")
-    if ref_logprobs is None and kl_coef != 0:
-        raise ValueError(f"kl_coef={kl_coef} needs ref_logprobs; pass them or set kl_coef=0")
-    if entropy is None and entropy_coef != 0:
-        raise ValueError(f"entropy_coef={entropy_coef} needs the token entropies; pass entropy "
-                         "or set entropy_coef=0")
-    if not (0 <= clip_low < 1 and clip_high >= 0):
-        raise ValueError(
-            f"clip_low={clip_low} must be in [0, 1) and clip_high={clip_high} must be >= 0"
-        )
 
+    Kept as one function (past 80 lines): its terms read top to bottom as the module's formula.
+    """
+    _check_inputs(logprobs, {"old_logprobs": old_logprobs, "advantages": advantages,
+                             "mask": mask, "ref_logprobs": ref_logprobs, "entropy": entropy},
+                  clip_low, clip_high, kl_coef, entropy_coef)
     valid = mask.bool()
     weight = valid.to(logprobs.dtype)
     if normalizer is None:
@@ -151,3 +138,22 @@ def ppo_loss(
             "ratio_mean": ((ratio * weight).sum() / denom).item(),
         }
     return loss, stats
+
+
+def _check_inputs(logprobs: Tensor, others: dict[str, Tensor | None], clip_low: float,
+                  clip_high: float, kl_coef: float, entropy_coef: float) -> None:
+    """Raise, naming the argument, unless ``others`` have ``logprobs``' shape, the terms with a
+    coefficient have their tensors, and the clip range is valid."""
+    shape = logprobs.shape
+    for name, tensor in others.items():
+        if tensor is not None and tensor.shape != shape:
+            raise ValueError(f"{name} has shape {tuple(tensor.shape)}, logprobs has {tuple(shape)}")
+    if others["ref_logprobs"] is None and kl_coef != 0:
+        raise ValueError(f"kl_coef={kl_coef} needs ref_logprobs; pass them or set kl_coef=0")
+    if others["entropy"] is None and entropy_coef != 0:
+        raise ValueError(f"entropy_coef={entropy_coef} needs the token entropies; pass entropy "
+                         "or set entropy_coef=0")
+    if not (0 <= clip_low < 1 and clip_high >= 0):
+        raise ValueError(
+            f"clip_low={clip_low} must be in [0, 1) and clip_high={clip_high} must be >= 0"
+        )

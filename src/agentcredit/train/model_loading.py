@@ -18,21 +18,32 @@ neither cached nor reachable, is refused at once in one line (``from_pretrained`
 each file for half a minute); a cached model the hub cannot be asked about loads from the cache.
 A model loaded to be trained is sized from its ``config.json`` (``model_size``) before any
 weight is read or downloaded, and refused when the run's memory estimate for it is too large
-(``check_size``; ``train/build.py``). The chat template is rendered once in Jinja's
-sandbox, as every prompt will be, so a template that fails, or takes more than
-``TEMPLATE_SECONDS`` to render two short messages, is refused before any work. So is a
-tokenizer of more than ``MAX_VOCABULARY`` entries, one with an id the model's input embedding
-has no row for, and one with neither a pad nor an EOS token.
+(``check_size``; ``train/build.py``). The chat template is rendered in Jinja's sandbox, as
+every prompt will be, on two chats (``template_check_chats``): two short messages, and a
+prompt as long as an agent's long history, since a template can be written to fail or loop
+only on long prompts. Each renders in a forked child process (``_render_apart``) held to
+``TEMPLATE_SECONDS`` and to ``TEMPLATE_MEMORY`` more memory than the process holds, and must
+come out at most ``TEMPLATE_GROWTH`` times its messages plus ``TEMPLATE_SLACK`` characters.
+A child, not a signal in this process, because a template's work can sit in one C call that
+no signal interrupts and no exception bounds (``'x' * 3000000000`` allocates 3 GB at once):
+the child's address space is capped (``RLIMIT_AS``, so that allocation fails there) and it is
+killed at its deadline, and this process's memory never grows. A template that fails, loops,
+grows without bound or renders too long is refused in one line before the weights load. So is
+a tokenizer of more than ``MAX_VOCABULARY`` entries, one with an id the model's input
+embedding has no row for, and one with neither a pad nor an EOS token.
 """
 
 from __future__ import annotations
 
+import os
+import resource
+import select
 import signal
-import threading
 import time
+import warnings
 from collections.abc import Callable
-from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import httpx
 import torch
@@ -71,9 +82,22 @@ class ModelLoadError(ConfigError):
 #: in well under a second; without an answer the model must come from the local cache)
 HUB_PROBE_SECONDS = 5.0
 
-#: the longest a chat template may take to render the two-message check chat (a real
-#: template takes milliseconds; one that loops would stall every prompt)
+#: the longest a chat template may take to render each check chat (a real template takes
+#: milliseconds; one that loops would stall every prompt)
 TEMPLATE_SECONDS = 2.0
+
+#: the memory a chat template may take to render a check chat, beyond what the process holds
+#: (a real one needs a few MB for a long prompt)
+TEMPLATE_MEMORY = 512 << 20
+
+#: a check chat may render to at most TEMPLATE_GROWTH times the characters of its messages
+#: plus TEMPLATE_SLACK (a template adds role headers and at most a default system prompt)
+TEMPLATE_GROWTH = 4
+TEMPLATE_SLACK = 1 << 16
+
+#: the steps of history in the long check prompt (about 26,000 characters: the prompt of a long
+#: agent episode with its whole history)
+LONG_PROMPT_STEPS = 200
 
 
 #: the most entries a tokenizer's vocabulary may hold (2**21 = 2,097,152). The largest real
@@ -81,34 +105,6 @@ TEMPLATE_SECONDS = 2.0
 #: a vocabulary of millions costs gigabytes per copy of the model and slows every token's softmax,
 #: and is a damaged or hostile tokenizer, not a model to train
 MAX_VOCABULARY = 2**21
-
-
-class _TemplateTimeout(Exception):
-    pass
-
-
-@contextmanager
-def _time_limit(seconds: float):
-    """Raise ``_TemplateTimeout`` inside the block once ``seconds`` have passed (a real-time
-    timer; on the main thread only, where signals are delivered; elsewhere the block runs
-    unbounded and is judged by its time once it ends)."""
-    if threading.current_thread() is not threading.main_thread():
-        began = time.perf_counter()
-        yield
-        if time.perf_counter() - began > seconds:
-            raise _TemplateTimeout
-        return
-
-    def expire(signum, frame):
-        raise _TemplateTimeout
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def load_policy(
@@ -152,8 +148,8 @@ def load_policy(
             raise FileNotFoundError(
                 f"{str(path)!r} is a directory but has no config.json, so it is not a model "
                 "checkpoint. Pass a directory written by save_pretrained (for the embedded "
-                "model, one made by agentcredit.train.warm_start.tiny_model.bootstrap_tiny_model) "
-                "or a "
+                "model, one made by "
+                "agentcredit.train.warm_start.model_bootstrap.bootstrap_tiny_model) or a "
                 "Hugging Face hub id such as 'Qwen/Qwen2.5-1.5B-Instruct'."
             )
         problem = settings_problem(path)
@@ -174,7 +170,7 @@ def load_policy(
             f"model directory {name_or_dir!r} does not exist (resolved to {str(path)!r}). "
             "Pass an existing checkpoint directory containing config.json (for the embedded "
             "model, create one with "
-            "agentcredit.train.warm_start.tiny_model.bootstrap_tiny_model) or a "
+            "agentcredit.train.warm_start.model_bootstrap.bootstrap_tiny_model) or a "
             "Hugging Face hub id such as 'Qwen/Qwen2.5-1.5B-Instruct'."
         )
     else:
@@ -191,6 +187,7 @@ def load_policy(
                 f"the tokenizer of {name_or_dir!r} holds {len(tokenizer):,} tokens, more than "
                 f"the {MAX_VOCABULARY:,} any real vocabulary needs; copy the model's own "
                 "tokenizer files (tokenizer.json, tokenizer_config.json) into the folder")
+        _check_chat_template(tokenizer, name_or_dir)  # before the weights are read
         model, info = AutoModelForCausalLM.from_pretrained(
             source, dtype=dtype, local_files_only=local_only, trust_remote_code=False,
             use_safetensors=True, output_loading_info=True)
@@ -202,7 +199,6 @@ def load_policy(
     if problem:
         raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {problem}")
     _check_token_ids(tokenizer, model, name_or_dir)
-    _check_chat_template(tokenizer, name_or_dir)
     if not tokenizer("go to the kitchen", add_special_tokens=False)["input_ids"]:
         raise ModelLoadError(f"the tokenizer of {name_or_dir!r} turns text into no tokens: its "
                              f"vocabulary ({len(tokenizer)} tokens) lacks the files that hold it "
@@ -301,26 +297,138 @@ def _check_token_ids(tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel,
             "(model.resize_token_embeddings(len(tokenizer))) and save both")
 
 
+def template_check_chats() -> list[tuple[str, list[dict[str, str]]]]:
+    """``(what, messages)`` of each chat a chat template must render at load, in order: two
+    short messages, then a prompt of the shape every policy prompt has (a system and a user
+    message, ``rollout/prompts.build_messages``) holding ``LONG_PROMPT_STEPS`` steps of an
+    agent's history."""
+    system = {"role": "system", "content": "You are an agent in a text world."}
+    steps = "\n".join(f"Observation: You arrive at cabinet {k}. On the cabinet {k}, you see a "
+                      f"mug {k} and a plate {k}.\nAction: take mug {k} from cabinet {k}"
+                      for k in range(1, LONG_PROMPT_STEPS + 1))
+    user = (f"Your task is to: put a clean mug in the coffee machine.\nRecent steps:\n{steps}\n"
+            "Current observation: You arrive at the sink.\nAdmissible actions:\n"
+            "clean mug 1 with sink 1\ngo to cabinet 1\ninventory")
+    long = (f"a {LONG_PROMPT_STEPS}-step agent prompt of {len(system['content']) + len(user):,} "
+            "characters")
+    return [("a two-message chat", [system, {"role": "user", "content": "go to the kitchen"}]),
+            (long, [system, {"role": "user", "content": user}])]
+
+
 def _check_chat_template(tokenizer: PreTrainedTokenizerBase, name_or_dir: str) -> None:
-    """Render a two-message chat in the template's sandbox; any failure is one line."""
+    """Render ``template_check_chats`` within the bounds the module docstring gives; any
+    failure is one line."""
     if tokenizer.chat_template is None:
         raise ModelLoadError(f"the tokenizer of {name_or_dir!r} has no chat template, which the "
                              "prompts are built with; use an instruction-tuned checkpoint or "
                              "set chat_template in its tokenizer_config.json")
-    chat = [{"role": "system", "content": "You are an agent."},
-            {"role": "user", "content": "go to the kitchen"}]
+    chats = template_check_chats()
+    outcomes = _render_apart(tokenizer, [messages for _, messages in chats])
+    for (what, messages), (kind, detail) in zip(chats, outcomes, strict=False):
+        problem = _render_problem(what, messages, kind, detail)
+        if problem:
+            raise ModelLoadError(f"the chat template of {name_or_dir!r} {problem}; fix "
+                                 "chat_template in its tokenizer_config.json (or "
+                                 "chat_template.jinja)")
+
+
+def _render_problem(what: str, messages: list[dict[str, str]], kind: str, detail: str) -> str:
+    """Why the render of the check chat ``messages`` (``what``), as ``_render_apart`` answered
+    ``(kind, detail)``, refuses the template, as a clause; or ``""``."""
+    if kind == "ok":
+        text = sum(len(message["content"]) for message in messages)
+        bound = TEMPLATE_GROWTH * text + TEMPLATE_SLACK
+        if int(detail) <= bound:
+            return ""
+        return (f"renders {what} as {int(detail):,} characters, more than the {bound:,} a prompt "
+                f"may grow to ({TEMPLATE_GROWTH} times the {text:,} characters of its messages "
+                f"plus {TEMPLATE_SLACK:,})")
+    return {"time": f"took more than {TEMPLATE_SECONDS:g} s to render {what} (every prompt is "
+                    "rendered with it)",
+            "memory": f"needed more than {TEMPLATE_MEMORY >> 20} MiB to render {what} "
+                      "(MemoryError)",
+            "error": f"fails in Jinja's sandbox on {what} ({detail})",
+            "died": f"ended the process rendering {what} ({detail})"}[kind]
+
+
+def _render_apart(tokenizer: PreTrainedTokenizerBase,
+                  chats: list[list[dict[str, str]]]) -> list[tuple[str, str]]:
+    """Render ``chats`` in turn (``apply_chat_template``, with the generation prompt) in a
+    forked child process; ``(kind, detail)`` for each chat up to the first that fails:
+    ``("ok", rendered length)``, ``("error", "Type: first line")``, ``("memory", "")`` (more
+    than ``TEMPLATE_MEMORY``), ``("time", "")`` (no answer in ``TEMPLATE_SECONDS``; the child
+    is killed) or ``("died", how)``."""
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():  # python >= 3.12 warns when a threaded process forks: the
+        warnings.simplefilter("ignore", DeprecationWarning)  # child only renders, then exits
+        pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        _render_in_child(tokenizer, chats, write_end)
+    os.close(write_end)
+    outcomes: list[tuple[str, str]] = []
+    pending, reaped = b"", False
     try:
-        with _time_limit(TEMPLATE_SECONDS):
-            tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-    except _TemplateTimeout:
-        raise ModelLoadError(f"the chat template of {name_or_dir!r} took more than "
-                             f"{TEMPLATE_SECONDS:g} s to render a two-message chat (every prompt "
-                             "is rendered with it); fix chat_template in its "
-                             "tokenizer_config.json (or chat_template.jinja)") from None
-    except Exception as err:  # noqa: BLE001 (a template raises whatever Jinja or a filter raises)
-        raise ModelLoadError(f"the chat template of {name_or_dir!r} fails in Jinja's sandbox "
-                             f"({type(err).__name__}: {_first_line(err)}); fix chat_template in "
-                             "its tokenizer_config.json (or chat_template.jinja)") from None
+        while len(outcomes) < len(chats):
+            deadline = time.monotonic() + TEMPLATE_SECONDS
+            while b"\n" not in pending:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([read_end], [], [], left)[0]:
+                    return [*outcomes, ("time", "")]
+                chunk = os.read(read_end, 1 << 16)
+                if not chunk:  # it ended without a word: a crash, or the system killed it
+                    _, status = os.waitpid(pid, 0)
+                    reaped = True
+                    code = os.waitstatus_to_exitcode(status)
+                    how = f"signal {-code}" if code < 0 else f"exit status {code}"
+                    return [*outcomes, ("died", how)]
+                pending += chunk
+            line, _, pending = pending.partition(b"\n")
+            kind, _, detail = line.decode(errors="replace").partition(" ")
+            outcomes.append((kind, detail))
+            if kind != "ok":
+                break
+        return outcomes
+    finally:
+        os.close(read_end)
+        if not reaped:
+            os.kill(pid, signal.SIGKILL)  # done or not, it has nothing more to do
+            os.waitpid(pid, 0)
+
+
+def _render_in_child(tokenizer: PreTrainedTokenizerBase, chats: list[list[dict[str, str]]],
+                     answer: int) -> NoReturn:
+    """The child's part of ``_render_apart``: cap the memory, render each chat, write one line
+    per chat to the descriptor ``answer``, and exit without returning to the parent's code."""
+    try:
+        _cap_memory(TEMPLATE_MEMORY)
+        for chat in chats:
+            try:
+                text = tokenizer.apply_chat_template(chat, tokenize=False,
+                                                     add_generation_prompt=True)
+                line = f"ok {len(text)}"
+            except MemoryError:
+                line = "memory "
+            except Exception as err:  # noqa: BLE001 (a template raises whatever Jinja or a filter raises)
+                line = f"error {type(err).__name__}: {_first_line(err)}"
+            os.write(answer, (line[:2000].replace("\n", " ") + "\n").encode(errors="replace"))
+            if not line.startswith("ok"):
+                break
+    finally:
+        os._exit(0)
+
+
+def _cap_memory(extra: int) -> None:
+    """Let this process map at most ``extra`` bytes more than it does now (``RLIMIT_AS``;
+    where ``/proc`` does not say how much that is, only the time bound holds)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = min(x for x in (mapped + extra, soft, hard) if x != resource.RLIM_INFINITY)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def _first_line(err: BaseException) -> str:

@@ -1,9 +1,7 @@
-"""Scoring passes and the PPO update (docs/backbones.md §1), over step rows laid out as prefix
-trees (§0.1).
+"""The PPO update (docs/backbones.md §1), over step rows laid out as prefix trees (§0.1).
 
-``score_steps`` gives the per-token log-probs of a batch of step samples under a
-model (the behaviour ``ℓ^b`` before the update, the frozen reference for the KL);
-``ppo_update`` runs one epoch of clipped-ratio PPO over them, with an optional
+``ppo_update`` runs one epoch of clipped-ratio PPO over a ``PPOBatch`` (the step rows and the
+behaviour log-probs ``ℓ^b`` the scoring passes gave, ``train/scoring/``), with an optional
 auxiliary loss from ``credit.aux_losses``. For each mini-batch, ``tree_training.train_trees``
 runs the mini-batch's trees, each branch batch's loss being ``ppo_loss`` (``_loss``); then the
 clipped gradient's ``optimizer.step()``.
@@ -20,22 +18,8 @@ from agentcredit.config import OptimConfig
 from agentcredit.credit.aux_losses import get_aux_loss
 from agentcredit.train.loss import ppo_loss
 from agentcredit.train.prefix_tree import layout_trees, uses_trees
-from agentcredit.train.scoring.tree_forward import Rows, score_trees
 from agentcredit.train.step_tensors import StepTensors
 from agentcredit.train.tree_training import train_trees
-
-
-def score_steps(model, steps: StepTensors, micro_batch_size: int,
-                temperature: float = 1.0, layout: str = "trees") -> torch.Tensor:
-    """``log π(y_l | y_<l)`` of the response tokens of ``steps`` under ``model`` at
-    ``temperature``, ``[S, L]`` (0 elsewhere), no grad; renormalised over ``steps.allowed``
-    when the steps were sampled with admissible decoding.
-
-    ``layout`` (``optim.layout``): ``trees`` runs each trajectory's rows as prefix trees,
-    ``rows`` runs the rows sorted by length; either way ``micro_batch_size`` rows per forward,
-    and the same log-probs to float rounding."""
-    return score_trees(model, layout_trees(model, steps, layout), Rows.of_steps(steps),
-                       branch_batch=micro_batch_size, temperature=temperature)
 
 
 @dataclass
@@ -99,7 +83,7 @@ def ppo_update(model, optimizer, batch: PPOBatch, config: OptimConfig,
     aux = get_aux_loss(config.aux_loss) if config.aux_loss != "none" else None
     if aux is not None and batch.teacher_logprobs is None:
         raise ValueError(f"optim.aux_loss = {config.aux_loss!r} needs the teacher log-probs ℓ^T")
-    steps, rows_scored = batch.steps, Rows.of_steps(batch.steps)
+    steps = batch.steps
     device = next(model.parameters()).device
     per_token = _per_token_inputs(batch, config, aux is not None)
     trained = _rows_with_gradient(steps, batch.advantages, config, aux is not None)  # [S]
@@ -109,7 +93,7 @@ def ppo_update(model, optimizer, batch: PPOBatch, config: OptimConfig,
         normalizer = steps.loss_mask[rows].sum().clamp(min=1).to(torch.float32).to(device)
         rows = rows[trained[rows]]
         parts = train_trees(
-            model, layout_trees(model, steps, config.layout, rows), rows_scored,
+            model, layout_trees(model, steps, config.layout, rows), steps,
             branch_batch=config.micro_batch_size,
             branch_loss=lambda logprobs, entropy, members, normalizer=normalizer: _loss(
                 logprobs, entropy, _cut(per_token, members, logprobs.shape[1], device),

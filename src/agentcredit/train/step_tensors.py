@@ -12,13 +12,18 @@ verl builds neither: its rows come from its own batch (``integrations/verl/rows.
 registry (``credit.get_estimator``), DAPO's overlong penalty (``credit/overlong.py``) and
 the write-back ``CreditResult.per_token``.
 
+The rows are the ``Rows`` every scoring forward takes (``train/scoring/tree_forward.py``),
+``loss_mask`` their scored tokens, with what a step adds: its sampling log-probs and its
+rollout. So the behaviour, reference, teacher and hindsight passes, the PPO update and SFT all
+read one record.
+
 Flat order: rollout 0's steps first, in time order, then rollout 1's, …
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
@@ -26,39 +31,42 @@ from torch import Tensor
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.rollout.admissible import allowed_tensor
 from agentcredit.rollout.records import Trajectory
+from agentcredit.train.scoring.tree_forward import Rows
 
 
-@dataclass
-class StepTensors:
-    """The steps of a batch of trajectories as padded training samples, ``S`` rows.
+@dataclass(frozen=True, eq=False, kw_only=True)
+class StepTensors(Rows):
+    """The steps of a batch of trajectories as padded training samples, ``S`` rows: the
+    ``Rows`` every scoring forward takes, plus what each step adds.
 
     Row ``s`` is ``prompt_ids + response_ids`` of flat step ``s`` (the order of
     ``CreditBatch``), right-padded to ``L``.
 
-    Attributes:
+    Attributes (the first four are ``Rows``', given by position or name; the rest by name):
         input_ids: ``[S, L]`` int64.
         attention_mask: ``[S, L]`` int64, 1 on real tokens.
         loss_mask: ``[S, L]`` bool, True exactly on response tokens.
-        sampling_logprobs: ``[S, L]`` float32, the sampling log-prob of each
-            response token at its position, 0 elsewhere.
-        step_rollout: ``[S]`` int64, the trajectory each row belongs to.
         allowed: ``[S, L, K]`` int64, each response token's allowed ids (−1
             padded, ``rollout.admissible.allowed_tensor``) when any step was
             sampled with admissible decoding, else ``None``. Every scoring pass
             takes it, so it renormalises as the sampler did.
+        sampling_logprobs: ``[S, L]`` float32, the sampling log-prob of each
+            response token at its position, 0 elsewhere.
+        step_rollout: ``[S]`` int64, the trajectory each row belongs to.
     """
 
-    input_ids: Tensor
-    attention_mask: Tensor
-    loss_mask: Tensor
     sampling_logprobs: Tensor
     step_rollout: Tensor
-    allowed: Tensor | None = None
 
     @property
     def num_response_tokens(self) -> int:
         """Number of trained (response) tokens ``|V|``."""
         return int(self.loss_mask.sum())
+
+    def select(self, rows: Tensor) -> StepTensors:
+        """These steps' rows ``rows`` (a ``[S]`` bool mask or indices), in flat order."""
+        return StepTensors(**{field.name: None if (value := getattr(self, field.name)) is None
+                              else value[rows.to(value.device)] for field in fields(self)})
 
 
 def tensorize_steps(trajectories: Sequence[Trajectory], pad_id: int) -> StepTensors:
@@ -82,8 +90,8 @@ def tensorize_steps(trajectories: Sequence[Trajectory], pad_id: int) -> StepTens
     if any(s.allowed_ids is not None for _, s in steps):
         allowed = allowed_tensor([s.allowed_ids for _, s in steps],
                                  [len(s.prompt_ids) for _, s in steps], length)
-    return StepTensors(input_ids, attention_mask, loss_mask, logprobs,
-                       torch.tensor([i for i, _ in steps], dtype=torch.long), allowed)
+    return StepTensors(input_ids, attention_mask, loss_mask, allowed, sampling_logprobs=logprobs,
+                       step_rollout=torch.tensor([i for i, _ in steps], dtype=torch.long))
 
 
 def credit_batch(trajectories: Sequence[Trajectory], traces=None) -> CreditBatch:

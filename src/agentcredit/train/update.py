@@ -7,12 +7,13 @@ update changes: the policy, its optimiser, its random streams, the updates stepp
 scorers, the estimator), and returns its ``metrics.jsonl`` record and its
 ``UpdateArtifacts``. Which scoring passes run is decided once per run
 (``context.passes``, ``train/scoring/passes.py``: ``behaviour``, ``reference``, ``teacher``,
-``hindsight``, ``traces``, each with its reason). Each stage passes plain records to the next:
+``hindsight``, ``traces``, each with its reason). Each stage passes plain records to the next,
+in this order:
 
     train/batch_source.py             COLLECT: the groups, with DAPO's dynamic sampling when on
-    train/ppo.py                      SCORE: the ``behaviour`` ``ℓ^b`` and ``reference`` ``ℓ_ref``
-    train/credit_inputs.py            CREDIT: the ``teacher``, ``hindsight``, ``traces`` passes
     train/step_tensors.py             SCORE: the step rows (``tensorize_steps``)
+    train/scoring/behaviour_pass.py   SCORE: the ``behaviour`` ``ℓ^b`` and ``reference`` ``ℓ_ref``
+    train/credit_inputs.py            CREDIT: the ``teacher``, ``hindsight``, ``traces`` passes
     credit/result.py                  CREDIT: ``CreditResult.per_token``, shared with verl's path
     train/ppo.py                      PPO: one epoch of the clipped-ratio update
     train/rollout_metrics.py          METRICS: the rollouts' reward, success, invalid rate
@@ -35,9 +36,10 @@ from agentcredit.rollout.records import Trajectory
 from agentcredit.run.random_streams import RandomStreams
 from agentcredit.train.batch_source import GroupSource, collect_with_signal
 from agentcredit.train.credit_inputs import CreditInputs
-from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
+from agentcredit.train.ppo import PPOBatch, ppo_update
 from agentcredit.train.prefix_tree import uses_trees
 from agentcredit.train.rollout_metrics import rollout_metrics
+from agentcredit.train.scoring.behaviour_pass import score_steps
 from agentcredit.train.step_tensors import tensorize_steps
 
 

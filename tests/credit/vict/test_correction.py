@@ -128,7 +128,7 @@ def test_config_errors_name_the_field_and_the_allowed_values():
     with pytest.raises(ValueError, match="backbone.name = 'ppo' is not allowed; choose one of "
                                          "grpo, rloo, gigpo"):
         VICTConfig(backbone="ppo")
-    with pytest.raises(ValueError, match=r"budget = 0 is out of range; allowed \[1, inf\]"):
+    with pytest.raises(ValueError, match=r"budget = 0 is out of range; allowed \[1, 1000\]"):
         VICTConfig(budget=0)
     with pytest.raises(ValueError, match=r"clip_quantile = 1.5 is out of range"):
         VICTConfig(clip_quantile=1.5)

@@ -80,7 +80,7 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="unknown ALFWorld task type 'pick'"):
         generate_game("train", "pick", 0, SMALL, "/tmp/unused")
     with pytest.raises(ValueError,
-                       match=r"max_receptacles = 2 is out of range; allowed \[4, inf\]"):
+                       match=r"max_receptacles = 2 is out of range; allowed \[4, 1000\]"):
         GeneratorConfig(max_receptacles=2)
 
 

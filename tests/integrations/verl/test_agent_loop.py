@@ -22,7 +22,7 @@ from agentcredit.integrations.verl import agent_loop, rows
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.policy import HFPolicy
 from agentcredit.train.model_loading import load_policy
-from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
+from agentcredit.train.warm_start.model_bootstrap import bootstrap_tiny_model
 
 SETTINGS = ("rollout.decoding=free", "rollout.history_window=1", "rollout.max_steps=3",
             "rollout.max_new_tokens=8", "rollout.max_prompt_tokens=900",

@@ -48,7 +48,7 @@ from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.skills import SkillProvider
 from agentcredit.train.credit_inputs import CreditInputs
 from agentcredit.train.model_loading import load_policy
-from agentcredit.train.ppo import score_steps
+from agentcredit.train.scoring.behaviour_pass import score_steps
 from agentcredit.train.step_tensors import tensorize_steps
 
 from .test_equivalence import METHODS, RandomActionPolicy

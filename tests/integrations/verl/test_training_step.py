@@ -60,7 +60,8 @@ from agentcredit.integrations.verl.trainer import AgentCreditTrainer
 from agentcredit.skills import SkillProvider
 from agentcredit.train import credit_inputs
 from agentcredit.train.model_loading import load_policy
-from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
+from agentcredit.train.ppo import PPOBatch, ppo_update
+from agentcredit.train.scoring.behaviour_pass import score_steps
 from agentcredit.train.step_tensors import tensorize_steps
 
 from .test_equivalence import RandomActionPolicy

@@ -5,7 +5,9 @@ eval.json, and one-line refusals of paths that hold no model."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -110,12 +112,12 @@ def test_eval_that_cannot_write_its_result_is_one_error_line_naming_the_file(run
     shutil.copytree(run_dir / "checkpoints" / "update_00002", checkpoint)
     (checkpoint / "eval.json").unlink(missing_ok=True)  # an earlier test's result
     (checkpoint / "eval.json").mkdir()  # stands where the result goes (a stale temporary name
-    # would be cleared, run/safe_files.write_new)
+    # would be cleared, run/safe_files.write_new): refused before the evaluation
     assert main(["eval", "--checkpoint", str(checkpoint), "--config",
                  str(run_dir / "config.yaml")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err
-    assert err.startswith(f"error: cannot use {checkpoint / 'eval.json'}") and "directory" in err
+    assert capsys.readouterr().err == (f"error: {checkpoint / 'eval.json'} is a directory, not a "
+                                       "regular file; an output is written as a file of its "
+                                       "own: move it away or write elsewhere\n")
 
 
 def test_audit_of_a_run_directory_audits_its_newest_policy_with_the_runs_config(run_dir,
@@ -139,3 +141,27 @@ def test_audit_refuses_a_path_without_a_model_before_the_scripted_audits(tmp_pat
     assert main(["audit", "--env", "alfworld", "--checkpoint", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith(f"error: {tmp_path} is not a model")
+
+
+@pytest.mark.parametrize("command", [["eval"], ["audit"], ["credit-check"]])
+@pytest.mark.parametrize("kind", ["a FIFO", "a link to /dev/zero"])
+def test_a_model_path_that_is_a_fifo_or_a_device_is_named_in_one_line_at_once(
+        tmp_path, capsys, command, kind):
+    path = tmp_path / "model"
+    if kind == "a FIFO":
+        os.mkfifo(path)
+        what = "a FIFO"
+    else:
+        path.symlink_to("/dev/zero")
+        what = "a character device (through the link to /dev/zero)"
+    began = time.perf_counter()
+    assert main([*command, "--checkpoint", str(path)]) == 2
+    assert capsys.readouterr().err == (f"error: {path} is {what}, not a folder: pass a run "
+                                       "directory, a checkpoint folder or a model folder\n")
+    assert time.perf_counter() - began < 10  # nothing waited on the FIFO or read the device
+
+
+def test_audit_writes_no_file(run_dir, capsys):
+    before = sorted(p for p in run_dir.rglob("*"))
+    assert main(["audit", "--checkpoint", str(run_dir), "--copies", "1"]) == 0
+    assert sorted(p for p in run_dir.rglob("*")) == before

@@ -58,10 +58,10 @@ def test_an_entry_is_the_log_softmax_of_the_column_before_it_at_its_token(policy
             torch.testing.assert_close(scored[row, pos], manual, atol=1e-5, rtol=1e-5)
 
 
-def test_a_score_mask_gives_the_full_scores_on_its_tokens_and_zero_elsewhere(policy):
+def test_scoring_some_tokens_gives_them_their_full_scores_and_zero_elsewhere(policy):
     model, tokenizer = policy
     rows = _right_padded_rows(len(tokenizer), [9, 12, 5], tokenizer.pad_token_id)
-    wanted = torch.zeros_like(rows.score_mask)
+    wanted = torch.zeros_like(rows.loss_mask)
     wanted[0, 6:9] = True
     wanted[1, 2:4] = True  # row 2 wants nothing
     full = _score(model, rows, 3)

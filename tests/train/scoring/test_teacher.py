@@ -22,7 +22,7 @@ from agentcredit.train.evaluation.probes import (
 from agentcredit.train.model_loading import load_policy
 from agentcredit.train.scoring.teacher import privileged_logprobs
 from agentcredit.train.step_tensors import tensorize_steps
-from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
+from agentcredit.train.warm_start.model_bootstrap import bootstrap_tiny_model
 
 from ...row_oracle import row_logprobs
 

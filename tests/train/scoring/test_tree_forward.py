@@ -21,16 +21,17 @@ from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train import prefix_tree, tree_training
 from agentcredit.train.model_loading import load_policy
-from agentcredit.train.ppo import PPOBatch, ppo_update, score_steps
+from agentcredit.train.ppo import PPOBatch, ppo_update
 from agentcredit.train.prefix_tree import step_trees
 from agentcredit.train.scoring import teacher as teacher_module
 from agentcredit.train.scoring import tree_forward as tree_forward_module
+from agentcredit.train.scoring.behaviour_pass import score_steps
 from agentcredit.train.scoring.hindsight_pass import HindsightSplicer
 from agentcredit.train.scoring.teacher import privileged_logprobs
-from agentcredit.train.scoring.tree_forward import Rows, branch_forward, trunk_forward, trunk_of
+from agentcredit.train.scoring.tree_forward import branch_forward, trunk_forward, trunk_of
 from agentcredit.train.step_tensors import StepTensors, tensorize_steps
+from agentcredit.train.warm_start.model_bootstrap import bootstrap_tiny_model
 from agentcredit.train.warm_start.sft import Demonstration, demonstration_steps, run_sft
-from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
 from ...row_oracle import row_logprobs
 
@@ -104,7 +105,7 @@ def test_tree_logprobs_and_entropies_equal_the_rows(policy, case, admissible):
     trees = step_trees(steps.input_ids, steps.attention_mask, steps.loss_mask,
                        steps.step_rollout)
     assert sorted(int(r) for t in trees for r in t.rows) == list(range(len(steps.input_ids)))
-    rows = Rows.of_steps(steps)
+    rows = steps  # step rows are the Rows the forward takes
     got, got_entropy = torch.zeros_like(expected), torch.zeros_like(expected)
     with torch.no_grad():
         for tree in trees:
@@ -157,7 +158,7 @@ def test_the_gradient_of_a_tree_equals_the_rows_gradient(policy):
     ((logprobs + 0.3 * entropy) * weights).sum().backward()
     expected = {name: p.grad.clone() for name, p in model.named_parameters()}
     model.zero_grad()
-    rows = Rows.of_steps(steps)
+    rows = steps  # step rows are the Rows the forward takes
     for tree in step_trees(steps.input_ids, steps.attention_mask, steps.loss_mask,
                            steps.step_rollout):
         trunk = trunk_of(model, tree, rows, grad=True)

@@ -15,6 +15,7 @@ from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.train.evaluation.evaluate import evaluate
 from agentcredit.train.model_loading import load_policy
 from agentcredit.train.step_tensors import tensorize_steps
+from agentcredit.train.warm_start.model_bootstrap import bootstrap_tiny_model
 from agentcredit.train.warm_start.sft import (
     RECOVERY_MAX_TRIES,
     Demonstration,
@@ -23,7 +24,6 @@ from agentcredit.train.warm_start.sft import (
     expert_demonstrations,
     run_sft,
 )
-from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
 from ...row_oracle import row_logprobs
 

@@ -36,7 +36,7 @@ class ADRSConfig:
         gate: ``L2`` (rollouts of a prompt group, the GRPO-level TVA), ``L3``
             (steps sharing a GiGPO anchor state), ``L1`` (return-free token
             fallback, needs reference log-probs) or ``off`` (``m = 1``).
-        eta: ``η`` ≥ 0, the teacher scale (papers: 0.1 ALFWorld, 0.02 WebShop,
+        eta: ``η`` in [0, 10], the teacher scale (papers: 0.1 ALFWorld, 0.02 WebShop,
             0.05 Search). ``0`` reproduces the backbone exactly.
         scope: the tokens ``σ_q`` is taken over (docs/adrs.md §5.2): ``global`` (every
             valid token of the batch; the paper's ALFWorld and Search runs), ``per_step``
@@ -44,13 +44,15 @@ class ADRSConfig:
             ``per_rollout`` (every token of the step's rollout).
         gate_norm: GateNorm, divide the contrasts by their (uncentred-sign)
             std over the batch's units when that std exceeds 1e-8 (docs/adrs.md §5.3).
-        temperature: ``T`` > 0 of the soft confidence weight α (papers: 1.0).
-        tau: ``τ`` > 0, the gate's slope (papers: 2.0).
-        eps: ``ε`` > 0 of the calibration, the TVA contrast and the whitening (papers: 1e-8).
+        temperature: ``T`` in (0, 1000] of the soft confidence weight α (papers: 1.0).
+        tau: ``τ`` in (0, 1000], the gate's slope (papers: 2.0).
+        eps: ``ε`` in (0, 1] of the calibration, the TVA contrast and the whitening
+            (papers: 1e-8).
         gamma: ``γ`` of the L3 gate's return-to-go (papers: 0.95; a GiGPO backbone's
             step level uses its own ``backbone.gamma``).
         z_clip: clip the token path ``η·Z^T`` to ``±z_clip`` (the authors' ``wn_clip``,
-            0.2 in their scripts); ``None`` = no clip (the paper's equations, the default).
+            0.2 in their scripts; at most 100); ``None`` = no clip (the paper's equations,
+            the default).
         z_clip_adaptive: shrink each group's bound to ``z_clip · min(s_g / median s, 1)``,
             ``s_g`` = the group's largest ``|A^traj|`` (the authors' ``wn_adaptive_clip``);
             needs ``z_clip``.
@@ -59,9 +61,11 @@ class ADRSConfig:
             as the authors' code does (the default); ``apply`` adds it everywhere, the
             literal reading of the paper's Eq. 10 (docs/adrs.md §5.4).
         token_path_warmup: the token path ``η·Z^T`` stays off for the first
-            ``token_path_warmup`` updates (authors' code: 20; default 0).
+            ``token_path_warmup`` updates (authors' code: 20; default 0; at most a million,
+            as ``run.updates``).
         token_path_updates: then stays on for this many updates and switches
-            off again (authors' code: 50); ``None`` = on for good (default).
+            off again (authors' code: 50; at most a million); ``None`` = on for good
+            (default).
         paths: which of ADRS's two ways into the advantage run (docs/adrs.md §5.4, the
             paper's path ablation): ``both`` (default); ``token``, the token path ``η·Z^T`` on
             the backbone's advantage of the base rewards; ``reward``, the backbone on the
@@ -70,9 +74,10 @@ class ADRSConfig:
     """
 
     _limits: ClassVar[dict[str, tuple]] = {
-        "eta": (0.0, None), "temperature": (0.0, None, "open"), "tau": (0.0, None, "open"),
-        "eps": (0.0, None, "open"), "gamma": (0.0, 1.0), "z_clip": (0.0, None, "open"),
-        "token_path_warmup": (0, None), "token_path_updates": (1, None)}
+        "eta": (0.0, 10.0), "temperature": (0.0, 1000.0, "open"),
+        "tau": (0.0, 1000.0, "open"), "eps": (0.0, 1.0, "open"), "gamma": (0.0, 1.0),
+        "z_clip": (0.0, 100.0, "open"), "token_path_warmup": (0, 1_000_000),
+        "token_path_updates": (1, 1_000_000)}
 
     backbone: GRPOConfig | GiGPOConfig = field(default_factory=GRPOConfig)
     gate: Literal["off", "L1", "L2", "L3"] = "L2"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from agentcredit.config.schema import validate
+from agentcredit.config.schema import SEED_MAX, validate
 from agentcredit.credit.gigpo import GiGPOConfig
 from agentcredit.credit.grpo import GRPOConfig
 from agentcredit.credit.hcapo import HCAPOConfig
@@ -31,8 +31,9 @@ class VICTConfig:
             backbone's inputs (HCAPO's hindsight pass) are prepared too.
 
     Core attribution (docs/vict.md §4.4):
-        budget: ``B`` ≥ 1, greedy additions before abstaining with reason ``budget`` (8).
-        eps_q: ``ε_q`` ≥ 0, tie margin on ``|A^base_i|``; within it a rollout
+        budget: ``B`` in [1, 1000], greedy additions before abstaining with reason
+            ``budget`` (8).
+        eps_q: ``ε_q`` in [0, 1000], tie margin on ``|A^base_i|``; within it a rollout
             abstains with reason ``tie`` (1e-6).
 
     Atom marginals (docs/vict.md §4.5; the paper names the "atom marginal" it normalises but
@@ -50,12 +51,13 @@ class VICTConfig:
             (docs/vict.md §4.5).
 
     Conformance (docs/vict.md §4.2):
-        conformance_tolerance: ``η_x`` ≥ 0; a task whose rollouts or mutants
+        conformance_tolerance: ``η_x`` in [0, 1000]; a task whose rollouts or mutants
             disagree by more (``max |F − V| > η_x``) is non-conforming (0: exact verifiers).
 
     Correction (docs/vict.md §4.6):
-        gamma_lambda: ``γ_λ`` ≥ 0, scale of the correction against the base advantage (0.5).
-        eps: ``ε`` > 0 in the normalisation and in ``λ``'s denominator (1e-6).
+        gamma_lambda: ``γ_λ`` in [0, 100], scale of the correction against the base
+            advantage (0.5).
+        eps: ``ε`` in (0, 1] in the normalisation and in ``λ``'s denominator (1e-6).
         clip_quantile: the quantile of ``|A^base|`` used as the clip ``c`` (0.95).
         lambda_base_steps: the steps over which ``median|A^base|`` in ``λ`` and the clip
             quantile ``c`` are taken: ``signal`` (default: steps of groups with some
@@ -69,8 +71,9 @@ class VICTConfig:
     """
 
     _limits: ClassVar[dict[str, tuple]] = {
-        "budget": (1, None), "eps_q": (0.0, None), "conformance_tolerance": (0.0, None),
-        "gamma_lambda": (0.0, None), "eps": (0.0, None, "open"), "clip_quantile": (0.0, 1.0)}
+        "budget": (1, 1000), "eps_q": (0.0, 1000.0), "conformance_tolerance": (0.0, 1000.0),
+        "gamma_lambda": (0.0, 100.0), "eps": (0.0, 1.0, "open"), "clip_quantile": (0.0, 1.0),
+        "seed": (0, SEED_MAX)}
 
     backbone: (GRPOConfig | RLOOConfig | GiGPOConfig | SALTConfig | HCAPOConfig
                | ProxMOConfig) = field(default_factory=GRPOConfig)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from agentcredit.config.schema import validate
+from agentcredit.config.schema import SEED_MAX, validate
 
 
 @dataclass(frozen=True)
@@ -15,16 +15,19 @@ class GeneratorConfig:
 
     Attributes:
         seed: base seed; a game is a pure function of (seed, split, task type, index).
-        max_receptacles: room size cap; larger floor plans keep the receptacles a
-            task needs plus a random subset of the rest (None keeps the full layout).
-        max_distractor_types: object types placed besides the target (each 1-2 instances).
-        max_plan_length: games whose planner solution is longer are rejected.
-        max_attempts: samples tried per game before giving up with an error.
+        max_receptacles: room size cap, 4 to 1,000; larger floor plans keep the receptacles
+            a task needs plus a random subset of the rest (None keeps the full layout).
+        max_distractor_types: object types placed besides the target (each 1-2 instances),
+            at most 1,000 (a room holds far fewer types: the excess places nothing).
+        max_plan_length: games whose planner solution is longer are rejected; at most
+            10,000 steps, far past any episode's step limit.
+        max_attempts: samples tried per game before giving up with an error; at most
+            10,000 (the default 200 rarely runs out; each try generates and plans a game).
     """
 
     _limits: ClassVar[dict[str, tuple]] = {
-        "max_receptacles": (4, None), "max_distractor_types": (0, None),
-        "max_plan_length": (1, None), "max_attempts": (1, None)}
+        "seed": (0, SEED_MAX), "max_receptacles": (4, 1000), "max_distractor_types": (0, 1000),
+        "max_plan_length": (1, 10_000), "max_attempts": (1, 10_000)}
 
     seed: int = 0
     max_receptacles: int | None = None
@@ -44,3 +47,6 @@ class AlfWorldConfig:
     """How games are sampled (room size, distractors, plan length)."""
     cache_dir: str = ".cache/agentcredit/alfworld"
     """Where generated games are cached (shared between runs)."""
+
+    def __post_init__(self) -> None:
+        validate(self)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from agentcredit.config.schema import ConfigError, validate
+from agentcredit.config.schema import SEED_MAX, ConfigError, validate
 
 
 @dataclass(frozen=True)
@@ -15,28 +15,32 @@ class SearchQAConfig:
     """The search QA environment: its corpus, questions, retrieval and turn limit."""
 
     num_passages: int = 10_000
-    """Passages of the generated world (10,000 by default; 100,000 work)."""
+    """Passages of the generated world (10,000 by default; 100,000 work; 100 to a million)."""
     seed: int = 0
     """Seeds the generated world and its questions."""
     train_questions: int = 1000
-    """Generated questions drawn for ``train`` (fewer are kept when too few are solvable)."""
+    """Generated questions drawn for ``train`` (fewer are kept when too few are solvable); at
+    most 100,000."""
     valid_questions: int = 200
-    """Generated questions drawn for ``valid``."""
+    """Generated questions drawn for ``valid``; at most 100,000."""
     test_questions: int = 200
-    """Generated questions drawn for ``test``."""
+    """Generated questions drawn for ``test``; at most 100,000."""
     topk: int = 3
-    """Passages returned per search (Search-R1: 3)."""
+    """Passages returned per search (Search-R1: 3), 1 to 50: every passage returned lengthens
+    the next prompt, and a few dozen fill a small model's context."""
     max_turns: int = 4
-    """Responses per episode, searches and invalid ones included (Search-R1: 4)."""
+    """Responses per episode, searches and invalid ones included (Search-R1: 4); at most
+    100."""
     max_query_chars: int = 1000
-    """Longer queries are refused with an observation (it costs the turn)."""
+    """Longer queries are refused with an observation (it costs the turn); at most 100,000."""
     data_dir: str = ""
     """A FlashRAG dataset folder (``train.jsonl``, ``dev.jsonl``, ``test.jsonl``) to use
     instead of generated questions; needs ``corpus_file`` or ``retriever_url``."""
     corpus_file: str = ""
     """A FlashRAG corpus jsonl (``id``, ``contents``) searched with local BM25."""
     retriever_url: str = ""
-    """A Search-R1 retrieval server (``http://127.0.0.1:8000/retrieve``); replaces BM25."""
+    """A Search-R1 retrieval server (``http://127.0.0.1:8000/retrieve``, parsed at load);
+    replaces BM25."""
     retriever_timeout_s: float = 10.0
     """Seconds one request to the retrieval server may take, from connecting to the last byte;
     more than 0, at most 3600."""
@@ -48,10 +52,12 @@ class SearchQAConfig:
     a witness of the hops too) or ``decided`` (only the ``answer`` atom)."""
 
     _limits: ClassVar[dict[str, tuple]] = {
-        "num_passages": (100, None), "seed": (0, None), "train_questions": (0, None),
-        "valid_questions": (0, None), "test_questions": (0, None), "topk": (1, None),
-        "max_turns": (1, None), "max_query_chars": (1, None),
-        "retriever_timeout_s": (0.0, 3600.0, "open"), "retriever_retries": (0, 12)}
+        "num_passages": (100, 1_000_000), "seed": (0, SEED_MAX),
+        "train_questions": (0, 100_000), "valid_questions": (0, 100_000),
+        "test_questions": (0, 100_000), "topk": (1, 50), "max_turns": (1, 100),
+        "max_query_chars": (1, 100_000), "retriever_timeout_s": (0.0, 3600.0, "open"),
+        "retriever_retries": (0, 12)}
+    _urls: ClassVar[tuple[str, ...]] = ("retriever_url",)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -59,9 +65,6 @@ class SearchQAConfig:
             raise ConfigError(f"SearchQAConfig.data_dir = {self.data_dir!r} needs passages to "
                               "search: set corpus_file (a FlashRAG corpus jsonl) or "
                               "retriever_url (a Search-R1 retrieval server)")
-        if self.retriever_url and not self.retriever_url.startswith(("http://", "https://")):
-            raise ConfigError(f"SearchQAConfig.retriever_url = {self.retriever_url!r} must be "
-                              "an http(s) URL such as http://127.0.0.1:8000/retrieve")
 
     def corpus_spec(self) -> dict[str, Any]:
         if self.corpus_file:

@@ -56,14 +56,14 @@ class ReflexionConfig:
     """Options of the Reflexion mode (Shinn et al. 2023; defaults from its ALFWorld runs).
 
     Attributes:
-        trials: trials per task, ≥ 1 (10).
-        memory: reflections kept in the prompt, the most recent ones, ≥ 1 (3).
+        trials: trials per task, 1 to 100 (10).
+        memory: reflections kept in the prompt, the most recent ones, 1 to 100 (3).
         stop_on_repeat: a trial ends when the agent sends the same action twice in a row.
-        reflection_tokens: token limit of one reflection, ≥ 1.
+        reflection_tokens: token limit of one reflection, 1 to 131,072 (256).
     """
 
-    _limits: ClassVar[dict[str, tuple]] = {"trials": (1, None), "memory": (1, None),
-                                           "reflection_tokens": (1, None)}
+    _limits: ClassVar[dict[str, tuple]] = {"trials": (1, 100), "memory": (1, 100),
+                                           "reflection_tokens": (1, 1 << 17)}
 
     trials: int = 10
     memory: int = 3

@@ -14,12 +14,16 @@ model folder, its update and its run; ``write_eval_result`` writes the result
 beside it. Inside a run the result is written only where the run's own folders lead: a
 checkpoint folder (or ``checkpoints/``) that is a link, into another run or anywhere, is
 refused by name before the evaluation starts and again at the write
-(``check_result_folder``), never written through.
+(``check_result_folder``), never written through; so is a result name (``eval.json``) that
+is a link, a special file or a file with a second hard link, in a run or beside a model
+folder (``run/safe_files.output_refusal``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +45,13 @@ from agentcredit.run.directory import (
     StateUnreadable,
     read_trainer_state,
 )
-from agentcredit.run.safe_files import own_folder, write_new
+from agentcredit.run.safe_files import (
+    UnsafeRunFile,
+    kind_of,
+    output_refusal,
+    own_folder,
+    write_new,
+)
 from agentcredit.skills.provider import SkillProvider
 from agentcredit.train.build import (
     episodes_per_split,
@@ -222,13 +232,20 @@ def locate_model(path: str | Path) -> ModelSource:
     ``RUN/reference`` or a model folder holding ``config.json``.
 
     Raises:
-        FileNotFoundError: ``path`` does not exist or holds no model (one line, what to pass).
+        FileNotFoundError: ``path`` does not exist, is not a folder (a FIFO or a device is
+            named, never opened) or holds no model (one line, what to pass).
         RunDirectoryError: a checkpoint whose trainer state cannot be read.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; pass a run directory, a checkpoint "
                                 "folder or a model folder")
+    if not path.is_dir():  # a FIFO or a device is never opened, so never waited on or read
+        mode = path.stat().st_mode
+        what = "a file" if stat.S_ISREG(mode) else kind_of(mode)
+        link = f" (through the link to {os.readlink(path)})" if path.is_symlink() else ""
+        raise FileNotFoundError(f"{path} is {what}{link}, not a folder: pass a run directory, "
+                                "a checkpoint folder or a model folder")
     if path.name == "policy" and (path.parent / CHECKPOINT_STATE).is_file():
         path = path.parent  # a checkpoint's policy/: the checkpoint
     if (path / CHECKPOINT_STATE).is_file():
@@ -272,16 +289,19 @@ def check_result_folder(source: ModelSource) -> None:
     """Refuse to write ``source.result`` through a link: inside a run, every folder from the
     run's folder down to the one the result goes in (``checkpoints/``, ``update_NNNNN/``)
     must be a folder of the run, not a link (``own_folder``, as for a run's own writes).
-    Outside a run the folder is the one the user named.
+    Outside a run the folder is the one the user named. In both, the result's own name must
+    not be a link, a special file or a file with another hard link (``output_refusal``).
 
     Raises:
-        UnsafeRunFile: one of those folders is a symlink or not a folder (named).
+        UnsafeRunFile: one of those folders, or the result's name, is refused (named).
     """
-    if source.run_dir is None or not source.result.parent.is_relative_to(source.run_dir):
-        return
-    folder = source.run_dir
-    for part in source.result.parent.relative_to(source.run_dir).parts:
-        folder = own_folder(folder / part)
+    if source.run_dir is not None and source.result.parent.is_relative_to(source.run_dir):
+        folder = source.run_dir
+        for part in source.result.parent.relative_to(source.run_dir).parts:
+            folder = own_folder(folder / part)
+    why = output_refusal(source.result)
+    if why:
+        raise UnsafeRunFile(why)
 
 
 def write_eval_result(source: ModelSource, metrics: Mapping[str, float],

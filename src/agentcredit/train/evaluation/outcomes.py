@@ -14,8 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-#: the evaluation split of the RL pool's games (``env.pool_games_per_type``)
-POOL = "pool"
+from agentcredit.config.environment import POOL
 
 
 def evaluated_splits(evaluation: Mapping) -> list[str]:

@@ -29,7 +29,7 @@ from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.prefix import SkillSplicer
 from agentcredit.skills.provider import SkillProvider
 from agentcredit.train.build import collector_config
-from agentcredit.train.ppo import score_steps
+from agentcredit.train.scoring.behaviour_pass import score_steps
 from agentcredit.train.scoring.teacher import teacher_logprobs
 from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.warm_start.sft import demonstration_steps, expert_demonstrations

@@ -12,9 +12,12 @@ the same admissible renormalisation. [choice] The header wording; the
 HCAPO text at hand says only that the final outcome is added to the context.
 
 The scores reach the estimator as ``credit.hindsight.HindsightScores`` (the record; this
-module is the pass that computes them). Each update runs it on the rows of the rollouts whose
-hindsight can change an HCAPO advantage only (``credit.hcapo.hindsight_rollouts``, chosen in
-``train/credit_inputs.py``).
+module is the pass that computes them). ``hindsight_logprobs`` runs the pass over given rows;
+``hindsight_scores``, which each update runs (``train/credit_inputs.py``), runs it on the rows of
+the rollouts whose hindsight can change an HCAPO advantage only
+(``credit.hcapo.hindsight_rollouts``: at least two steps and a non-zero reward, read from the
+shaped rewards), leaves every other row at ``ℓ^b``, which HCAPO never reads, and averages each
+step's response tokens.
 
 Prefix trees (docs/backbones.md §0.1): the text differs per rollout, so the rows that share a
 prefix are one rollout's (system turn, hindsight text, the history so far); under
@@ -28,6 +31,9 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
+from agentcredit.credit.batch import CreditBatch
+from agentcredit.credit.hcapo import hindsight_rollouts
+from agentcredit.credit.hindsight import HindsightScores
 from agentcredit.rollout.records import Trajectory
 from agentcredit.skills.prefix import SkillSplicer
 from agentcredit.train.scoring.teacher import privileged_logprobs
@@ -74,3 +80,27 @@ def hindsight_logprobs(model: nn.Module, splicer: HindsightSplicer,
                                allowed=steps.allowed,
                                temperature=temperature,
                                groups=steps.step_rollout if layout == "trees" else None)
+
+
+def hindsight_scores(model: nn.Module, splicer: HindsightSplicer,
+                     trajectories: Sequence[Trajectory], steps: StepTensors, batch: CreditBatch,
+                     old_logprobs: Tensor, *, micro_batch_size: int, temperature: float,
+                     layout: str) -> HindsightScores:
+    """HCAPO's ``m^H`` and ``m^b [S]`` of ``batch`` (built from ``trajectories``, rewards
+    shaped), with the hindsight pass run on the rows of ``hindsight_rollouts(batch)`` only.
+
+    Those rows are cut out of ``steps`` (with their trajectories, in the same flat order),
+    scored by ``hindsight_logprobs`` and put back into an ``[S, L]`` tensor whose other rows
+    hold ``old_logprobs`` (``ℓ^b``): there ``m^H = m^b``, ``ρ = 1``, the value HCAPO itself
+    sets on those rollouts, so its result is the full pass's (``credit/hcapo.py`` derives
+    why; tested against the full pass).
+    """
+    read = hindsight_rollouts(batch).cpu()  # [B]
+    rows = read[steps.step_rollout.cpu()]  # [S]
+    scores = old_logprobs.clone()  # [S, L]
+    if bool(rows.any()):
+        kept = [t for t, keep in zip(trajectories, read.tolist(), strict=True) if keep]
+        scores[rows.to(scores.device)] = hindsight_logprobs(
+            model, splicer, kept, steps.select(rows), micro_batch_size=micro_batch_size,
+            temperature=temperature, layout=layout).to(scores)
+    return HindsightScores.from_step_rows(steps.loss_mask, scores, old_logprobs)

@@ -126,7 +126,7 @@ def privileged_logprobs(
                          for row in members]
             scored = _scored_rows(sequences, members)
             layout = (prefix_trees(scored.input_ids, scored.attention_mask.sum(1),
-                                   scored.score_mask.long().argmax(1),
+                                   scored.loss_mask.long().argmax(1),
                                    groups.cpu()[[row.index for row in members]])
                       if trees else row_trees(torch.arange(len(members)),
                                               scored.attention_mask))

@@ -47,28 +47,26 @@ from agentcredit.train.prefix_tree import PrefixTree
 from agentcredit.train.scoring.logprobs import logprob_entropy_rows
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Rows:
-    """The right-padded rows a pass scores, row-aligned (``StepTensors`` carries the same).
+    """The right-padded rows a pass scores, row-aligned. A batch's step rows
+    (``train.step_tensors.StepTensors``) are ``Rows``, with what each step adds; the teacher's
+    privileged rows are plain ``Rows`` (``scoring.teacher``).
 
     Attributes:
         input_ids: ``[S, L]`` int64 token ids.
         attention_mask: ``[S, L]``, 1 on real tokens (a prefix of each row).
-        score_mask: ``[S, L]`` bool, the tokens whose log-probs are wanted; each must lie at or
-            after ``a_i + 1`` of its tree (``prefix_trees`` caps the attachments so).
+        loss_mask: ``[S, L]`` bool, the tokens whose log-probs are wanted (a step's response
+            tokens, the ones its loss trains); each must lie at or after ``a_i + 1`` of its
+            tree (``prefix_trees`` caps the attachments so).
         allowed: ``[S, L, K]`` allowed ids per token (−1 padded) under admissible decoding,
             or ``None``: the whole vocabulary.
     """
 
     input_ids: Tensor
     attention_mask: Tensor
-    score_mask: Tensor
+    loss_mask: Tensor
     allowed: Tensor | None = None
-
-    @classmethod
-    def of_steps(cls, steps) -> Rows:
-        """The response tokens of ``StepTensors`` rows."""
-        return cls(steps.input_ids, steps.attention_mask, steps.loss_mask, steps.allowed)
 
 
 class Trunk:
@@ -167,7 +165,7 @@ def branch_forward(model: nn.Module, trunk: Trunk, tree: PrefixTree, batch: Tens
     ids = torch.where(real, rows.input_ids[members[:, None], columns], 0)
     # branch column k predicts branch token k + 1, at row column attach + k + 1
     wanted = torch.zeros((b, m), dtype=torch.bool)
-    wanted[:, 1:] = real[:, 1:] & rows.score_mask[members[:, None], columns[:, 1:]].bool()
+    wanted[:, 1:] = real[:, 1:] & rows.loss_mask[members[:, None], columns[:, 1:]].bool()
     keep = wanted[:, 1:].any(0).nonzero().flatten()  # logit columns needed
     if not keep.numel():
         empty = torch.zeros((b, width), device=device)

@@ -37,7 +37,6 @@ from agentcredit.rollout.prompts import (
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills import SkillProvider, SkillSplicer, with_skill_prompts
 from agentcredit.train.prefix_tree import layout_trees
-from agentcredit.train.scoring.tree_forward import Rows
 from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.tree_training import train_trees
 
@@ -233,7 +232,6 @@ def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
     """
     start = time.perf_counter()
     data = tensorize_steps(trajectories, pad_id)
-    scored = Rows.of_steps(data)
     batches, batches_per_epoch = sft_batches(data.step_rollout, config.batch_size,
                                              config.epochs, generator)
     num_steps = len(batches)
@@ -251,7 +249,7 @@ def run_sft(model, trajectories: Sequence[Trajectory], pad_id: int, config,
             loss = -(logprobs * mask).sum() / normalizer
             return loss, {"loss": float(loss.detach())}
 
-        parts = train_trees(model, layout_trees(model, data, layout, rows), scored,
+        parts = train_trees(model, layout_trees(model, data, layout, rows), data,
                             branch_batch=config.micro_batch_size, branch_loss=nll,
                             checkpointing=gradient_checkpointing)
         total = sum((part["loss"] for part in parts), 0.0)

@@ -27,6 +27,7 @@ from agentcredit.skills import SkillProvider, SkillSplicer
 from agentcredit.train.build import collector_config, load_model
 from agentcredit.train.model_loading import ModelLoadError
 from agentcredit.train.prefix_tree import layout_line
+from agentcredit.train.warm_start.model_bootstrap import bootstrap_tiny_model
 from agentcredit.train.warm_start.sft import (
     demonstration_steps,
     demonstration_texts,
@@ -36,7 +37,6 @@ from agentcredit.train.warm_start.sft import (
 )
 from agentcredit.train.warm_start.skill_texts import skill_tokenizer_corpus
 from agentcredit.train.warm_start.start_cache import CachedStart, StartCache, start_inputs
-from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
 
 
 def prepare_start_policy(config: TrainConfig, run: RunDirectory, suite: EnvSuite,

@@ -110,6 +110,38 @@ def test_bad_options_are_one_error_line(start, option, message, capsys):
     assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("case", ["a symlink", "a folder link in the run", "a missing folder"])
+def test_an_output_that_would_write_elsewhere_is_refused_before_the_check(start, tmp_path,
+                                                                         monkeypatch, capsys,
+                                                                         case):
+    precious = tmp_path / "precious.json"
+    precious.write_text("keep me")
+    if case == "a symlink":
+        output = tmp_path / "check.json"
+        output.symlink_to(precious)
+        why = (f"{output} is a symlink (to {precious}); an output is never written through a "
+               "link: remove the link or write elsewhere")
+    elif case == "a folder link in the run":
+        (start / "checks").symlink_to(tmp_path, target_is_directory=True)
+        output = start / "checks" / "precious.json"
+        why = (f"{start / 'checks'} is a symlink (to {tmp_path}) inside the run folder {start}; "
+               "nothing is written through a link in a run folder: remove the link or write "
+               "elsewhere")
+    else:
+        output = tmp_path / "no" / "such" / "check.json"
+        why = (f"the folder {tmp_path / 'no' / 'such'} does not exist; create it first or "
+               "write elsewhere")
+    monkeypatch.setattr(check, "run_credit_check",
+                        lambda *args, **kwargs: pytest.fail("checked before the output was"))
+    try:
+        code = main(["credit-check", "--checkpoint", str(start), "-o", str(output)])
+    finally:
+        (start / "checks").unlink(missing_ok=True)
+    assert code == 2
+    assert capsys.readouterr().err == f"error: -o {output}: {why}\n"
+    assert precious.read_text() == "keep me" and not (tmp_path / "no").exists()
+
+
 def test_pairs_are_against_the_backbone_and_the_random_edges_control():
     backbones = {"vict/gigpo": "gigpo", "gigpo": None, "random_edges": "grpo", "adrs": "grpo"}
     assert method_pairs(["vict/gigpo", "gigpo", "random_edges", "adrs"], backbones) == [

@@ -61,7 +61,7 @@ from agentcredit.train.evaluation.credit_check.truths import (
     solver_for,
     solver_refusal,
 )
-from agentcredit.train.ppo import score_steps
+from agentcredit.train.scoring.behaviour_pass import score_steps
 from agentcredit.train.scoring.passes import scoring_passes
 from agentcredit.train.step_tensors import tensorize_steps
 from agentcredit.train.warm_start.skill_texts import check_skill_texts

@@ -9,7 +9,7 @@ import torch
 
 from agentcredit.config import TinyModelConfig
 from agentcredit.train.model_loading import load_policy
-from agentcredit.train.warm_start.tiny_model import bootstrap_tiny_model
+from agentcredit.train.warm_start.model_bootstrap import bootstrap_tiny_model
 
 
 def test_tiny_model_loads_back_through_load_policy_with_matching_vocab(tiny_model_dir):
