@@ -110,9 +110,9 @@ class FakeSuite:
 @pytest.fixture(scope="session")
 def fake_suite() -> type[FakeSuite]:
     """Registers the fake environment as env suite ``fake`` and returns the suite class."""
-    from agentcredit.envs.suites import register_env_suite
+    from agentcredit.envs.suites import register_environment
 
-    register_env_suite("fake", FakeSuite)
+    register_environment("fake", FakeSuite)
     return FakeSuite
 
 

@@ -12,8 +12,9 @@ import torch
 from agentcredit.cli import _report
 from agentcredit.disk_full import DiskFullError, writing
 from agentcredit.jsonl_log import JsonlLog
-from agentcredit.run.directory import CHECKPOINT_STATE, RunDirectory
+from agentcredit.run.directory import RunDirectory
 from agentcredit.run.random_streams import RandomStreams
+from agentcredit.run.trainer_state import CHECKPOINT_STATE
 from agentcredit.train.model_loading import load_policy
 
 pytestmark = pytest.mark.skipif(not Path("/dev/full").is_char_device(),

@@ -9,9 +9,10 @@
     agentcredit credit-check --checkpoint PATH [--methods M,...] [--groups G] [key=value ...]
 
 The help texts below are what a user reads first; they are plain text, and
-listing the method names must not import torch (``--help`` loads neither torch
-nor the ALFWorld engine), so the names are written out here and a test keeps
-them equal to ``config.METHODS`` and the estimator registry.
+listing the names must not import torch (``--help`` loads neither torch nor the
+ALFWorld engine), so they come from the registries' torch-free lists:
+``envs.suites.env_suite_names``, ``plugins.listed_estimator_names``,
+``config.METHODS`` and ``train.evaluation.eval_modes.EVAL_MODES``.
 
 A user error (a bad config, a missing file, an unusable run directory, a folder
 that cannot be written) prints one ``error:`` line and exits with status 2; an
@@ -31,18 +32,8 @@ import typing
 from pathlib import Path
 
 from agentcredit.config import ConfigError
+from agentcredit.error_text import NO_MESSAGE, first_line
 
-#: the method names of ``--help``: the built-in estimators (named here, since registering them
-#: imports torch; plug-ins are added by their entry-point names), and the other ``METHODS``
-#: presets (tests/test_cli_help.py keeps them equal to the registry and ``config.METHODS``)
-ESTIMATOR_METHODS = ("grpo", "rloo", "gigpo", "vict", "dense_atom_reward", "commit_only",
-                     "temporal_nearest", "random_edges", "no_core", "no_proof_edges", "adrs",
-                     "rlsd", "salt", "hcapo", "proxmo")
-PRESET_METHODS = ("skill_prompt", "skill_grpo", "skill_grpo_star", "vanilla", "opsd", "sdar",
-                  "skill_sd", "opsd_only", "adrs_webshop", "dapo")
-#: ``eval --mode`` (``train.evaluation.eval_modes.EVAL_MODES``, kept equal by
-#: tests/train/evaluation/test_eval_modes.py)
-EVAL_MODES = ("standard", "react", "reflexion")
 #: settings a resumed run may change: how long it runs, how often it evaluates and saves, where
 #: it runs and what it records on the side; everything else would make the resumed updates a
 #: different run from the logged ones
@@ -56,15 +47,24 @@ SETTINGS_HELP = "dotted settings such as rollout.group_size=4 (see below)"
 
 def overrides_help() -> str:
     """The settings, methods and errors part of every command's help; the environments and
-    estimators include the plug-ins (``plugins.py``) by name, without importing them."""
+    estimators include the plug-ins (``plugins.py``) by name, without importing them, and the
+    presets are the ``METHODS`` that are not estimators."""
+    from agentcredit.config import METHOD_ALIASES, METHODS
     from agentcredit.envs.suites import env_suite_names  # the registry: no torch
-    from agentcredit.plugins import ESTIMATORS, entry_points
+    from agentcredit.plugins import listed_estimator_names
 
-    estimators = sorted({*ESTIMATOR_METHODS, *(p.name for p in entry_points(ESTIMATORS))})
+    estimators = listed_estimator_names()
+    presets = [name for name in METHODS if name not in estimators]
+    aliases = ", ".join(f"{name} is also spelled {alias}" for alias, name in METHOD_ALIASES.items())
     return OVERRIDES_HELP.format(
         envs=textwrap.fill(", ".join(env_suite_names()), 76, subsequent_indent="  "),
-        estimators=textwrap.fill("estimators: " + ", ".join(estimators), 78,
-                                 initial_indent="  ", subsequent_indent="    "))
+        estimators=_indented("estimators: " + ", ".join(estimators)),
+        presets=_indented(f"presets: {', '.join(presets)} ({aliases})"))
+
+
+def _indented(text: str) -> str:
+    """``text`` wrapped at 78 columns, indented by 2 and its later lines by 4."""
+    return textwrap.fill(text, 78, initial_indent="  ", subsequent_indent="    ")
 
 
 OVERRIDES_HELP = """\
@@ -83,9 +83,7 @@ settings (key=value):
 
 methods (method=NAME sets a method's settings; later key=value settings win):
 {estimators}
-""" + textwrap.fill("presets: " + ", ".join(PRESET_METHODS) + " (skill_grpo_star is also "
-                    "spelled skill_grpo*)", 78, initial_indent="  ", subsequent_indent="    "
-                    ).replace("{", "{{").replace("}", "}}") + """
+{presets}
 
 errors:
   A bad setting, a missing file or an unusable run directory prints one
@@ -245,11 +243,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
+    """The ``agentcredit`` parser: the global options, then one subcommand each, its summary and
+    examples here and its arguments in its ``_*_arguments`` function below."""
     from importlib.metadata import version
 
     from agentcredit.envs.suites import env_suite_names  # the registry: no torch
+    from agentcredit.train.evaluation.audit import audit_legend  # torch-free, as envs.suites
 
     settings_help = overrides_help()
+    envs = ", ".join(env_suite_names())
     parser = _Parser(
         prog="agentcredit", formatter_class=_HelpFormatter,
         epilog=MAIN_EXAMPLES + "\n" + settings_help,
@@ -266,21 +268,46 @@ def _parser() -> argparse.ArgumentParser:
                         help="show the traceback of an unexpected error")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, summary: str, examples: str) -> argparse.ArgumentParser:
+    def command(name: str, summary: str, examples: str,
+                settings: bool = True) -> argparse.ArgumentParser:
+        epilog = examples + "\n" + settings_help if settings else examples  # report: none
         return commands.add_parser(name, help=summary, description=summary[0].upper()
-                                   + summary[1:] + ".", epilog=examples + "\n" + settings_help,
+                                   + summary[1:] + ".", epilog=epilog,
                                    formatter_class=_HelpFormatter, parents=[common])
 
-    train = command("train", "train a policy (SFT warm start, then RL)", TRAIN_EXAMPLES)
+    _train_arguments(command("train", "train a policy (SFT warm start, then RL)",
+                             TRAIN_EXAMPLES))
+    _eval_arguments(command("eval", "evaluate a model on the validation splits", EVAL_EXAMPLES))
+    _audit_arguments(command("audit", "print the VICT verifier-interface audit",
+                             AUDIT_EXAMPLES + audit_legend() + "\n"), envs)
+    _config_arguments(command("config", "show the resolved config or list every key",
+                              CONFIG_EXAMPLES))
+    _credit_check_arguments(command("credit-check", "score every method's credit against the "
+                                    "true value of each action", CREDIT_CHECK_EXAMPLES), envs)
+    _conformance_arguments(command("conformance", "check an estimator or an environment "
+                                   "against its conformance suite", CONFORMANCE_EXAMPLES), envs)
+    _report_arguments(command("report", "write an HTML report of runs: curves, tables and a "
+                              "credit viewer", REPORT_EXAMPLES, settings=False))
+    return parser
+
+
+def _overrides_argument(command: argparse.ArgumentParser) -> None:
+    command.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
+
+
+def _train_arguments(train: argparse.ArgumentParser) -> None:
     train.add_argument("--config", help="YAML run config (default: the embedded default)")
     train.add_argument("--model", help="hub id or model folder (same as model.name=...)")
     train.add_argument("--resume", metavar="RUN_DIR",
                        help="continue the run in RUN_DIR from its newest usable checkpoint")
     train.add_argument("--overwrite", action="store_true",
                        help="delete what an earlier run left in the run directory first")
-    train.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
+    _overrides_argument(train)
 
-    evaluate = command("eval", "evaluate a model on the validation splits", EVAL_EXAMPLES)
+
+def _eval_arguments(evaluate: argparse.ArgumentParser) -> None:
+    from agentcredit.train.evaluation.eval_modes import EVAL_MODES  # its names: no torch
+
     evaluate.add_argument("--checkpoint", required=True, metavar="PATH",
                           help="a run directory (its newest checkpoint), a checkpoint folder, "
                                "RUN/reference or a model folder")
@@ -290,13 +317,11 @@ def _parser() -> argparse.ArgumentParser:
                           help="standard (the run's own prompts), react or reflexion")
     evaluate.add_argument("--trials", type=int, default=10,
                           help="reflexion: trials per task (default 10)")
-    evaluate.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
+    _overrides_argument(evaluate)
 
-    from agentcredit.train.evaluation.audit import audit_legend  # torch-free, as envs.suites
 
-    audit = command("audit", "print the VICT verifier-interface audit",
-                    AUDIT_EXAMPLES + audit_legend() + "\n")
-    audit.add_argument("--env", help=f"environment name: {', '.join(env_suite_names())} "
+def _audit_arguments(audit: argparse.ArgumentParser, envs: str) -> None:
+    audit.add_argument("--env", help=f"environment name: {envs} "
                                      "(default: the run's, else the config's)")
     audit.add_argument("--checkpoint", metavar="PATH",
                        help="also audit rollouts of this model (a run directory, checkpoint "
@@ -307,9 +332,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="rollouts per task and source (default 4)")
     audit.add_argument("--config", help="YAML config (default: the run's, else the embedded "
                                         "default)")
-    audit.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
+    _overrides_argument(audit)
 
-    config = command("config", "show the resolved config or list every key", CONFIG_EXAMPLES)
+
+def _config_arguments(config: argparse.ArgumentParser) -> None:
     what = config.add_mutually_exclusive_group(required=True)
     what.add_argument("--show", action="store_true",
                       help="print the config that --config and the key=value settings give, "
@@ -318,14 +344,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="print every key with its type and what it does")
     config.add_argument("--config", help="YAML config (default: the embedded default)")
     config.add_argument("--model", help="hub id or model folder (same as model.name=...)")
-    config.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
+    _overrides_argument(config)
 
-    check = command("credit-check", "score every method's credit against the true value of "
-                    "each action", CREDIT_CHECK_EXAMPLES)
+
+def _credit_check_arguments(check: argparse.ArgumentParser, envs: str) -> None:
     check.add_argument("--checkpoint", required=True, metavar="PATH",
                        help="a run directory (its newest checkpoint), a checkpoint folder, "
                             "RUN/reference or a model folder")
-    check.add_argument("--env", help=f"environment name: {', '.join(env_suite_names())} "
+    check.add_argument("--env", help=f"environment name: {envs} "
                                      "(default: the run's, else the config's)")
     check.add_argument("--methods", help="comma-separated NAME[/BACKBONE] list, e.g. "
                                          "grpo,vict,vict/gigpo (default: every estimator the "
@@ -357,15 +383,14 @@ def _parser() -> argparse.ArgumentParser:
                             "link (default: credit_check.json)")
     check.add_argument("--config", help="YAML config (default: the run's, else the embedded "
                                         "default)")
-    check.add_argument("overrides", nargs="*", metavar="key=value", help=SETTINGS_HELP)
+    _overrides_argument(check)
 
-    conformance = command("conformance", "check an estimator or an environment against its "
-                          "conformance suite", CONFORMANCE_EXAMPLES)
+
+def _conformance_arguments(conformance: argparse.ArgumentParser, envs: str) -> None:
     conformance.add_argument("name", metavar="NAME", nargs="?",
                              help="a registered estimator (or --env NAME)")
     conformance.add_argument("--env", metavar="NAME",
-                             help="check this registered environment instead: "
-                                  f"{', '.join(env_suite_names())}")
+                             help=f"check this registered environment instead: {envs}")
     conformance.add_argument("--seed", type=int, default=0,
                              help="seed of the generated batches or of the environment's "
                                   "random actions (default 0)")
@@ -373,10 +398,8 @@ def _parser() -> argparse.ArgumentParser:
                              help="credit.options.KEY=VALUE settings of the estimator's config, "
                                   "or env.* settings of the environment's")
 
-    summary = "write an HTML report of runs: curves, tables and a credit viewer"
-    report = commands.add_parser("report", help=summary, description=summary[0].upper()
-                                 + summary[1:] + ".", epilog=REPORT_EXAMPLES,
-                                 formatter_class=_HelpFormatter, parents=[common])
+
+def _report_arguments(report: argparse.ArgumentParser) -> None:
     report.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                         help="a run directory, or a folder of run directories (a benchmark's "
                              "--output-dir)")
@@ -387,7 +410,6 @@ def _parser() -> argparse.ArgumentParser:
                         help="MB of saved rollouts the viewer may embed, shared by the runs "
                              "(default 8; 0 leaves the viewer out)")
     report.set_defaults(overrides=[])  # main() adds the left-over arguments to it
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -438,26 +460,22 @@ def _report(err: Exception, debug: bool) -> int:
     from agentcredit.run.directory import RunDirectoryError
 
     if isinstance(err, ConfigError | RunDirectoryError):
-        print(f"error: {_first_line(err)}", file=sys.stderr)
+        print(f"error: {first_line(err, NO_MESSAGE)}", file=sys.stderr)
         return 2
     if debug:
         traceback.print_exception(err, file=sys.stderr)
     if isinstance(err, OSError):
         if err.filename is None:  # ours: the message says what to do
-            print(f"error: {_first_line(err)}", file=sys.stderr)
+            print(f"error: {first_line(err, NO_MESSAGE)}", file=sys.stderr)
         else:
-            print(f"error: cannot use {err.filename}: {err.strerror or _first_line(err)}; check "
-                  "that the path is right, writable and its disk has free space", file=sys.stderr)
+            print(f"error: cannot use {err.filename}: "
+                  f"{err.strerror or first_line(err, NO_MESSAGE)}; check that the path is right, "
+                  "writable and its disk has free space", file=sys.stderr)
         return 2
     if not debug:
-        print(f"error: internal error: {type(err).__name__}: {_first_line(err)} (rerun with "
-              "--debug for the traceback)", file=sys.stderr)
+        print(f"error: internal error: {type(err).__name__}: {first_line(err, NO_MESSAGE)} "
+              "(rerun with --debug for the traceback)", file=sys.stderr)
     return 1
-
-
-def _first_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    return lines[0] if lines else "(no message)"
 
 
 def _train(args) -> int:
@@ -680,7 +698,7 @@ def _write_report(args) -> int:
     try:
         result = write_report(args.run_dirs, args.output, viewer_mb=args.viewer_mb)
     except ReportError as err:
-        print(f"error: {_first_line(err)}", file=sys.stderr)
+        print(f"error: {first_line(err, NO_MESSAGE)}", file=sys.stderr)
         return 2
     for problem in result.problems:
         print(f"warning: {problem}", file=sys.stderr)

@@ -24,11 +24,18 @@ from __future__ import annotations
 from importlib import import_module, metadata
 
 from agentcredit.config.schema import ConfigError
+from agentcredit.error_text import NO_MESSAGE, first_line
 
 #: the entry-point group of environment plug-ins (``envs/suites.py`` loads it)
 ENVIRONMENTS = "agentcredit.environments"
 #: the entry-point group of estimator plug-ins (``credit/registry.py`` loads it)
 ESTIMATORS = "agentcredit.estimators"
+#: the estimators agentcredit registers itself (importing ``agentcredit.credit``), named here
+#: so that listing them loads no torch (``listed_estimator_names``); ``register_estimator``
+#: refuses a built-in estimator this does not name
+BUILTIN_ESTIMATORS = ("grpo", "rloo", "gigpo", "vict", "dense_atom_reward", "commit_only",
+                      "temporal_nearest", "random_edges", "no_core", "no_proof_edges", "adrs",
+                      "rlsd", "salt", "hcapo", "proxmo")
 
 _LOADED: set[str] = set()
 #: the entry points being imported now, innermost last (``provider`` names the newest)
@@ -51,6 +58,13 @@ def entry_points(group: str) -> list[metadata.EntryPoint]:
     distribution on the path twice is listed once, by ``importlib.metadata``)."""
     seen = {(point.name, point.value): point for point in metadata.entry_points(group=group)}
     return [seen[key] for key in sorted(seen)]
+
+
+def listed_estimator_names() -> list[str]:
+    """The estimator names, sorted, without importing an estimator (so without torch, for
+    ``agentcredit --help``): the built-ins and each plug-in's entry-point name.
+    ``credit.estimator_names`` imports them all and gives the names they register."""
+    return sorted({*BUILTIN_ESTIMATORS, *(point.name for point in entry_points(ESTIMATORS))})
 
 
 def package_of(point: metadata.EntryPoint) -> str:
@@ -93,11 +107,11 @@ def load_group(group: str) -> None:
         except Exception as error:
             _LOADED.discard(group)
             package = package_of(point)
-            first = (str(error).strip().splitlines() or ["(no message)"])[0]
             raise PluginError(
                 f"plug-in package {package!r} failed to load its {group} entry point "
-                f"{point.name} = {point.value}: {type(error).__name__}: {first}; fix the "
-                f"package or uninstall it (pip uninstall {package})") from error
+                f"{point.name} = {point.value}: {type(error).__name__}: "
+                f"{first_line(error, NO_MESSAGE)}; fix the package or uninstall it "
+                f"(pip uninstall {package})") from error
         finally:
             _LOADING.pop()
 

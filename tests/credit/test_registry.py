@@ -59,6 +59,14 @@ def test_registering_an_existing_name_again_fails_naming_both_providers():
         "select it with credit.estimator=NEW_NAME")
 
 
+def test_a_built_in_estimator_missing_from_the_torch_free_name_list_is_refused(monkeypatch):
+    monkeypatch.setattr(registry, "_ESTIMATORS", dict(registry._ESTIMATORS))
+    monkeypatch.setattr(registry, "provider", lambda fn: "agentcredit's built-in x.unlisted")
+    with pytest.raises(ValueError, match="'unlisted' is not in plugins.BUILTIN_ESTIMATORS"):
+        register_estimator("unlisted", GRPOConfig)(lambda batch, config: None)
+    assert "unlisted" not in registry._ESTIMATORS
+
+
 def test_register_estimator_rejects_a_config_that_is_not_a_dataclass():
     with pytest.raises(TypeError, match="config_cls must be a dataclass type"):
         register_estimator("no_config", dict)

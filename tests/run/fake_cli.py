@@ -17,9 +17,9 @@ package = types.ModuleType("tests")
 package.__path__ = [sys.argv[1]]
 sys.modules["tests"] = package
 from tests.conftest import FakeSuite
-from agentcredit.envs.suites import register_env_suite
+from agentcredit.envs.suites import register_environment
 from agentcredit.cli import main
-register_env_suite("fake", FakeSuite)
+register_environment("fake", FakeSuite)
 raise SystemExit(main(sys.argv[2:]))
 """
 TESTS = str(Path(__file__).resolve().parents[1])

@@ -1,6 +1,6 @@
 """A checkpoint is validated as a whole before resume uses it: weights that are not the model
 and a trainer state outside its schema each make resume fall back to the checkpoint before,
-saying why in one line (run/directory.py, run/model_folder.py)."""
+saying why in one line (run/directory.py, run/trainer_state.py, run/model_folder.py)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,8 @@ from safetensors.torch import load_file, save_file
 
 from agentcredit.cli import main
 from agentcredit.config import load_config
-from agentcredit.run.directory import (
-    CHECKPOINT_RECORD,
-    CHECKPOINT_STATE,
-    CONFIG_DIGEST,
-    RunDirectory,
-    RunDirectoryError,
-)
+from agentcredit.run.directory import CONFIG_DIGEST, RunDirectory, RunDirectoryError
+from agentcredit.run.trainer_state import CHECKPOINT_RECORD, CHECKPOINT_STATE
 from agentcredit.train.loop import train
 
 RUN = ("run.updates=3", "run.checkpoint_every=1", "run.keep_checkpoints=3", "run.eval_every=0",

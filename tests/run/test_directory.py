@@ -11,60 +11,19 @@ import subprocess
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from agentcredit.config import load_config
 from agentcredit.disk_full import DiskFullError
-from agentcredit.run.directory import (
-    CHECKPOINT_RECORD,
-    CHECKPOINT_STATE,
-    RunDirectory,
-    RunDirectoryError,
-    read_trainer_state,
-)
+from agentcredit.run.directory import RunDirectory, RunDirectoryError
 from agentcredit.run.random_streams import RandomStreams
-from agentcredit.train.evaluation.evaluate import locate_model
+from agentcredit.run.trainer_state import CHECKPOINT_RECORD, CHECKPOINT_STATE
 from agentcredit.train.loop import train
 from agentcredit.train.model_loading import load_policy
 
+from .conftest import RUN, _records, _resume, _stopped, _without_timings
 from .fake_cli import cli_command
-
-RUN = ("run.updates=4", "run.checkpoint_every=1", "run.keep_checkpoints=3", "run.eval_every=2",
-       "credit.estimator=vict")
-
-
-def _records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def _without_timings(records: list[dict]) -> list[dict]:
-    timing = ("time/", "tokens/", "sft/seconds")
-    return [{k: v for k, v in r.items() if not k.startswith(timing) and not k.endswith("_ms")}
-            for r in records]
-
-
-@pytest.fixture(scope="module")
-def full(tmp_path_factory, tiny_fake_run):
-    """An uninterrupted 4-update VICT run on the fake environment."""
-    root = tmp_path_factory.mktemp("full")
-    config = load_config(None, [*tiny_fake_run, *RUN, f"run.output_dir={root}", "run.name=full"])
-    train(config, echo=lambda _: None)
-    return config.run_dir
-
-
-def _stopped(tmp_path: Path, tiny_fake_run, name: str, after: int):
-    config = load_config(None, [*tiny_fake_run, *RUN, f"run.output_dir={tmp_path}",
-                                f"run.name={name}"])
-    train(config, stop_after_update=after, echo=lambda _: None)
-    return config
-
-
-def _resume(config) -> list[str]:
-    said = []
-    train(config, resume=True, echo=said.append)
-    return said
 
 
 def test_a_torn_last_line_in_either_log_is_cut_and_the_run_matches(full, tmp_path, tiny_fake_run):
@@ -126,63 +85,6 @@ def test_a_checkpoint_records_how_long_each_log_was(full):
     assert state["log_lines"]["metrics.jsonl"] == lines
     assert state["log_lines"]["ledger.jsonl"] == len(
         (full / "ledger.jsonl").read_text().splitlines())
-
-
-class _Crafted:
-    """An object that runs code when unpickled: it writes ``marker``."""
-
-    def __init__(self, marker: Path):
-        self.marker = marker
-
-    def __reduce__(self):
-        return exec, (f"open({str(self.marker)!r}, 'w').write('ran')",)
-
-
-def test_a_checkpoint_state_holding_a_crafted_object_is_refused_and_never_run(
-        full, tmp_path, tiny_fake_run):
-    config = _stopped(tmp_path, tiny_fake_run, "crafted", after=3)
-    marker = tmp_path / "the_payload_ran"
-    torch.save({"optimizer": _Crafted(marker), "random": {}},
-               config.run_dir / "checkpoints" / "update_00003" / CHECKPOINT_STATE)
-    said = _resume(config)
-    assert not marker.exists()
-    assert ("checkpoint update_00003 is unusable: trainer_state.pt holds objects other than "
-            "tensors and plain data, refused unread (loading them could run code); trying the "
-            "one before") in said
-    assert _without_timings(_records(config.run_dir)) == _without_timings(_records(full))
-
-
-def test_eval_refuses_an_earlier_format_state_holding_a_crafted_object(full, tmp_path):
-    checkpoint = tmp_path / "update_00004"
-    shutil.copytree(RunDirectory(full).latest_checkpoint(), checkpoint)
-    (checkpoint / CHECKPOINT_RECORD).unlink()
-    marker = tmp_path / "the_payload_ran"
-    torch.save({"update": 4, "log_lines": {}, "payload": _Crafted(marker)},
-               checkpoint / CHECKPOINT_STATE)
-    with pytest.raises(RunDirectoryError, match="refused unread"):
-        locate_model(checkpoint)
-    assert not marker.exists()
-
-
-def test_a_checkpoint_of_the_earlier_format_resumes_with_a_notice(full, tmp_path, tiny_fake_run):
-    config = _stopped(tmp_path, tiny_fake_run, "earlier", after=3)
-    checkpoint = config.run_dir / "checkpoints" / "update_00003"
-    state = read_trainer_state(checkpoint)
-    numpy_state = state["random"]["numpy_random"]  # back to the pickled legacy tuple
-    state["random"]["numpy_random"] = (
-        "MT19937", np.array(numpy_state["state"]["key"], dtype=np.uint32),
-        numpy_state["state"]["pos"], numpy_state["has_gauss"], numpy_state["gauss"])
-    for name in ("task_rng", "python_random"):
-        version, internal, gauss = state["random"][name]
-        state["random"][name] = (version, tuple(internal), gauss)
-    del state["format"]
-    torch.save(state, checkpoint / CHECKPOINT_STATE)
-    (checkpoint / CHECKPOINT_RECORD).unlink()
-    said = _resume(config)
-    assert ("checkpoint update_00003 has the earlier trainer-state format; reading it with "
-            "torch's weights-only loader") in said
-    assert "resuming after update 3" in " ".join(said)
-    assert _without_timings(_records(config.run_dir)) == _without_timings(_records(full))
 
 
 def test_truncated_weights_in_the_newest_checkpoint_fall_back_to_the_one_before(
@@ -299,21 +201,6 @@ def test_a_full_disk_while_writing_the_trainer_state_names_the_file(tmp_path, fa
     written = tmp_path / "run" / "checkpoints" / ".tmp_update_00001" / CHECKPOINT_STATE
     assert str(full.value).startswith(f"cannot write {written}: the disk is full")
     assert run.latest_checkpoint() is None  # nothing half-written was renamed into place
-
-
-def test_every_torch_load_in_the_package_is_weights_only():
-    import ast
-
-    import agentcredit
-
-    loads = []
-    for path in Path(agentcredit.__file__).parent.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "load" and getattr(node.func.value, "id", "") == "torch"):
-                flag = next((k.value for k in node.keywords if k.arg == "weights_only"), None)
-                loads.append((path.name, isinstance(flag, ast.Constant) and flag.value is True))
-    assert loads and all(safe for _, safe in loads), loads
 
 
 def test_ctrl_c_before_anything_resumable_says_to_start_again_not_to_resume(tmp_path,

@@ -29,7 +29,8 @@ from agentcredit.envs.suites import (
     environment_specs,
 )
 
-#: old dotted key (or key prefix) -> the key that holds it now
+#: old dotted key (or key prefix) -> the key that holds it now; remove after 2026-12-30, four
+#: weeks after 4c2ae9a (2026-12-02) moved these keys, when no config still uses them
 MOVED_KEYS = {"env.generator": "env.alfworld.generator", "env.cache_dir": "env.alfworld.cache_dir"}
 GAMES_MAX = 10_000
 #: the evaluation split that plays the RL pool's games (``env.pool_games_per_type``;

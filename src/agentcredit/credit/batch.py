@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from agentcredit.credit.hindsight import HindsightScores, check_hindsight_scores
+from agentcredit.credit.tensor_checks import check_finite
 from agentcredit.credit.tokens import TokenScores, check_token_scores
 from agentcredit.verifier.trace import RolloutTrace
 
@@ -99,12 +100,8 @@ class CreditBatch:
                 f"CreditBatch tensors live on different devices {sorted(map(str, devices))}; "
                 "move them to one device with .to(device)."
             )
-        if not torch.isfinite(self.step_rewards).all():
-            bad = int(torch.nonzero(~torch.isfinite(self.step_rewards))[0])
-            raise ValueError(
-                f"CreditBatch.step_rewards[{bad}] = {self.step_rewards[bad].item()} is not finite; "
-                "check the environment's reward for that step."
-            )
+        check_finite(self.step_rewards, "CreditBatch.step_rewards",
+                     "check the environment's reward for that step")
         _check_rollout_layout(self.step_rollout, self.step_index, num_rollouts)
         if self.traces is not None:
             _check_traces(self.traces, self.episode_lengths.tolist())
@@ -205,67 +202,14 @@ class CreditBatch:
             dtype: float dtype of the rewards and scores.
             device: where the tensors live.
         """
-        if len(group_ids) != len(step_rewards):
-            raise ValueError(
-                f"from_lists got {len(step_rewards)} reward lists but {len(group_ids)} group ids; "
-                "pass one group id per rollout."
-            )
-        if anchor_keys is None:
-            anchor_keys = [[f"rollout{i}/step{t}" for t in range(len(r))]
-                           for i, r in enumerate(step_rewards)]
-        if len(anchor_keys) != len(step_rewards):
-            raise ValueError(
-                f"from_lists got {len(step_rewards)} reward lists but {len(anchor_keys)} "
-                "anchor-key lists; pass one list of keys per rollout."
-            )
-        for i, (rewards, keys) in enumerate(zip(step_rewards, anchor_keys, strict=True)):
-            if len(rewards) != len(keys):
-                raise ValueError(
-                    f"rollout {i} has {len(rewards)} rewards but {len(keys)} anchor keys; "
-                    "pass one key per step."
-                )
-        lengths = torch.tensor([len(r) for r in step_rewards], dtype=torch.long)
-        step_rollout = torch.repeat_interleave(torch.arange(len(step_rewards)), lengths)
-        starts = torch.cumsum(lengths, 0) - lengths  # [B] flat offset of each rollout's first step
-        step_index = torch.arange(int(lengths.sum())) - torch.repeat_interleave(starts, lengths)
+        anchor_keys = _checked_anchor_keys(step_rewards, group_ids, anchor_keys)
+        step_rollout, step_index = _flat_layout([len(r) for r in step_rewards])
         flat_rewards = [float(r) for rewards in step_rewards for r in rewards]
         step_lengths = [len(r) for r in step_rewards]
-        tokens = None
-        if teacher_logprobs is not None:
-            per_step = _token_scores("teacher_logprobs", teacher_logprobs, step_lengths)
-            token_step = torch.repeat_interleave(
-                torch.arange(len(per_step)), torch.tensor([len(x) for x in per_step],
-                                                          dtype=torch.long)).to(device)
-
-            def flat_tokens(name: str, scores) -> Tensor | None:
-                if scores is None:
-                    return None
-                rows = _token_scores(name, scores, step_lengths)
-                if [len(x) for x in rows] != [len(x) for x in per_step]:
-                    raise ValueError(f"from_lists: {name} must have as many tokens in every "
-                                     "step as teacher_logprobs.")
-                return torch.tensor([v for x in rows for v in x], dtype=dtype, device=device)
-
-            tokens = TokenScores(token_step=token_step,
-                                 teacher_logprobs=flat_tokens("teacher_logprobs",
-                                                              teacher_logprobs),
-                                 behaviour_logprobs=flat_tokens("behaviour_logprobs",
-                                                                behaviour_logprobs),
-                                 ref_logprobs=flat_tokens("ref_logprobs", ref_logprobs),
-                                 update=update)
-        elif behaviour_logprobs is not None or ref_logprobs is not None:
-            raise ValueError("from_lists got token log-probs without teacher_logprobs; pass "
-                             "teacher_logprobs too (the token scores start from ℓ^T).")
-        hindsight = None
-        if (hindsight_means is None) != (behaviour_means is None):
-            raise ValueError("from_lists needs hindsight_means and behaviour_means together "
-                             "(HCAPO compares m^H with m^b); pass both or neither.")
-        if hindsight_means is not None:
-            hindsight = HindsightScores(
-                hindsight=torch.tensor(_step_scores("hindsight_means", hindsight_means,
-                                                    step_lengths), dtype=dtype, device=device),
-                behaviour=torch.tensor(_step_scores("behaviour_means", behaviour_means,
-                                                    step_lengths), dtype=dtype, device=device))
+        tokens = _tokens_from_lists(step_lengths, teacher_logprobs, behaviour_logprobs,
+                                    ref_logprobs, update, dtype, device)
+        hindsight = _hindsight_from_lists(step_lengths, hindsight_means, behaviour_means, dtype,
+                                          device)
         return cls(
             group_ids=torch.as_tensor(list(group_ids), dtype=torch.long, device=device),
             step_rollout=step_rollout.to(device),
@@ -279,6 +223,97 @@ class CreditBatch:
             hindsight=hindsight,
         )
 
+
+# FROM_LISTS STAGES
+
+def _checked_anchor_keys(step_rewards: Sequence[Sequence[float]], group_ids: Sequence[int],
+                         anchor_keys: Sequence[Sequence[str]] | None
+                         ) -> Sequence[Sequence[str]]:
+    """``anchor_keys[i][t]`` after checking one group id per rollout and one key per step;
+    ``None`` gives every step its own key ``rollout{i}/step{t}``."""
+    if len(group_ids) != len(step_rewards):
+        raise ValueError(
+            f"from_lists got {len(step_rewards)} reward lists but {len(group_ids)} group ids; "
+            "pass one group id per rollout."
+        )
+    if anchor_keys is None:
+        anchor_keys = [[f"rollout{i}/step{t}" for t in range(len(r))]
+                       for i, r in enumerate(step_rewards)]
+    if len(anchor_keys) != len(step_rewards):
+        raise ValueError(
+            f"from_lists got {len(step_rewards)} reward lists but {len(anchor_keys)} "
+            "anchor-key lists; pass one list of keys per rollout."
+        )
+    for i, (rewards, keys) in enumerate(zip(step_rewards, anchor_keys, strict=True)):
+        if len(rewards) != len(keys):
+            raise ValueError(
+                f"rollout {i} has {len(rewards)} rewards but {len(keys)} anchor keys; "
+                "pass one key per step."
+            )
+    return anchor_keys
+
+
+def _flat_layout(episode_lengths: list[int]) -> tuple[Tensor, Tensor]:
+    """``(step_rollout [S], step_index [S])`` int64 on the CPU for rollouts of
+    ``episode_lengths`` (``T_i``) steps, stored one after another."""
+    lengths = torch.tensor(episode_lengths, dtype=torch.long)
+    step_rollout = torch.repeat_interleave(torch.arange(len(episode_lengths)), lengths)
+    starts = torch.cumsum(lengths, 0) - lengths  # [B] flat offset of each rollout's first step
+    step_index = torch.arange(int(lengths.sum())) - torch.repeat_interleave(starts, lengths)
+    return step_rollout, step_index
+
+
+def _tokens_from_lists(step_lengths: list[int],
+                       teacher_logprobs: Sequence[Sequence[Sequence[float]]] | None,
+                       behaviour_logprobs: Sequence[Sequence[Sequence[float]]] | None,
+                       ref_logprobs: Sequence[Sequence[Sequence[float]]] | None,
+                       update: int | None, dtype: torch.dtype,
+                       device: torch.device | str | None) -> TokenScores | None:
+    """``batch.tokens`` from per-rollout, per-step token lists (``ℓ^T``, ``ℓ^b``, ``ℓ_ref``),
+    flattened to ``[N]`` with ``token_step [N]``; ``None`` without ``teacher_logprobs``."""
+    if teacher_logprobs is None:
+        if behaviour_logprobs is not None or ref_logprobs is not None:
+            raise ValueError("from_lists got token log-probs without teacher_logprobs; pass "
+                             "teacher_logprobs too (the token scores start from ℓ^T).")
+        return None
+    per_step = _token_scores("teacher_logprobs", teacher_logprobs, step_lengths)
+    token_step = torch.repeat_interleave(
+        torch.arange(len(per_step)), torch.tensor([len(x) for x in per_step],
+                                                  dtype=torch.long)).to(device)
+
+    def flat_tokens(name: str, scores) -> Tensor | None:
+        if scores is None:
+            return None
+        rows = _token_scores(name, scores, step_lengths)
+        if [len(x) for x in rows] != [len(x) for x in per_step]:
+            raise ValueError(f"from_lists: {name} must have as many tokens in every "
+                             "step as teacher_logprobs.")
+        return torch.tensor([v for x in rows for v in x], dtype=dtype, device=device)
+
+    return TokenScores(token_step=token_step,
+                       teacher_logprobs=flat_tokens("teacher_logprobs", teacher_logprobs),
+                       behaviour_logprobs=flat_tokens("behaviour_logprobs", behaviour_logprobs),
+                       ref_logprobs=flat_tokens("ref_logprobs", ref_logprobs),
+                       update=update)
+
+
+def _hindsight_from_lists(step_lengths: list[int],
+                          hindsight_means: Sequence[Sequence[float]] | None,
+                          behaviour_means: Sequence[Sequence[float]] | None,
+                          dtype: torch.dtype, device: torch.device | str | None
+                          ) -> HindsightScores | None:
+    """``batch.hindsight`` (``m^H``, ``m^b``, each ``[S]``) from per-rollout step lists; both
+    or neither must be given."""
+    if (hindsight_means is None) != (behaviour_means is None):
+        raise ValueError("from_lists needs hindsight_means and behaviour_means together "
+                         "(HCAPO compares m^H with m^b); pass both or neither.")
+    if hindsight_means is None:
+        return None
+    return HindsightScores(
+        hindsight=torch.tensor(_step_scores("hindsight_means", hindsight_means, step_lengths),
+                               dtype=dtype, device=device),
+        behaviour=torch.tensor(_step_scores("behaviour_means", behaviour_means, step_lengths),
+                               dtype=dtype, device=device))
 
 def _step_scores(name: str, scores: Sequence[Sequence[float]], step_lengths: list[int]
                  ) -> list[float]:
@@ -302,7 +337,10 @@ def _token_scores(name: str, scores: Sequence[Sequence[Sequence[float]]],
 
 def _check_vector(name: str, value: object, *, integer: bool, fix: str,
                   length: int | None = None) -> None:
-    """Raise if ``value`` is not a 1-D tensor of the right kind (and length)."""
+    """Raise if ``value`` is not a 1-D tensor of the right kind (and length).
+
+    Not ``tensor_checks.check_float_vector``: these messages differ from its (a ``TypeError``
+    for a non-tensor, int64 vectors too, the length compared with ``step_rollout``)."""
     kind = "int64" if integer else "floating-point"
     if not isinstance(value, Tensor):
         raise TypeError(f"CreditBatch.{name} must be a 1-D {kind} tensor; got "

@@ -26,7 +26,13 @@ from typing import Any
 
 from agentcredit.credit.batch import CreditBatch
 from agentcredit.credit.result import CreditResult
-from agentcredit.plugins import ESTIMATORS, NameCollision, load_group, provider
+from agentcredit.plugins import (
+    BUILTIN_ESTIMATORS,
+    ESTIMATORS,
+    NameCollision,
+    load_group,
+    provider,
+)
 
 EstimatorFn = Callable[[CreditBatch, Any], CreditResult]
 #: what an estimator or auxiliary loss can ask the trainer to prepare.
@@ -88,7 +94,8 @@ def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = (),
 
     Raises:
         NameCollision: ``name`` is already registered (the line names both providers).
-        ValueError: ``name`` is empty, or ``needs`` names an unknown input,
+        ValueError: ``name`` is empty or a built-in's name missing from
+            ``plugins.BUILTIN_ESTIMATORS``, or ``needs`` names an unknown input,
             ``claims`` an unknown property, or ``waives`` a check that cannot be waived or
             gives no reason.
         TypeError: ``config_cls`` is not a dataclass type.
@@ -117,6 +124,9 @@ def register_estimator(name: str, config_cls: type, needs: tuple[str, ...] = (),
 
     def decorator(fn: EstimatorFn) -> EstimatorFn:
         by = provider(fn)
+        if by.startswith("agentcredit's built-in") and name not in BUILTIN_ESTIMATORS:
+            raise ValueError(f"built-in estimator {name!r} is not in plugins.BUILTIN_ESTIMATORS, "
+                             "the names agentcredit lists without importing torch; add it there")
         if name in _ESTIMATORS:
             raise NameCollision(
                 f"estimator {name!r} is registered twice: first by {_PROVIDERS[name]}, then by "

@@ -177,12 +177,6 @@ def update_environment(name: str, **hooks: Any) -> EnvironmentSpec:
     return spec
 
 
-def register_env_suite(name: str, suite: type) -> None:
-    """Register the suite class ``suite`` under ``name`` with no other hook (no options); the
-    short form of ``register_environment``."""
-    register_environment(name, suite)
-
-
 def environment_spec(name: str) -> EnvironmentSpec:
     """The environment registered as ``name`` (plug-ins loaded first); a ``KeyError`` lists
     the known names."""

@@ -21,7 +21,7 @@ import torch
 from agentcredit.envs.base import Environment, Task
 from agentcredit.rollout.actions import parse_action
 from agentcredit.rollout.admissible import ActionTrie, Decoding
-from agentcredit.rollout.policy import Policy, PromptCache
+from agentcredit.rollout.policy import Generation, Policy, PromptCache
 from agentcredit.rollout.prompts import PromptConfig, build_prompt_ids
 from agentcredit.rollout.records import Step, Trajectory
 from agentcredit.skills.prefix import SkillSplicer
@@ -121,34 +121,19 @@ class RolloutCollector:
         Returns the trajectories grouped by task, in task order; each has at least one step.
         """
         cfg = self.config
-        running: list[_Running] = []
-        for k, task in enumerate(tasks):
-            for _ in range(group_size):
-                env = self._env(len(running))
-                obs = env.reset(task)
-                trajectory = Trajectory(task=task, group_id=first_group_id + k,
-                                        initial_snapshot=(env.snapshot() if cfg.record_snapshots
-                                                          else None))
-                running.append(_Running(trajectory, env, obs.text, obs.admissible_actions))
-
-        tokenizer = self.policy.tokenizer
+        running = self._start(tasks, group_size, first_group_id)
         # the weights are fixed during one collection, so one step's prompt caches serve the next
         prompt_cache = PromptCache() if cfg.reuse_prompt_cache else None
         if skills is not None and self._splicer is None:
-            self._splicer = SkillSplicer(tokenizer)
+            self._splicer = SkillSplicer(self.policy.tokenizer)
         for t in range(cfg.max_steps):
             active = [r for r in running if not r.done]
             if not active:
                 break
-            prompts = [build_prompt_ids(tokenizer, r.trajectory.task.instruction, r.history,
-                                        r.observation, r.admissible, cfg.prompt) for r in active]
-            if skills is not None:
-                prompts = [self._splicer.privileged_prompt_ids(
-                    ids, skills.skill_text(r.trajectory.task))
-                    for r, ids in zip(active, prompts, strict=True)]
+            prompts = self._prompts(active, skills)
             tries = None
             if cfg.decoding == "admissible":
-                tries = [ActionTrie.from_commands(tokenizer, r.admissible,
+                tries = [ActionTrie.from_commands(self.policy.tokenizer, r.admissible,
                                                   cfg.prompt.action_format) for r in active]
             generations = self.policy.generate(prompts, temperature=temperature,
                                                max_new_tokens=cfg.max_new_tokens,
@@ -156,39 +141,76 @@ class RolloutCollector:
                                                prompt_cache=prompt_cache)
             last_step = t == cfg.max_steps - 1
             for r, prompt_ids, gen in zip(active, prompts, generations, strict=True):
-                action = parse_action(gen.text, cfg.prompt.action_format)
-                # an unparsable response is still sent: the environment answers it, not us
-                obs, env_reward, done, info = r.env.step(gen.text if action is None else action)
-                valid = action is not None and info.valid
-                reward = 0.0 if valid else cfg.invalid_penalty
-                ends = done or last_step
-                if ends:
-                    r.trajectory.final_observation = obs.text
-                    r.trajectory.final_admissible = tuple(obs.admissible_actions)
-                    r.trajectory.won = info.won
-                    r.trajectory.env_metrics = dict(info.metrics)
-                    signal = float(info.won) if cfg.outcome_signal == "won" else env_reward
-                    r.trajectory.outcome_reward = cfg.outcome_reward * signal
-                    r.trajectory.truncated = not done
-                    reward += r.trajectory.outcome_reward
-                r.trajectory.steps.append(Step(
-                    observation=r.observation,
-                    response=gen.text,
-                    action=action,
-                    valid=valid,
-                    reward=reward,
-                    anchor_key=r.observation,
-                    snapshot=r.env.snapshot() if cfg.record_snapshots else {},
-                    prompt_ids=list(prompt_ids),
-                    response_ids=gen.token_ids,
-                    sampling_logprobs=gen.logprobs,
-                    env_reward=env_reward,
-                    allowed_ids=gen.allowed_ids,
-                    admissible=tuple(r.admissible),
-                ))
-                r.history.append((r.observation, gen.text.strip() if action is None else action))
-                r.observation, r.admissible, r.done = obs.text, obs.admissible_actions, ends
+                self._advance(r, prompt_ids, gen, last_step)
             if on_step is not None:
                 on_step(sum(r.done for r in active))
         return [r.trajectory for r in running]
 
+    def _start(self, tasks: Sequence[Task], group_size: int,
+               first_group_id: int) -> list[_Running]:
+        """Reset one environment instance per rollout: ``group_size`` of each task, in task
+        order, task ``k``'s rollouts in group ``first_group_id + k``."""
+        running: list[_Running] = []
+        for k, task in enumerate(tasks):
+            for _ in range(group_size):
+                env = self._env(len(running))
+                obs = env.reset(task)
+                trajectory = Trajectory(task=task, group_id=first_group_id + k,
+                                        initial_snapshot=(env.snapshot()
+                                                          if self.config.record_snapshots
+                                                          else None))
+                running.append(_Running(trajectory, env, obs.text, obs.admissible_actions))
+        return running
+
+    def _prompts(self, active: Sequence[_Running],
+                 skills: SkillProvider | None) -> list[list[int]]:
+        """The prompt token ids of each running rollout, with its task's skill prefix when
+        ``skills`` is given."""
+        cfg = self.config
+        tokenizer = self.policy.tokenizer
+        prompts = [build_prompt_ids(tokenizer, r.trajectory.task.instruction, r.history,
+                                    r.observation, r.admissible, cfg.prompt) for r in active]
+        if skills is not None:
+            prompts = [self._splicer.privileged_prompt_ids(
+                ids, skills.skill_text(r.trajectory.task))
+                for r, ids in zip(active, prompts, strict=True)]
+        return prompts
+
+    def _advance(self, r: _Running, prompt_ids: Sequence[int], gen: Generation,
+                 last_step: bool) -> None:
+        """Send one response to its environment and record the ``Step``: reward is the
+        invalid-action penalty when the action is unparsable or refused, plus the outcome
+        reward (docs/backbones.md §2) when the rollout ends here (done, or ``last_step``)."""
+        cfg = self.config
+        action = parse_action(gen.text, cfg.prompt.action_format)
+        # an unparsable response is still sent: the environment answers it, not us
+        obs, env_reward, done, info = r.env.step(gen.text if action is None else action)
+        valid = action is not None and info.valid
+        reward = 0.0 if valid else cfg.invalid_penalty
+        ends = done or last_step
+        if ends:
+            r.trajectory.final_observation = obs.text
+            r.trajectory.final_admissible = tuple(obs.admissible_actions)
+            r.trajectory.won = info.won
+            r.trajectory.env_metrics = dict(info.metrics)
+            signal = float(info.won) if cfg.outcome_signal == "won" else env_reward
+            r.trajectory.outcome_reward = cfg.outcome_reward * signal
+            r.trajectory.truncated = not done
+            reward += r.trajectory.outcome_reward
+        r.trajectory.steps.append(Step(
+            observation=r.observation,
+            response=gen.text,
+            action=action,
+            valid=valid,
+            reward=reward,
+            anchor_key=r.observation,
+            snapshot=r.env.snapshot() if cfg.record_snapshots else {},
+            prompt_ids=list(prompt_ids),
+            response_ids=gen.token_ids,
+            sampling_logprobs=gen.logprobs,
+            env_reward=env_reward,
+            allowed_ids=gen.allowed_ids,
+            admissible=tuple(r.admissible),
+        ))
+        r.history.append((r.observation, gen.text.strip() if action is None else action))
+        r.observation, r.admissible, r.done = obs.text, obs.admissible_actions, ends

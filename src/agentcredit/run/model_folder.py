@@ -31,6 +31,7 @@ from safetensors import SafetensorError, safe_open
 
 from agentcredit.config.checks import ModelSize
 from agentcredit.envs.bounded_json import JsonRefused, loads
+from agentcredit.error_text import first_line
 from agentcredit.run.safe_files import read_regular, refusal
 
 SETTINGS = ("config.json", "tokenizer_config.json")
@@ -148,7 +149,7 @@ def weights_problem(folder: Path) -> str:
                 for key in handle.keys():  # noqa: SIM118 (safe_open has no iteration)
                     saved[key] = tuple(handle.get_slice(key).get_shape())
         except (OSError, SafetensorError) as err:
-            return f"its {weights.name} does not load ({_first_line(err)})"
+            return f"its {weights.name} does not load ({first_line(err)})"
     if not saved:
         return f"its {', '.join(p.name for p in files)} holds no tensors"
     try:
@@ -249,7 +250,7 @@ def _meta_model(source: str | Path, local_only: bool):
         else:
             settings, _ = PretrainedConfig.get_config_dict(source, local_files_only=local_only)
     except OSError as err:
-        raise ValueError(f"its config.json does not load ({_first_line(err)})") from None
+        raise ValueError(f"its config.json does not load ({first_line(err)})") from None
     problem = architecture_problem(settings)
     if problem:
         raise ValueError(problem)
@@ -263,14 +264,14 @@ def _meta_model(source: str | Path, local_only: bool):
                          f"architecture: {architecture_rejection(err)}") from None
     except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
         raise ValueError("its config.json describes no model transformers can build "
-                         f"({_first_line(err)})") from None
+                         f"({first_line(err)})") from None
 
 
 def architecture_rejection(err: Exception) -> str:
     """The line of a transformers config class's ``StrictDataclassError`` that names the key
     (``"ValueError: `num_hidden_layers` (-1) must be equal to ..."``), its first line if none."""
     lines = [line.strip() for line in str(err).strip().splitlines()]
-    return lines[1] if len(lines) > 1 else _first_line(err)
+    return lines[1] if len(lines) > 1 else first_line(err)
 
 
 def _nonfinite(files: list[Path], names: set[str]) -> str:
@@ -287,9 +288,4 @@ def _nonfinite(files: list[Path], names: set[str]) -> str:
                         return (f"its {weights.name} holds NaN or infinite values in {key} "
                                 "(a diverged or damaged save)")
     return ""
-
-
-def _first_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    return lines[0] if lines else type(err).__name__
 

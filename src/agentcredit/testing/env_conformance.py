@@ -53,7 +53,7 @@ from typing import Any
 
 from agentcredit.config.schema import ConfigError
 from agentcredit.verifier.atoms import Status, Verifier
-from agentcredit.verifier.conformance import evidence_timeline
+from agentcredit.verifier.reconstruction import evidence_timeline
 from agentcredit.verifier.trace import split_guard, trace_rollout
 
 #: the checks, in the order they run and print

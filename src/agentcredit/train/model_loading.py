@@ -66,6 +66,7 @@ from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
 from agentcredit.config import ConfigError
 from agentcredit.config.checks import ModelSize
+from agentcredit.error_text import first_line
 from agentcredit.run.model_folder import (
     looks_local,
     model_size,
@@ -129,7 +130,7 @@ def load_policy(
         The model, in eval mode as ``from_pretrained`` leaves it (the trainer
         switches it to train mode), and its tokenizer.
 
-    Resolution: an existing directory is loaded with ``local_files_only=True``
+    Resolution (``_resolve``): an existing directory is loaded with ``local_files_only=True``
     and must contain ``config.json``. A string that does not exist and that can
     only be a path (absolute, ``./``, ``../``, ``~``, a trailing ``/``, or not of
     the ``owner/name`` form) raises ``FileNotFoundError`` without any network
@@ -137,11 +138,23 @@ def load_policy(
     does not exist is indistinguishable from a hub id, so pass an absolute path
     for local checkpoints.
 
-    Padding: when the tokenizer defines no pad token, its EOS token is used as
-    pad (and recorded as the model's ``pad_token_id`` if that is unset). Padded
+    Padding (``_pad_with_eos``): when the tokenizer defines no pad token, its EOS token is
+    used as pad (and recorded as the model's ``pad_token_id`` if that is unset). Padded
     positions are always masked out of attention and loss, so reusing EOS is
     harmless, and batched generation and scoring need some pad id.
     """
+    source, local_only = _resolve(name_or_dir, check_size)
+    tokenizer, model = _load_checked(source, local_only, name_or_dir, dtype)
+    model.to(device)
+    _pad_with_eos(tokenizer, model, name_or_dir)
+    return model, tokenizer
+
+
+def _resolve(name_or_dir: str,
+             check_size: Callable[[ModelSize], None] | None) -> tuple[str, bool]:
+    """``(source, local_only)`` for ``from_pretrained``: a local folder checked whole
+    (``settings_problem``, ``check_size``, then ``weights_problem``), or a hub id the hub was
+    asked about (``hub_local_only``) and sized; a path that is no model folder is refused."""
     path = Path(name_or_dir).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -158,14 +171,14 @@ def load_policy(
         problem = problem or weights_problem(path)
         if problem:
             raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {problem}")
-        source, local_only = str(path), True
-    elif path.exists():
+        return str(path), True
+    if path.exists():
         raise FileNotFoundError(
             f"{str(path)!r} is a file, not a model checkpoint directory. Pass the directory "
             "that holds config.json and the weights, or a Hugging Face hub id such as "
             "'Qwen/Qwen2.5-1.5B-Instruct'."
         )
-    elif looks_local(name_or_dir):
+    if looks_local(name_or_dir):
         raise FileNotFoundError(
             f"model directory {name_or_dir!r} does not exist (resolved to {str(path)!r}). "
             "Pass an existing checkpoint directory containing config.json (for the embedded "
@@ -173,12 +186,19 @@ def load_policy(
             "agentcredit.train.warm_start.model_bootstrap.bootstrap_tiny_model) or a "
             "Hugging Face hub id such as 'Qwen/Qwen2.5-1.5B-Instruct'."
         )
-    else:
-        source, local_only = name_or_dir, hub_local_only(name_or_dir)
-        # only its config.json is fetched for this; its sizes are checked even unasked, as a
-        # local folder's are (weights_problem), before transformers builds anything of them
-        _check_size(source, local_only, name_or_dir, check_size or (lambda size: None))
+    source, local_only = name_or_dir, hub_local_only(name_or_dir)
+    # only its config.json is fetched for this; its sizes are checked even unasked, as a
+    # local folder's are (weights_problem), before transformers builds anything of them
+    _check_size(source, local_only, name_or_dir, check_size or (lambda size: None))
+    return source, local_only
 
+
+def _load_checked(source: str, local_only: bool, name_or_dir: str,
+                  dtype: torch.dtype) -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
+    """The tokenizer, then the model, of ``source``, each refused in one line
+    (``ModelLoadError``) where the module docstring says: the tokenizer's size and chat
+    template before any weight is read, the weights as loaded, the tokenizer against the
+    model's embedding."""
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only,
                                                   trust_remote_code=False)
@@ -194,7 +214,7 @@ def load_policy(
     except ModelLoadError:  # a ValueError, said as it is
         raise
     except (OSError, ValueError, RuntimeError, KeyError, SafetensorError) as err:
-        raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {_first_line(err)}") from None
+        raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {first_line(err)}") from None
     problem = _loaded_problem(model, info)
     if problem:
         raise ModelLoadError(f"cannot load the model {name_or_dir!r}: {problem}")
@@ -204,8 +224,13 @@ def load_policy(
                              f"vocabulary ({len(tokenizer)} tokens) lacks the files that hold it "
                              "(tokenizer.json, or vocab.json and merges.txt); copy the model's "
                              "tokenizer files into the folder")
-    model.to(device)
+    return tokenizer, model
 
+
+def _pad_with_eos(tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel,
+                  name_or_dir: str) -> None:
+    """Give a tokenizer without a pad token its EOS token as pad, and the model's config that
+    pad id where it has none (``load_policy``'s docstring says why)."""
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
             raise ModelLoadError(
@@ -215,7 +240,6 @@ def load_policy(
         tokenizer.pad_token = tokenizer.eos_token
     if getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = tokenizer.pad_token_id
-    return model, tokenizer
 
 
 def _check_size(source: str, local_only: bool, name_or_dir: str,
@@ -250,18 +274,18 @@ def hub_local_only(name: str) -> bool:
         get_hf_file_metadata(hf_hub_url(name, "config.json"), timeout=HUB_PROBE_SECONDS)
     except (RepositoryNotFoundError, RevisionNotFoundError, RemoteEntryNotFoundError) as err:
         raise ModelLoadError(f"the model {name!r} is neither a local folder nor a model on the hub "
-                             f"({_first_line(err)}); pass the path of a model folder or an "
+                             f"({first_line(err)}); pass the path of a model folder or an "
                              "existing hub id (a gated or private model needs hf auth login)"
                              ) from None
     except HFValidationError as err:
         raise ModelLoadError(f"the model {name!r} is neither a local folder nor a hub id "
-                             f"({_first_line(err)}); pass the path of a model folder") from None
+                             f"({first_line(err)}); pass the path of a model folder") from None
     except (httpx.TransportError, OSError) as err:  # no network, a timeout, the hub failing
         if cached:
             return True
         raise ModelLoadError(f"the model {name!r} is neither a local folder nor in the hub cache "
                              f"({constants.HF_HUB_CACHE}), and the hub cannot be reached in "
-                             f"{HUB_PROBE_SECONDS:g} s ({type(err).__name__}: {_first_line(err)}); "
+                             f"{HUB_PROBE_SECONDS:g} s ({type(err).__name__}: {first_line(err)}); "
                              "pass the path of a model folder, or download the model where the "
                              f"hub is reachable (hf download {name}) and set HF_HUB_OFFLINE=1 "
                              "(HF_HUB_CACHE names the cache)") from None
@@ -410,7 +434,7 @@ def _render_in_child(tokenizer: PreTrainedTokenizerBase, chats: list[list[dict[s
             except MemoryError:
                 line = "memory "
             except Exception as err:  # noqa: BLE001 (a template raises whatever Jinja or a filter raises)
-                line = f"error {type(err).__name__}: {_first_line(err)}"
+                line = f"error {type(err).__name__}: {first_line(err)}"
             os.write(answer, (line[:2000].replace("\n", " ") + "\n").encode(errors="replace"))
             if not line.startswith("ok"):
                 break
@@ -429,8 +453,3 @@ def _cap_memory(extra: int) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     limit = min(x for x in (mapped + extra, soft, hard) if x != resource.RLIM_INFINITY)
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-
-
-def _first_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    return lines[0] if lines else type(err).__name__

@@ -44,7 +44,7 @@ from typing import Any
 
 from agentcredit.verifier.atoms import AtomSpec, Evidence, State, Status, Verifier
 from agentcredit.verifier.closure import DependencyGraph
-from agentcredit.verifier.conformance import MutationOutcome, evidence_timeline
+from agentcredit.verifier.reconstruction import MutationOutcome, evidence_timeline
 
 _MISSING = object()
 
@@ -176,6 +176,52 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
             admissible sets) makes no support edge.
     """
     num_steps = len(actions)
+    valid = _checked_validity(num_steps, observations, snapshots, valid, admissible)
+    graph = graph or DependencyGraph.from_atoms(verifier.atoms)
+    texts = tuple(a if isinstance(a, str) else "" for a in actions)
+    atoms = verifier.atoms
+
+    # EVIDENCE
+    timeline = evidence_timeline(verifier, observations, snapshots)
+    revealed = _revealed(timeline)
+
+    # COMMITS AND STATUSES
+    commits = [verifier.is_commit(a) and ok for a, ok in zip(texts, valid, strict=True)]
+    scopes = [frozenset(verifier.commit_scope(a)) if c else frozenset()
+              for a, c in zip(texts, commits, strict=True)]
+    statuses, evaluable, committed = _status_timeline(verifier, snapshots, timeline, scopes)
+
+    # TERMINAL VALUES AND CONFORMANCE
+    final_state, final_evidence = snapshots[-1], timeline[-1]
+    terminal = dict(zip(graph.atom_ids, statuses[-1], strict=True))
+    delta = tuple(_signed_value(a, z, final_state, final_evidence)
+                  for a, z in zip(atoms, statuses[-1], strict=True))
+    mutations = _mutation_outcomes(verifier, graph, final_state, final_evidence, committed)
+
+    # PROOF EDGES
+    bound = [a.witness_vars(final_state, final_evidence) for a in atoms]
+    raw, mentions = _raw_edges(atoms, bound, snapshots, timeline, revealed, texts, scopes,
+                               statuses)
+    settled = _settled_writes(raw, statuses)
+    if admissible is not None:
+        settled = _with_support(settled, raw, texts, [frozenset(a) for a in admissible])
+    raw = settled
+    edges = _proof_edges(raw, atoms, graph, statuses, evaluable)
+
+    return RolloutTrace(
+        task_id=verifier.task_id, verifier_id=verifier.verifier_id,
+        atoms=tuple(a.spec for a in atoms), aggregate=verifier.aggregate, graph=graph,
+        actions=texts, valid=valid,
+        statuses=tuple(statuses), evidence=tuple(timeline), revealed=tuple(revealed),
+        mentions=tuple(mentions), delta=delta, f_score=verifier.aggregate(terminal),
+        v_score=verifier.original(final_state), mutations=tuple(mutations), edges=edges)
+
+
+def _checked_validity(num_steps: int, observations: Sequence[str], snapshots: Sequence[State],
+                      valid: Sequence[bool] | None,
+                      admissible: Sequence[Collection[str]] | None) -> tuple[bool, ...]:
+    """The ``T`` validity flags (all True for ``None``), after checking that there are
+    ``T+1`` observations, snapshots and (when given) admissible sets for ``T`` actions."""
     if len(observations) != num_steps + 1 or len(snapshots) != num_steps + 1:
         raise ValueError(
             f"trace_rollout got {num_steps} actions, {len(observations)} observations and "
@@ -187,20 +233,25 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
     if admissible is not None and len(admissible) != num_steps + 1:
         raise ValueError(f"trace_rollout got {len(admissible)} admissible sets for {num_steps} "
                          "actions; pass T+1 (the reset's first) or None")
-    graph = graph or DependencyGraph.from_atoms(verifier.atoms)
-    texts = tuple(a if isinstance(a, str) else "" for a in actions)
-    atoms = verifier.atoms
+    return valid
 
-    # EVIDENCE
-    timeline = evidence_timeline(verifier, observations, snapshots)
+
+def _revealed(timeline: Sequence[Evidence]) -> list[frozenset[str]]:
+    """``T+1`` sets: the evidence keys observation ``o_t`` added or changed in ``E_t``
+    (``o_0``: every key of ``E_0``)."""
     revealed = [frozenset(timeline[0])]
     for before, after in itertools.pairwise(timeline):
         revealed.append(frozenset(k for k, v in after.items() if before.get(k, _MISSING) != v))
+    return revealed
 
-    # COMMITS AND STATUSES
-    commits = [verifier.is_commit(a) and ok for a, ok in zip(texts, valid, strict=True)]
-    scopes = [frozenset(verifier.commit_scope(a)) if c else frozenset()
-              for a, c in zip(texts, commits, strict=True)]
+
+def _status_timeline(verifier: Verifier, snapshots: Sequence[State],
+                     timeline: Sequence[Evidence], scopes: Sequence[frozenset[str]]
+                     ) -> tuple[list[tuple[Status, ...]], list[tuple[bool, ...]], set[str]]:
+    """``z_t`` for ``t = 0..T`` (``T+1`` rows of ``J`` statuses), which atoms were evaluable
+    at each ``t``, and the atoms committed by the end; step ``t``'s commit ``scopes[t]``
+    counts from ``t+1`` on."""
+    num_steps = len(scopes)
     committed: set[str] = set()
     statuses, evaluable = [], []
     for t in range(num_steps + 1):
@@ -209,12 +260,12 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
         row, ok = _statuses(verifier, snapshots[t], timeline[t], committed, terminal=t == num_steps)
         statuses.append(row)
         evaluable.append(ok)
+    return statuses, evaluable, committed
 
-    # TERMINAL VALUES AND CONFORMANCE
-    final_state, final_evidence = snapshots[-1], timeline[-1]
-    terminal = dict(zip(graph.atom_ids, statuses[-1], strict=True))
-    delta = tuple(_signed_value(a, z, final_state, final_evidence)
-                  for a, z in zip(atoms, statuses[-1], strict=True))
+
+def _mutation_outcomes(verifier: Verifier, graph: DependencyGraph, final_state: State,
+                       final_evidence: Evidence, committed: set[str]) -> list[MutationOutcome]:
+    """``F`` and ``V`` on every mutant of the terminal state (docs/vict.md §4.2)."""
     mutations = []
     for name, mutate in verifier.mutations.items():
         state, evidence = mutate(final_state, final_evidence)
@@ -222,9 +273,17 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
         mutations.append(MutationOutcome(
             name, verifier.aggregate(dict(zip(graph.atom_ids, row, strict=True))),
             verifier.original(state)))
+    return mutations
 
-    # PROOF EDGES
-    bound = [a.witness_vars(final_state, final_evidence) for a in atoms]
+
+def _raw_edges(atoms, bound: Sequence[Collection[str]], snapshots: Sequence[State],
+               timeline: Sequence[Evidence], revealed: Sequence[frozenset[str]],
+               texts: Sequence[str], scopes: Sequence[frozenset[str]],
+               statuses: Sequence[tuple[Status, ...]]
+               ) -> tuple[list[tuple[int, int, str, str]], list[frozenset[str]]]:
+    """The write, commit, violation and reveal edges ``(t, j, relation, source)`` of every step
+    (docs/vict.md §4.3), in step then atom order, and the ``T`` sets of atoms each step
+    mentions. ``bound[j]`` are atom ``j``'s witness keys (guards allowed)."""
     var_atoms: dict[str, list[tuple[int, tuple[str, str] | None]]] = {}
     for j, keys in enumerate(bound):
         for key in keys:
@@ -233,7 +292,7 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
     terms = [_entity_pattern([split_guard(k)[0] for k in keys]) for keys in bound]
     raw: list[tuple[int, int, str, str]] = []  # (t, j, relation, source)
     mentions = []
-    for t in range(num_steps):
+    for t in range(len(texts)):
         changed = _changed_vars(snapshots[t], snapshots[t + 1])
         after = {**snapshots[t + 1], **timeline[t + 1]}  # what a guard is checked against
         written: dict[int, list[str]] = {}
@@ -257,20 +316,7 @@ def trace_rollout(verifier: Verifier, observations: Sequence[str], snapshots: Se
                 raw.append((t, j, "violation", f"status:{atom.atom_id}=viol"))
             if j in shown:
                 raw.append((t, j, "reveal", "observation:" + ", ".join(sorted(shown[j])[:3])))
-    settled = _settled_writes(raw, statuses)
-    if admissible is not None:
-        settled = _with_support(settled, raw, texts, [frozenset(a) for a in admissible])
-    raw = settled
-    edges = _proof_edges(raw, atoms, graph, statuses, evaluable)
-
-    return RolloutTrace(
-        task_id=verifier.task_id, verifier_id=verifier.verifier_id,
-        atoms=tuple(a.spec for a in atoms), aggregate=verifier.aggregate, graph=graph,
-        actions=texts, valid=valid,
-        statuses=tuple(statuses), evidence=tuple(timeline), revealed=tuple(revealed),
-        mentions=tuple(mentions), delta=delta, f_score=verifier.aggregate(terminal),
-        v_score=verifier.original(final_state), mutations=tuple(mutations), edges=edges)
-
+    return raw, mentions
 
 def _statuses(verifier: Verifier, state: State, evidence: Evidence, committed: set[str], *,
               terminal: bool) -> tuple[tuple[Status, ...], tuple[bool, ...]]:

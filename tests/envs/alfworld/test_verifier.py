@@ -6,7 +6,7 @@ from agentcredit.credit.vict.diagnostics import irreversibility_breaks
 from agentcredit.envs.alfworld.game_file import read_game_file
 from agentcredit.envs.alfworld.verifier import read_game_facts
 from agentcredit.verifier.atoms import Status
-from agentcredit.verifier.conformance import evidence_timeline, mutation_outcomes
+from agentcredit.verifier.reconstruction import evidence_timeline, mutation_outcomes
 from agentcredit.verifier.trace import trace_rollout
 
 

@@ -4,7 +4,7 @@ import random
 
 from agentcredit.envs.searchqa.engine import SearchQAEnv, task_question
 from agentcredit.verifier.atoms import Status
-from agentcredit.verifier.conformance import evidence_timeline, mutation_outcomes
+from agentcredit.verifier.reconstruction import evidence_timeline, mutation_outcomes
 from agentcredit.verifier.trace import trace_rollout
 
 

@@ -8,7 +8,7 @@ import random
 from agentcredit.envs.tau.engine import TauEnv
 from agentcredit.envs.tau.tasks import build_tasks
 from agentcredit.verifier.atoms import Status
-from agentcredit.verifier.conformance import evidence_timeline, mutation_outcomes
+from agentcredit.verifier.reconstruction import evidence_timeline, mutation_outcomes
 
 
 def _play(env, task, actions):

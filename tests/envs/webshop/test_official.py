@@ -12,7 +12,7 @@ from agentcredit.envs.webshop.official_catalog import (
     load_products,
     parse_pricing,
 )
-from agentcredit.verifier.conformance import evidence_timeline
+from agentcredit.verifier.reconstruction import evidence_timeline
 
 DATA = Path(__file__).parent / "data"
 PRODUCTS, ATTRIBUTES, GOALS = (DATA / "items_sample.json", DATA / "items_ins_sample.json",

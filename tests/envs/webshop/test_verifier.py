@@ -12,7 +12,7 @@ from agentcredit.envs.webshop.goals import Goal
 from agentcredit.envs.webshop.shop import register_catalog
 from agentcredit.envs.webshop.tasks import goal_tasks
 from agentcredit.verifier.atoms import Status
-from agentcredit.verifier.conformance import evidence_timeline, mutation_outcomes
+from agentcredit.verifier.reconstruction import evidence_timeline, mutation_outcomes
 from agentcredit.verifier.trace import trace_rollout
 
 MUTATIONS = {"change_price", "remove_required_attribute", "change_selected_option",

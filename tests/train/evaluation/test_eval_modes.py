@@ -11,7 +11,6 @@ import re
 import pytest
 import torch
 
-from agentcredit.cli import EVAL_MODES as CLI_EVAL_MODES
 from agentcredit.cli import main
 from agentcredit.rollout.collector import CollectorConfig, RolloutCollector
 from agentcredit.rollout.policy import Generation
@@ -127,8 +126,10 @@ def test_a_trial_ends_at_the_first_repeated_action_unless_that_action_ended_it(
     assert stop_at_repeat(last_step_repeat) is last_step_repeat
 
 
-def test_the_cli_offers_exactly_the_evaluation_modes():
-    assert CLI_EVAL_MODES == EVAL_MODES
+def test_the_cli_offers_exactly_the_evaluation_modes(capsys):
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    assert "--mode {" + ",".join(EVAL_MODES) + "}" in capsys.readouterr().out
     with pytest.raises(Exception, match="trials"):
         ReflexionConfig(trials=0)
 

@@ -128,56 +128,13 @@ def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
                       eps=config.eps)  # [N]
 
     # MODULE 2: TVA GATE (every level that can be computed, for the diagnostics)
-    diagnostics: dict[str, float] = {}
-    gates: dict[str, Tensor] = {}
-    for level in ("L2", "L3"):
-        gate, unit = level_gate(level, batch, config)
-        gates[level] = gate.gate[unit]  # [N]
-        diagnostics.update(_gate_diagnostics(level, gate.gate))
-        diagnostics[f"undersized_group_share.{level}"] = gate.undersized.double().mean().item()
-        diagnostics[f"contrast_abs_mean.{level}"] = gate.contrast.abs().mean().item()
-        if gate.norm_scale is not None:
-            diagnostics[f"gate_norm_scale.{level}"] = gate.norm_scale
-    if tokens.ref_logprobs is not None:
-        gates["L1"] = token_gate_l1(tokens.teacher_logprobs, tokens.ref_logprobs, config.tau)
-        diagnostics.update(_gate_diagnostics("L1", gates["L1"]))
-    token_gate = gates[config.gate] if config.gate != "off" else torch.ones_like(q_hat)
+    token_gate, diagnostics = _token_gate(batch, config, q_hat)
 
     # MODULE 3: SHAPED REWARD, TRAJECTORY PATH, TOKEN PATH
     teacher_reward = config.eta * token_gate * q_hat  # r^T [N]
-    # A token gate breaks the step zero sum: the reward path adds the step sums.
-    if config.gate == "L1" and config.paths != "token":
-        step_shaping = torch.zeros(batch.num_steps, dtype=torch.float64, device=q_hat.device) \
-            .index_add_(0, token_step, teacher_reward)
-        shaped = dataclasses.replace(batch, step_rewards=batch.step_rewards
-                                     + step_shaping.to(dtype))
-    else:  # step-shared gate: Σ_{j∈V_s} r^T = 0, the shaped rewards are the base rewards
-        shaped = batch
-    extras: dict[str, Tensor] = {}
-    if isinstance(config.backbone, GRPOConfig):
-        native = grpo(shaped, config.backbone)
-        step_adv = native.step_advantages  # A^traj [S]
-        backbone_diagnostics = native.diagnostics
-    else:
-        gigpo_config = config.backbone
-        levels = gigpo_levels(batch, gigpo_config, episode_returns=shaped.returns)
-        step_adv = levels.combined(batch, gigpo_config)  # A^E(r̃) + w_S A^S(r^base) [S]
-        backbone_diagnostics = {"mean_abs_episode_advantage":
-                                levels.episode_adv.abs().double().mean().item(),
-                                "mean_abs_step_advantage":
-                                levels.step_adv.abs().double().mean().item()}
-        extras.update(anchor_group_ids=levels.step_group, return_to_go=levels.return_to_go)
+    step_adv, backbone_diagnostics, extras = _trajectory_path(batch, config, teacher_reward)
     z = whiten_in_groups(teacher_reward, token_group, batch.num_groups, config.eps)  # Z^T [N]
-    token_path = config.eta * z  # η·Z^T [N]
-    strength = group_strength(step_adv, batch)  # s_g [G]
-    silent = zero_signal_groups(batch, strength, config.backbone)  # [G]
-    if config.token_path_zero_signal == "skip":
-        token_path = torch.where(silent[token_group], 0.0, token_path)
-    if config.z_clip is not None:
-        rollouts = torch.bincount(batch.group_index, minlength=batch.num_groups)
-        bound = token_clip_bounds(strength, rollouts, config.z_clip,
-                                  config.z_clip_adaptive)[token_group]  # [N]
-        token_path = torch.maximum(torch.minimum(token_path, bound), -bound)
+    token_path, silent = _token_path(batch, config, z, step_adv, token_group)
     active = config.token_path_active(tokens.update) and config.paths != "reward"
     token_adv = step_adv[token_step]  # [N]
     if active:
@@ -206,6 +163,83 @@ def adrs(batch: CreditBatch, config: ADRSConfig) -> CreditResult:
     return CreditResult(step_advantages=step_adv, token_advantages=token_adv,
                         diagnostics=diagnostics, extras=extras)
 
+
+def _token_gate(batch: CreditBatch, config: ADRSConfig, q_hat: Tensor
+                ) -> tuple[Tensor, dict[str, float]]:
+    """Module 2 (docs/adrs.md §5.3): the TVA gate ``m`` of each token under ``config.gate``,
+    ``[N]`` (ones for ``off``), and the diagnostics of every level that can be computed (L2,
+    L3 always; L1 when reference log-probs are present)."""
+    tokens = batch.tokens
+    diagnostics: dict[str, float] = {}
+    gates: dict[str, Tensor] = {}
+    for level in ("L2", "L3"):
+        gate, unit = level_gate(level, batch, config)
+        gates[level] = gate.gate[unit]  # [N]
+        diagnostics.update(_gate_diagnostics(level, gate.gate))
+        diagnostics[f"undersized_group_share.{level}"] = gate.undersized.double().mean().item()
+        diagnostics[f"contrast_abs_mean.{level}"] = gate.contrast.abs().mean().item()
+        if gate.norm_scale is not None:
+            diagnostics[f"gate_norm_scale.{level}"] = gate.norm_scale
+    if tokens.ref_logprobs is not None:
+        gates["L1"] = token_gate_l1(tokens.teacher_logprobs, tokens.ref_logprobs, config.tau)
+        diagnostics.update(_gate_diagnostics("L1", gates["L1"]))
+    token_gate = gates[config.gate] if config.gate != "off" else torch.ones_like(q_hat)
+    return token_gate, diagnostics
+
+
+def _trajectory_path(batch: CreditBatch, config: ADRSConfig, teacher_reward: Tensor
+                     ) -> tuple[Tensor, dict[str, float], dict[str, Tensor]]:
+    """The trajectory path ``A^traj`` ``[S]`` on the shaped reward (docs/adrs.md §5.4), the
+    backbone's diagnostics, and for GiGPO the extras ``anchor_group_ids`` and
+    ``return_to_go`` ``[S]``.
+
+    ``teacher_reward`` is ``r^T`` ``[N]``. GRPO: its native advantage on the shaped batch;
+    GiGPO: ``A^E(r̃) + w_S A^S(r^base)``.
+    """
+    dtype = batch.step_rewards.dtype
+    # A token gate breaks the step zero sum: the reward path adds the step sums.
+    if config.gate == "L1" and config.paths != "token":
+        step_shaping = torch.zeros(batch.num_steps, dtype=torch.float64,
+                                   device=teacher_reward.device) \
+            .index_add_(0, batch.tokens.token_step, teacher_reward)
+        shaped = dataclasses.replace(batch, step_rewards=batch.step_rewards
+                                     + step_shaping.to(dtype))
+    else:  # step-shared gate: Σ_{j∈V_s} r^T = 0, the shaped rewards are the base rewards
+        shaped = batch
+    extras: dict[str, Tensor] = {}
+    if isinstance(config.backbone, GRPOConfig):
+        native = grpo(shaped, config.backbone)
+        return native.step_advantages, native.diagnostics, extras  # A^traj [S]
+    gigpo_config = config.backbone
+    levels = gigpo_levels(batch, gigpo_config, episode_returns=shaped.returns)
+    step_adv = levels.combined(batch, gigpo_config)  # A^E(r̃) + w_S A^S(r^base) [S]
+    backbone_diagnostics = {"mean_abs_episode_advantage":
+                            levels.episode_adv.abs().double().mean().item(),
+                            "mean_abs_step_advantage":
+                            levels.step_adv.abs().double().mean().item()}
+    extras.update(anchor_group_ids=levels.step_group, return_to_go=levels.return_to_go)
+    return step_adv, backbone_diagnostics, extras
+
+
+def _token_path(batch: CreditBatch, config: ADRSConfig, z: Tensor, step_adv: Tensor,
+                token_group: Tensor) -> tuple[Tensor, Tensor]:
+    """The token path ``η·Z^T`` ``[N]`` after the zero-signal skip and the clip
+    (docs/adrs.md §5.4), and the zero-signal groups ``[G]`` bool.
+
+    ``z`` is ``Z^T`` ``[N]``, ``step_adv`` is ``A^traj`` ``[S]``, ``token_group`` the task
+    group of each token ``[N]``. Tested property: ``|η·Z^T| ≤ z_clip``.
+    """
+    token_path = config.eta * z  # η·Z^T [N]
+    strength = group_strength(step_adv, batch)  # s_g [G]
+    silent = zero_signal_groups(batch, strength, config.backbone)  # [G]
+    if config.token_path_zero_signal == "skip":
+        token_path = torch.where(silent[token_group], 0.0, token_path)
+    if config.z_clip is not None:
+        rollouts = torch.bincount(batch.group_index, minlength=batch.num_groups)
+        bound = token_clip_bounds(strength, rollouts, config.z_clip,
+                                  config.z_clip_adaptive)[token_group]  # [N]
+        token_path = torch.maximum(torch.minimum(token_path, bound), -bound)
+    return token_path, silent
 
 def _gate_diagnostics(level: str, gate: Tensor) -> dict[str, float]:
     """Mean, std and gated-up share (``m > 0.5``) of one level's gate over its units."""

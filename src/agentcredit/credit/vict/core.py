@@ -87,6 +87,47 @@ def greedy_core(statuses: Sequence[Status], direction: int, magnitude: float,
     if direction not in (1, -1):
         raise ValueError(f"greedy_core needs a direction of +1 or -1; got {direction!r} "
                          "(a tie abstains before the core search)")
+    candidates, close, counterfactual = _search_space(statuses, direction, graph, roles,
+                                                      aggregate)
+    core, picked, gain = 0, 0, 0.0
+    if gain >= magnitude - _TOL:
+        return CoreSearch(core=0, picked=0, reached=True, additions=0, gain=0.0)
+    cache: dict[int, float] = {}
+
+    def gain_of(mask: int) -> float:
+        if mask not in cache:
+            cache[mask] = counterfactual(mask)
+        return cache[mask]
+
+    for addition in range(1, budget + 1):
+        options = {j: close(core | 1 << j) for j in indices_of(candidates & ~core)}
+        if not options:
+            return CoreSearch(core=core, picked=picked, reached=False, additions=addition - 1,
+                              gain=gain)
+        best = max(gain_of(mask) for mask in options.values())
+        tied = [j for j, mask in options.items() if gain_of(mask) >= best - _TOL]
+        # every atom tied at the maximum enters with its closure: the core never depends on
+        # the order in which the verifier declares its atoms
+        picked |= sum(1 << j for j in tied)
+        core = close(core | picked)
+        gain = gain_of(core)
+        if gain >= magnitude - _TOL:
+            return CoreSearch(core=core, picked=picked, reached=True, additions=addition,
+                              gain=gain)
+    return CoreSearch(core=core, picked=picked, reached=False, additions=budget, gain=gain)
+
+
+def _search_space(statuses: Sequence[Status], direction: int, graph: DependencyGraph,
+                  roles: Sequence[str], aggregate: Callable[[Mapping[str, Status]], float]
+                  ) -> tuple[int, Callable[[int], int], Callable[[int], float]]:
+    """What the greedy search of direction ``q`` works with (docs/vict.md §4.4): the bit mask
+    of candidate atoms, the closure ``cl`` of a mask and ``Δ`` of a mask.
+
+    ``q = +1``: candidates are the SAT atoms, ``cl`` closes towards UNSAT and
+    ``Δ(C) = F(z̄) − F(z̄[cl(C) → UNSAT])``. ``q = −1``: candidates are the non-SAT atoms (a
+    penalty only when VIOL), ``cl`` closes towards SAT and ``Δ(C) = F(z̄[cl(C) → SAT]) − F(z̄)``,
+    where "SAT" clears a penalty's violation. ``graph.excluded`` atoms are never candidates.
+    """
     ids = graph.atom_ids
     current = dict(zip(ids, statuses, strict=True))
     score = aggregate(current)
@@ -119,30 +160,4 @@ def greedy_core(statuses: Sequence[Status], direction: int, magnitude: float,
                 elif statuses[j] is Status.VIOL:
                     changed[ids[j]] = Status.UNSAT  # "set SAT" clears a violation
             return aggregate(changed) - score
-
-    core, picked, gain = 0, 0, 0.0
-    if gain >= magnitude - _TOL:
-        return CoreSearch(core=0, picked=0, reached=True, additions=0, gain=0.0)
-    cache: dict[int, float] = {}
-
-    def gain_of(mask: int) -> float:
-        if mask not in cache:
-            cache[mask] = counterfactual(mask)
-        return cache[mask]
-
-    for addition in range(1, budget + 1):
-        options = {j: close(core | 1 << j) for j in indices_of(candidates & ~core)}
-        if not options:
-            return CoreSearch(core=core, picked=picked, reached=False, additions=addition - 1,
-                              gain=gain)
-        best = max(gain_of(mask) for mask in options.values())
-        tied = [j for j, mask in options.items() if gain_of(mask) >= best - _TOL]
-        # every atom tied at the maximum enters with its closure: the core never depends on
-        # the order in which the verifier declares its atoms
-        picked |= sum(1 << j for j in tied)
-        core = close(core | picked)
-        gain = gain_of(core)
-        if gain >= magnitude - _TOL:
-            return CoreSearch(core=core, picked=picked, reached=True, additions=addition,
-                              gain=gain)
-    return CoreSearch(core=core, picked=picked, reached=False, additions=budget, gain=gain)
+    return candidates, close, counterfactual

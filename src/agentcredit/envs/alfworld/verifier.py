@@ -207,74 +207,17 @@ def _arrived(fact: str) -> str:
 
 
 def _atoms(g: GameFacts) -> tuple[Atom, ...]:
+    """The atoms of one game, in the verifier's order (module docstring): look's three, else
+    the held prerequisite, the transformation pair, the placement, pick-two's second object
+    and the three placement penalties, then ``wrong_object_held``."""
     placement_vars = tuple(_inr(o, r) for o in g.targets for r in g.goal_receptacles)
     seen_vars = tuple(f"seen:{o}" for o in g.targets)
     if g.task_type == "look_at_obj_in_light":
-        held_vars = tuple(f"holds({AGENT}, {o})" for o in g.targets)
-        lamp_host_vars = tuple(f"atlocation({AGENT}, {g.location_of[r]})"
-                               for r in sorted(g.location_of))
-        return (
-            Atom("object_held", lambda s, e: _status(any(v in s for v in held_vars)), "online",
-                 (), held_vars + seen_vars, "hard",
-                 audit_source="goal: (holds ?a ?o) with (objectType ?o target); seeing a target "
-                              "is evidence on its path", level=0),
-            Atom("light_toggled",
-                 lambda s, e: _status(_lamp_lit(g, s)), "online", (),
-                 tuple(f"istoggled({x})" for x in g.lamps) + lamp_host_vars
-                 + tuple(f"seen:{x}" for x in g.lamps), "hard",
-                 audit_source="goal: toggled lamp in a receptacle at the agent's location; "
-                              "seeing the lamp is evidence on its path", level=0),
-            _wrong_object_held(g),
-        )
-
-    def bound_targets(s: State, e: Any) -> tuple[str, ...]:
-        placed = [o for o, _ in _agent_placed(g, s, e)]
-        held = [o for o in g.targets if f"held:{o}" in e]
-        return tuple(placed or held or g.targets)
-
-    atoms = [
-        Atom("object_held", lambda s, e: _status(any(f"held:{o}" in e for o in g.targets)),
-             "online", (), tuple(_held_guarded(o) for o in g.targets) + seen_vars,
-             "prerequisite",
-             audit_source="inventory held a target instance; seeing one is evidence on its path",
-             binds=lambda s, e: tuple(k for o in bound_targets(s, e)
-                                      for k in (_held_guarded(o), f"seen:{o}")),
-             irreversible=True, level=2),
-    ]
+        return _look_atoms(g, seen_vars)
+    atoms = [_object_held(g, seen_vars)]
     placement_parents: tuple[str, ...] = ("object_held",)
     if g.task_type in TRANSFORMS:
-        flag = TRANSFORMS[g.task_type][1]
-        flag_vars = tuple(f"{flag}({o})" for o in g.targets)
-
-        def pool(s: State, e: Any) -> list[str]:
-            placed = _agent_placed(g, s, e)
-            return [o for o, _ in placed] if placed else list(g.targets)
-
-        def transformed(s: State, e: Any) -> Status:
-            return _status(any(f"{flag}({o})" in s for o in pool(s, e)))
-
-        def flags_of_bound(s: State, e: Any) -> tuple[str, ...]:
-            return tuple(f"{flag}({o})" for o in pool(s, e))
-
-        def premature_reads(s: State, e: Any) -> tuple[str, ...]:
-            moved = _moved_in(g, e, g.targets)
-            return (tuple(_inr(o, r) for o, r in moved)
-                    + tuple(dict.fromkeys(f"{flag}({o})" for o, _ in moved)))
-
-        def premature(s: State, e: Any) -> Status:
-            placed = _agent_placed(g, s, e)
-            bad = bool(placed) and not any(f"{flag}({o})" in s for o, _ in placed)
-            return Status.VIOL if bad else Status.UNSAT
-
-        atoms += [
-            Atom("transformation", transformed, "online", ("object_held",), flag_vars, "hard",
-                 audit_source=f"goal: ({flag} ?o) on the placed target",
-                 binds=flags_of_bound, level=0),
-            Atom("premature_placement", premature, "online", ("object_held",),
-                 placement_vars + flag_vars, "penalty",
-                 audit_source=f"target placed in the goal receptacle without {flag}",
-                 binds=premature_reads, level=2),
-        ]
+        atoms += _transformation_atoms(g, placement_vars)
         placement_parents += ("transformation",)
     atoms.append(Atom("final_placement", lambda s, e: _status(bool(_agent_placed(g, s, e))),
                       "online", placement_parents, placement_vars, "hard",
@@ -288,6 +231,94 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
                           "online", ("final_placement",), placement_vars, "hard",
                           audit_source="goal: two distinct targets in one goal receptacle",
                           level=0))
+    atoms.append(_wrong_object_placed(g, placement_vars))
+    atoms.append(_target_misplaced(g, placement_vars))
+    atoms.append(_wrong_object_held(g))
+    return tuple(atoms)
+
+
+def _look_atoms(g: GameFacts, seen_vars: tuple[str, ...]) -> tuple[Atom, ...]:
+    """Look's atoms: ``object_held`` (a target in hand now), ``light_toggled`` and
+    ``wrong_object_held``; ``seen_vars`` are the targets' ``seen:`` keys."""
+    held_vars = tuple(f"holds({AGENT}, {o})" for o in g.targets)
+    lamp_host_vars = tuple(f"atlocation({AGENT}, {g.location_of[r]})"
+                           for r in sorted(g.location_of))
+    return (
+        Atom("object_held", lambda s, e: _status(any(v in s for v in held_vars)), "online",
+             (), held_vars + seen_vars, "hard",
+             audit_source="goal: (holds ?a ?o) with (objectType ?o target); seeing a target "
+                          "is evidence on its path", level=0),
+        Atom("light_toggled",
+             lambda s, e: _status(_lamp_lit(g, s)), "online", (),
+             tuple(f"istoggled({x})" for x in g.lamps) + lamp_host_vars
+             + tuple(f"seen:{x}" for x in g.lamps), "hard",
+             audit_source="goal: toggled lamp in a receptacle at the agent's location; "
+                          "seeing the lamp is evidence on its path", level=0),
+        _wrong_object_held(g),
+    )
+
+
+def _object_held(g: GameFacts, seen_vars: tuple[str, ...]) -> Atom:
+    """The placing tasks' prerequisite: a target was held at some point (``held:``), bound to
+    the target the agent placed (else the ones it held, else all): its witnesses are the take
+    and the observation that first named that target."""
+
+    def bound_targets(s: State, e: Any) -> tuple[str, ...]:
+        placed = [o for o, _ in _agent_placed(g, s, e)]
+        held = [o for o in g.targets if f"held:{o}" in e]
+        return tuple(placed or held or g.targets)
+
+    return Atom("object_held", lambda s, e: _status(any(f"held:{o}" in e for o in g.targets)),
+                "online", (), tuple(_held_guarded(o) for o in g.targets) + seen_vars,
+                "prerequisite",
+                audit_source="inventory held a target instance; seeing one is evidence on its "
+                             "path",
+                binds=lambda s, e: tuple(k for o in bound_targets(s, e)
+                                         for k in (_held_guarded(o), f"seen:{o}")),
+                irreversible=True, level=2)
+
+
+def _transformation_atoms(g: GameFacts, placement_vars: tuple[str, ...]) -> list[Atom]:
+    """Clean/heat/cool: ``transformation`` (the placed target, else any, has the flag) and
+    ``premature_placement`` (VIOL: placed targets, none with the flag), both bound to the
+    agent's placements."""
+    flag = TRANSFORMS[g.task_type][1]
+    flag_vars = tuple(f"{flag}({o})" for o in g.targets)
+
+    def pool(s: State, e: Any) -> list[str]:
+        placed = _agent_placed(g, s, e)
+        return [o for o, _ in placed] if placed else list(g.targets)
+
+    def transformed(s: State, e: Any) -> Status:
+        return _status(any(f"{flag}({o})" in s for o in pool(s, e)))
+
+    def flags_of_bound(s: State, e: Any) -> tuple[str, ...]:
+        return tuple(f"{flag}({o})" for o in pool(s, e))
+
+    def premature_reads(s: State, e: Any) -> tuple[str, ...]:
+        moved = _moved_in(g, e, g.targets)
+        return (tuple(_inr(o, r) for o, r in moved)
+                + tuple(dict.fromkeys(f"{flag}({o})" for o, _ in moved)))
+
+    def premature(s: State, e: Any) -> Status:
+        placed = _agent_placed(g, s, e)
+        bad = bool(placed) and not any(f"{flag}({o})" in s for o, _ in placed)
+        return Status.VIOL if bad else Status.UNSAT
+
+    return [
+        Atom("transformation", transformed, "online", ("object_held",), flag_vars, "hard",
+             audit_source=f"goal: ({flag} ?o) on the placed target",
+             binds=flags_of_bound, level=0),
+        Atom("premature_placement", premature, "online", ("object_held",),
+             placement_vars + flag_vars, "penalty",
+             audit_source=f"target placed in the goal receptacle without {flag}",
+             binds=premature_reads, level=2),
+    ]
+
+
+def _wrong_object_placed(g: GameFacts, placement_vars: tuple[str, ...]) -> Atom:
+    """VIOL: the agent put a non-target in a goal receptacle, it lies there and no target is
+    placed; bound to that placement turning true, so taking a distractor off is no blame."""
 
     def wrong_placements(s: State, e: Any) -> tuple[str, ...]:
         return tuple(_inr(o, r) for o, r in _moved_in(g, e, g.other_objects) if _inr(o, r) in s)
@@ -299,11 +330,17 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
         wrong = wrong_placements(s, e) and not _agent_placed(g, s, e)
         return Status.VIOL if wrong else Status.UNSAT
 
-    atoms.append(Atom("wrong_object_placed", wrong_object, "online", (),
-                      tuple(_inr(o, r) for o in g.other_objects for r in g.goal_receptacles)
-                      + placement_vars,
-                      "penalty", audit_source="a non-target put in a goal receptacle",
-                      binds=wrong_placement_keys, level=2))
+    return Atom("wrong_object_placed", wrong_object, "online", (),
+                tuple(_inr(o, r) for o in g.other_objects for r in g.goal_receptacles)
+                + placement_vars,
+                "penalty", audit_source="a non-target put in a goal receptacle",
+                binds=wrong_placement_keys, level=2)
+
+
+def _target_misplaced(g: GameFacts, placement_vars: tuple[str, ...]) -> Atom:
+    """VIOL: the agent put a target in a non-goal receptacle, it lies there and no target is
+    placed (VICT paper Table 14, row 3); bound to those placements turning true and the
+    agent's moves into goal receptacles."""
 
     def misplaced_facts(s: State, e: Any) -> tuple[str, ...]:
         return tuple(_inr(o, r) for o in g.targets for r in g.other_receptacles
@@ -313,16 +350,13 @@ def _atoms(g: GameFacts) -> tuple[Atom, ...]:
         bad = misplaced_facts(s, e) and not _agent_placed(g, s, e)
         return Status.VIOL if bad else Status.UNSAT
 
-    atoms.append(Atom("target_misplaced", misplaced, "online", ("object_held",),
-                      tuple(_inr(o, r) for o in g.targets for r in g.other_receptacles)
-                      + placement_vars, "penalty",
-                      audit_source="the agent put a target in a non-goal receptacle and none is "
-                                   "in a goal receptacle",
-                      binds=lambda s, e: tuple(_arrived(f) for f in misplaced_facts(s, e))
-                      + tuple(_inr(o, r) for o, r in _moved_in(g, e, g.targets)), level=2))
-    atoms.append(_wrong_object_held(g))
-    return tuple(atoms)
-
+    return Atom("target_misplaced", misplaced, "online", ("object_held",),
+                tuple(_inr(o, r) for o in g.targets for r in g.other_receptacles)
+                + placement_vars, "penalty",
+                audit_source="the agent put a target in a non-goal receptacle and none is "
+                             "in a goal receptacle",
+                binds=lambda s, e: tuple(_arrived(f) for f in misplaced_facts(s, e))
+                + tuple(_inr(o, r) for o, r in _moved_in(g, e, g.targets)), level=2)
 
 def _wrong_object_held(g: GameFacts) -> Atom:
     """VIOL: the agent held a non-target, never a target, and no target is placed (VICT paper

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 # ConfigError alone: the config's sections load the plug-ins, which main() must catch
 from agentcredit.config import ConfigError
 from agentcredit.envs.suites import environment_specs
+from agentcredit.error_text import NO_MESSAGE, first_line
 from agentcredit.integrations.verl import ESTIMATOR_PREFIX, PLUGIN_NAME
 
 if TYPE_CHECKING:
@@ -290,8 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (launch.data_dir / "train.parquet").exists():
             write_task_files(launch.config, launch.data_dir)
     except ConfigError as err:  # a plug-in that fails to load (PluginError) is one too
-        print(f"error: {(str(err).strip().splitlines() or ['(no message)'])[0]}",
-              file=sys.stderr)
+        print(f"error: {first_line(err, NO_MESSAGE)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

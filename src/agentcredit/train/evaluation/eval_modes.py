@@ -28,20 +28,21 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
-
-import torch
+from typing import TYPE_CHECKING, ClassVar, Literal, get_args
 
 from agentcredit.config import ConfigError, TrainConfig, validate
 from agentcredit.envs.base import Task
 from agentcredit.progress import reporting
-from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Step, Trajectory
-from agentcredit.train.build import load_model, make_collector, validation_tasks
-from agentcredit.train.evaluation.evaluate import evaluation_generator, outcome_metrics
+
+if TYPE_CHECKING:  # the modes play with torch; their names load without it (``--help``)
+    import torch
+
+    from agentcredit.rollout.collector import RolloutCollector
 
 EvalMode = Literal["standard", "react", "reflexion"]
-EVAL_MODES: tuple[str, ...] = ("standard", "react", "reflexion")
+#: every ``eval --mode`` (the CLI's choices)
+EVAL_MODES: tuple[str, ...] = get_args(EvalMode)
 
 REACT_CUE = ("Before each action, reason about what you have seen and what to do next inside "
              "<think> </think>, then give the action inside <action> </action>.")
@@ -140,6 +141,8 @@ def react(collector: RolloutCollector, tasks_by_split: Mapping[str, Sequence[Tas
 
     ``collector`` must use the tagged format and free decoding (``prompting_config``).
     """
+    from agentcredit.train.evaluation.evaluate import outcome_metrics
+
     order = [(split, task) for split, tasks in tasks_by_split.items() for task in tasks]
     trajectories = collector.collect([acting_task(task) for _, task in order], 1,
                                      temperature=temperature, generator=generator)
@@ -157,6 +160,8 @@ def reflexion(collector: RolloutCollector, tasks_by_split: Mapping[str, Sequence
     ``collector`` must use the tagged format and free decoding (``prompting_config``);
     ``collector.policy`` also writes the reflections.
     """
+    from agentcredit.train.evaluation.evaluate import outcome_metrics
+
     order = [(split, task) for split, tasks in tasks_by_split.items() for task in tasks]
     memories: list[list[str]] = [[] for _ in order]
     final: list[Trajectory | None] = [None] * len(order)
@@ -202,6 +207,11 @@ def evaluate_model_mode(config: TrainConfig, model_dir: Path, update: int, mode:
                         ) -> dict[str, float | str]:
     """``evaluate_model`` in ``mode`` (``react`` or ``reflexion``): the model in ``model_dir`` on
     ``config``'s validation splits, with the generator of the evaluation after ``update``."""
+    import torch
+
+    from agentcredit.train.build import load_model, make_collector, validation_tasks
+    from agentcredit.train.evaluation.evaluate import evaluation_generator
+
     if mode not in ("react", "reflexion"):
         raise ValueError(f"evaluation mode {mode!r} is not a prompting mode; choose react or "
                          "reflexion (standard is train.evaluation.evaluate.evaluate_model)")

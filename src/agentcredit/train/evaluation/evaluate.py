@@ -38,13 +38,7 @@ from agentcredit.jsonl_log import finite_or_null
 from agentcredit.progress import Progress, reporting
 from agentcredit.rollout.collector import RolloutCollector
 from agentcredit.rollout.records import Trajectory
-from agentcredit.run.directory import (
-    CHECKPOINT_STATE,
-    RunDirectory,
-    RunDirectoryError,
-    StateUnreadable,
-    read_trainer_state,
-)
+from agentcredit.run.directory import RunDirectory, RunDirectoryError
 from agentcredit.run.safe_files import (
     UnsafeRunFile,
     kind_of,
@@ -52,6 +46,7 @@ from agentcredit.run.safe_files import (
     own_folder,
     write_new,
 )
+from agentcredit.run.trainer_state import CHECKPOINT_STATE, StateUnreadable, read_trainer_state
 from agentcredit.skills.provider import SkillProvider
 from agentcredit.train.build import (
     episodes_per_split,

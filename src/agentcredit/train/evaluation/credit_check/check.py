@@ -445,12 +445,7 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     if base.run.threads:
         torch.set_num_threads(base.run.threads)
     suite = base.env.build_suite()
-    tasks = suite.tasks(options.split)
-    if not tasks:
-        raise ValueError(f"environment {base.env.name!r} has no {options.split!r} tasks")
-    rng = random.Random(options.seed)
-    chosen = (rng.sample(tasks, options.groups) if options.groups <= len(tasks)
-              else rng.choices(tasks, k=options.groups))
+    tasks, chosen = _chosen_tasks(options, base, suite)
     provider = SkillProvider(base.skills.root or None)
     configs = serve_methods(options, configs, provider, tasks, echo)
     model, tokenizer = load_model(base, model_dir)
@@ -467,30 +462,9 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
 
     # CREDIT: every method on the same batch; inputs prepared once per set of needs
     began = time.perf_counter()
-    steps = tensorize_steps(trajectories, tokenizer.pad_token_id)
-    temperature = base.rollout.policy_temperature
-    old = (score_steps(model, steps, base.optim.score_micro_batch_size, temperature,
-                       base.optim.layout)
-           if "behaviour" in scoring_passes(base) else steps.sampling_logprobs)
-    prepared: dict[frozenset, object] = {}
-    advantages: dict[str, np.ndarray] = {}
     token_steps = chosen_steps(trajectories, options.token_steps)
-    tokens: dict[str, dict] = {}
-    method_seconds: dict[str, float] = {}
-    for method, config in configs.items():
-        started = time.perf_counter()
-        needs = config.inputs
-        if needs not in prepared:
-            # the policy is its own reference: the check scores one fixed policy
-            prepared[needs] = CreditInputs(config, suite, tokenizer, provider).prepare(
-                model, trajectories, steps, old, old if "reference" in needs else None, 1).batch
-        result = get_estimator(config.credit.estimator)(prepared[needs],
-                                                        estimator_config(config.credit))
-        advantages[method] = step_credit(result, steps.loss_mask)
-        if token_steps:
-            tokens[method] = token_credit(trajectories, result.per_token(steps.loss_mask),
-                                          steps.loss_mask, token_steps)
-        method_seconds[method] = time.perf_counter() - started
+    advantages, tokens, method_seconds = _method_credit(
+        base, configs, model, tokenizer, suite, provider, trajectories, token_steps)
     seconds["credit"] = time.perf_counter() - began
     echo(f"credit of {len(configs)} methods ({seconds['credit']:.0f} s)")
 
@@ -517,3 +491,49 @@ def run_credit_check(config_path: str | Path | None, overrides: Sequence[str],
     return CreditCheckResult(table, truths, layout.num_steps, layout.num_groups,
                              len(trajectories), float(np.mean([t.won for t in trajectories])),
                              seconds, method_seconds, within_tokens)
+
+
+def _chosen_tasks(options: CreditCheckOptions, base: TrainConfig, suite
+                  ) -> tuple[list[Task], list[Task]]:
+    """The ``options.split`` tasks of ``suite`` and the ``options.groups`` drawn from them
+    (seeded by ``options.seed``; without replacement when there are enough)."""
+    tasks = suite.tasks(options.split)
+    if not tasks:
+        raise ValueError(f"environment {base.env.name!r} has no {options.split!r} tasks")
+    rng = random.Random(options.seed)
+    chosen = (rng.sample(tasks, options.groups) if options.groups <= len(tasks)
+              else rng.choices(tasks, k=options.groups))
+    return tasks, chosen
+
+
+def _method_credit(base: TrainConfig, configs: dict[str, TrainConfig], model, tokenizer, suite,
+                   provider: SkillProvider, trajectories: Sequence[Trajectory],
+                   token_steps: Sequence[tuple[int, int]]
+                   ) -> tuple[dict[str, np.ndarray], dict[str, dict], dict[str, float]]:
+    """Every method's credit on the one collected batch: per method its ``[S]`` step
+    advantages, its per-token credit of ``token_steps`` (``token_credit``) and its seconds.
+    Inputs are prepared once per set of needs, with the policy as its own reference."""
+    steps = tensorize_steps(trajectories, tokenizer.pad_token_id)
+    temperature = base.rollout.policy_temperature
+    old = (score_steps(model, steps, base.optim.score_micro_batch_size, temperature,
+                       base.optim.layout)
+           if "behaviour" in scoring_passes(base) else steps.sampling_logprobs)
+    prepared: dict[frozenset, object] = {}
+    advantages: dict[str, np.ndarray] = {}
+    tokens: dict[str, dict] = {}
+    method_seconds: dict[str, float] = {}
+    for method, config in configs.items():
+        started = time.perf_counter()
+        needs = config.inputs
+        if needs not in prepared:
+            # the policy is its own reference: the check scores one fixed policy
+            prepared[needs] = CreditInputs(config, suite, tokenizer, provider).prepare(
+                model, trajectories, steps, old, old if "reference" in needs else None, 1).batch
+        result = get_estimator(config.credit.estimator)(prepared[needs],
+                                                        estimator_config(config.credit))
+        advantages[method] = step_credit(result, steps.loss_mask)
+        if token_steps:
+            tokens[method] = token_credit(trajectories, result.per_token(steps.loss_mask),
+                                          steps.loss_mask, token_steps)
+        method_seconds[method] = time.perf_counter() - started
+    return advantages, tokens, method_seconds

@@ -334,6 +334,36 @@ def accuracy_table(advantages: Mapping[str, np.ndarray], truths: Mapping[str, Tr
         random_row: add the chance row ``RANDOM_ROW`` (i.i.d. normal numbers).
     """
     rng = np.random.default_rng(seed)
+    methods, corrections = _checked_inputs(advantages, layout, pairs, corrections, rng,
+                                           random_row)
+    table = AccuracyTable(boots=boots)
+    for truth_name, truth in truths.items():
+        prep = _prepare(truth, layout)
+        groups = np.asarray([g for g in range(layout.num_groups) if prep.group_steps[g].size],
+                            dtype=np.int64)
+        table.truths[truth_name] = {
+            "steps": int(prep.steps.size), "groups": int(groups.size),
+            "signal_groups": int(prep.group_signal[groups].sum()),
+            "clear_steps": int((np.abs(prep.truth) >= prep.threshold).sum()),
+            "threshold": truth.threshold}
+        if groups.size == 0:
+            continue
+        # row 0 is the batch itself; then draws among the groups this truth covers, the same
+        # draws for every method, so paired differences are paired
+        draws = np.concatenate([groups[None, :], groups[rng.integers(
+            0, groups.size, size=(boots, groups.size))]])
+        _score_truth(table, truth_name, prep, layout, draws, methods, pairs, corrections)
+    return table
+
+
+def _checked_inputs(advantages: Mapping[str, np.ndarray], layout: StepLayout,
+                    pairs: Sequence[tuple[str, str]],
+                    corrections: Mapping[str, tuple[np.ndarray, np.ndarray]] | None,
+                    rng: np.random.Generator, random_row: bool
+                    ) -> tuple[dict[str, np.ndarray], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """The methods' ``[S]`` float64 advantages (plus the chance row ``RANDOM_ROW``, drawn
+    from ``rng``, when ``random_row``) and the ``(correction [S], A^base [S])`` pairs, after
+    checking every length against ``layout`` and that every pair names a method."""
     methods = {name: np.asarray(a, dtype=np.float64) for name, a in advantages.items()}
     if random_row:
         if RANDOM_ROW in methods:
@@ -356,48 +386,40 @@ def accuracy_table(advantages: Mapping[str, np.ndarray], truths: Mapping[str, Tr
         if missing:
             raise ValueError(f"paired difference {pair[0]!r} − {pair[1]!r}: no advantages for "
                              f"{missing[0]!r}; add it to the methods or drop the pair.")
-    table = AccuracyTable(boots=boots)
-    for truth_name, truth in truths.items():
-        prep = _prepare(truth, layout)
-        groups = np.asarray([g for g in range(layout.num_groups) if prep.group_steps[g].size],
-                            dtype=np.int64)
-        table.truths[truth_name] = {
-            "steps": int(prep.steps.size), "groups": int(groups.size),
-            "signal_groups": int(prep.group_signal[groups].sum()),
-            "clear_steps": int((np.abs(prep.truth) >= prep.threshold).sum()),
-            "threshold": truth.threshold}
-        if groups.size == 0:
-            continue
-        # row 0 is the batch itself; then draws among the groups this truth covers, the same
-        # draws for every method, so paired differences are paired
-        draws = np.concatenate([groups[None, :], groups[rng.integers(
-            0, groups.size, size=(boots, groups.size))]])
-        scored = {}
-        for name, a in methods.items():
-            scored[name] = _metric_draws(a, prep, layout, draws)
-            for metric in METRICS:
-                low, high = _interval(scored[name][metric][1:])
-                table.rows.append({"method": name, "truth": truth_name, "metric": metric,
-                                   "value": _finite(scored[name][metric][0]), "low": low,
-                                   "high": high})
-        for method, versus in pairs:
-            for metric in PAIRED_METRICS:
-                diff = scored[method][metric] - scored[versus][metric]
-                low, high = _interval(diff[1:])
-                table.pairs.append({"method": method, "versus": versus, "truth": truth_name,
-                                    "metric": metric, "diff": _finite(diff[0]), "low": low,
-                                    "high": high})
-        for name, (correction, base) in corrections.items():
-            steps, shares = _corrected_sign_draws(correction, base, prep, layout, draws)
-            row = {"method": name, "truth": truth_name, "steps": steps}
-            for key, values in shares.items():
-                low, high = _interval(values[1:])
-                prefix = "" if key == "diff" else f"{key}_"
-                row.update({key: _finite(values[0]), f"{prefix}low": low,
-                            f"{prefix}high": high})
-            table.corrected.append(row)
-    return table
+    return methods, corrections
 
+
+def _score_truth(table: AccuracyTable, truth_name: str, prep: _Prepared, layout: StepLayout,
+                 draws: np.ndarray, methods: Mapping[str, np.ndarray],
+                 pairs: Sequence[tuple[str, str]],
+                 corrections: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Append one truth's rows, paired differences and ``corrected_sign`` rows to ``table``:
+    each value on ``draws[0]`` (the batch) with its 95% interval over ``draws[1:]``
+    (``[boots + 1, k]`` group ids)."""
+    scored = {}
+    for name, a in methods.items():
+        scored[name] = _metric_draws(a, prep, layout, draws)
+        for metric in METRICS:
+            low, high = _interval(scored[name][metric][1:])
+            table.rows.append({"method": name, "truth": truth_name, "metric": metric,
+                               "value": _finite(scored[name][metric][0]), "low": low,
+                               "high": high})
+    for method, versus in pairs:
+        for metric in PAIRED_METRICS:
+            diff = scored[method][metric] - scored[versus][metric]
+            low, high = _interval(diff[1:])
+            table.pairs.append({"method": method, "versus": versus, "truth": truth_name,
+                                "metric": metric, "diff": _finite(diff[0]), "low": low,
+                                "high": high})
+    for name, (correction, base) in corrections.items():
+        steps, shares = _corrected_sign_draws(correction, base, prep, layout, draws)
+        row = {"method": name, "truth": truth_name, "steps": steps}
+        for key, values in shares.items():
+            low, high = _interval(values[1:])
+            prefix = "" if key == "diff" else f"{key}_"
+            row.update({key: _finite(values[0]), f"{prefix}low": low,
+                        f"{prefix}high": high})
+        table.corrected.append(row)
 
 def format_table(table: AccuracyTable, truths: Sequence[str] | None = None) -> str:
     """The table as text: one line per method and truth, then the paired differences."""

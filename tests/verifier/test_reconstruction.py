@@ -1,7 +1,7 @@
 import pytest
 
 from agentcredit.verifier.atoms import Atom, Status, Verifier
-from agentcredit.verifier.conformance import (
+from agentcredit.verifier.reconstruction import (
     evidence_timeline,
     mutation_outcomes,
     reconstruction_error,

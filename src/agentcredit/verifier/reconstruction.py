@@ -1,10 +1,12 @@
-"""Conformance of a verifier with the environment's own check (docs/vict.md §4.2).
+"""How well a verifier reconstructs the environment's own check (docs/vict.md §4.2): the
+conformance of ``F`` with ``V``.
 
 A trajectory is replayed as its observations and snapshots; evidence is
 cumulative (what the observations revealed so far). Reconstruction compares
 ``F_x`` on the terminal atom statuses with ``V_x`` on the terminal state; the
 mutation harness applies each of the verifier's terminal-state mutations and
-compares again.
+compares again. (The conformance suites of what plugs in, estimators and
+environments, are ``agentcredit.testing``.)
 """
 
 from __future__ import annotations
