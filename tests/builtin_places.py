@@ -27,8 +27,8 @@ class Place:
 ESTIMATOR_PLACES = (
     Place("src/agentcredit/credit/__init__.py",
           "the import of its module, which registers it", by_module=True),
-    Place("src/agentcredit/cli.py",
-          "ESTIMATOR_METHODS: --help lists it without importing torch"),
+    Place("src/agentcredit/plugins.py",
+          "BUILTIN_ESTIMATORS: --help lists it without importing torch"),
     Place("docs/design.md", "the estimator table: its config, inputs and claims"),
     Place("tests/credit/test_registry.py", "REGISTERED: what a fresh import registers"),
 )

@@ -24,7 +24,6 @@ from __future__ import annotations
 from importlib import import_module, metadata
 
 from agentcredit.config.schema import ConfigError
-from agentcredit.error_text import NO_MESSAGE, first_line
 
 #: the entry-point group of environment plug-ins (``envs/suites.py`` loads it)
 ENVIRONMENTS = "agentcredit.environments"
@@ -107,10 +106,11 @@ def load_group(group: str) -> None:
         except Exception as error:
             _LOADED.discard(group)
             package = package_of(point)
+            first = (str(error).strip().splitlines() or ["(no message)"])[0]
             raise PluginError(
                 f"plug-in package {package!r} failed to load its {group} entry point "
                 f"{point.name} = {point.value}: {type(error).__name__}: "
-                f"{first_line(error, NO_MESSAGE)}; fix the package or uninstall it "
+                f"{first}; fix the package or uninstall it "
                 f"(pip uninstall {package})") from error
         finally:
             _LOADING.pop()

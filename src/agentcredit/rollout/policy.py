@@ -166,6 +166,9 @@ class HFPolicy:
         learn whether every row has finished or a log-prob is NaN (``PolicyDiverged``) and,
         with ``tries``, which ids were sampled (the trie walk runs on the host). The ids and
         log-probs come back once, after the last step.
+
+        Over 80 lines, not yet split: the decode loop shares a dozen per-micro-batch tensors
+        (finished rows, trie nodes, caches, masks); a decode-state record is the way to split it.
         """
         if tries is not None and len(tries) != len(prompts):
             raise ValueError(f"got {len(tries)} tries for {len(prompts)} prompts; pass one per "
