@@ -94,7 +94,7 @@ def main() -> None:
         load_ms = []
         for i, task in enumerate(tasks):
             for memo in (True, False) if i % 2 == 0 else (False, True):
-                env = AlfWorldEnv(memoize_grammar=memo)
+                env = AlfWorldEnv(memoize=memo)
                 start = time.perf_counter()
                 env.reset(task)
                 load_ms.append(1000 * (time.perf_counter() - start))

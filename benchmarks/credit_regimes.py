@@ -17,10 +17,12 @@ of pooled ρ against success rate (``figure_svg``; ``--figure`` redraws it from 
 
 ``--groups`` and ``--continuations`` take one number for every environment or
 ``env=N,...`` (the others keep ``GROUPS`` / ``CONTINUATIONS``); ``--workers`` plays cells in
-that many processes, the dearest first.
+that many processes, the dearest first. ``--into NAME`` writes the cells played into an earlier
+result ``NAME.json`` instead: each replaces the cell of its environment and ε there, the other
+cells stay, and the config lists every run that wrote cells (``runs``).
 
     python benchmarks/credit_regimes.py [--envs ENV,...] [--groups G | env=G,...]
-        [--continuations K | env=K,...] [--workers W] [--quick] [key=value ...]
+        [--continuations K | env=K,...] [--workers W] [--into NAME] [--quick] [key=value ...]
 """
 
 from __future__ import annotations
@@ -223,6 +225,21 @@ def chosen_epsilons(value: str, envs: list[str]) -> dict[str, tuple[float, ...]]
     return chosen
 
 
+def earlier_cells(name: str, grid: list[tuple[str, float]]) -> tuple[list[dict], list[dict]]:
+    """The cells of the result ``NAME.json`` that ``grid`` does not replay, and the configs of
+    the runs that wrote it (``--into``)."""
+    source = RESULTS / f"{name}.json"
+    try:
+        result = json.loads(source.read_text())
+        cells, config = result["cells"], result["config"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise SystemExit(f"--into: cannot read the cells of {source} "
+                         f"({type(err).__name__}: {err}); give an earlier result's name") from None
+    replayed = set(grid)
+    kept = [c for c in cells if (c["env"], c["epsilon"]) not in replayed]
+    return kept, list(config.get("runs", [config]))
+
+
 def run_cell(job: tuple[str, float, CellOptions, list[str]]) -> dict:
     """One cell in a worker process (one torch thread: the workers share the cores)."""
     torch.set_num_threads(1)
@@ -246,6 +263,8 @@ def main() -> None:
     parser.add_argument("--boots", type=int, default=500)
     parser.add_argument("--name", default="credit_regimes", type=result_name,
                         help="the result file's name, in benchmarks/results/")
+    parser.add_argument("--into", type=result_name, default=None,
+                        help="replace these cells in the earlier result NAME.json, keep its others")
     parser.add_argument("--quick", action="store_true", help="4 groups, K = 2, 50 draws")
     parser.add_argument("--figure", action="store_true",
                         help="only write NAME.svg from the result file NAME.json")
@@ -298,12 +317,15 @@ def main() -> None:
               "readings": {r: {"settings": list(v.settings), "envs": list(v.envs),
                                "success": v.success} for r, v in READINGS.items()},
               "grids": {e: GRIDS[e] for e in envs}, "overrides": args.overrides}
+    kept, runs = earlier_cells(args.into, grid) if args.into else ([], [])
+    if args.into:
+        config = {"runs": [*runs, config]}
     context = multiprocessing.get_context("spawn")
     with context.Pool(args.workers) as pool:
         for cell in pool.imap_unordered(run_cell, jobs):
             done[(cell["env"], cell["epsilon"])] = cell
             wall = time.perf_counter() - began
-            cells = [done[k] for k in grid if k in done]
+            cells = kept + [done[k] for k in grid if k in done]
             metrics = {}
             for c in cells:
                 metrics.update(cell_metrics(c))
@@ -313,14 +335,15 @@ def main() -> None:
                   f"{cell['steps']} steps, {cell['wall_s']:.0f} s", flush=True)
             # written after every cell, so a run cut short keeps what it measured
             path = write_result(
-                args.name, config, metrics,
+                args.into or args.name, config, metrics,
                 {"wall_s": "<= 3600 on 2 cores", "key paired half-width": "<= 0.02"},
                 "Scripted ε policies (rollout/scripted.py); truths: solver regret and Monte Carlo "
                 "A^π of the same policy. key_pooled_pair_halfwidth: the widest of "
                 "vict-grpo, vict-random_edges, vict/gigpo-gigpo (pooled, either truth). "
                 "table12_vs_paper: VICT's Table-12 row at the cell nearest the success rate of "
                 "the paper's VICT policy, beside the paper's Table 12 (paper_table12).",
-                args.quick, cells=cells, cells_done=len(cells), cells_planned=len(grid),
+                args.quick, cells=cells, cells_done=len(cells),
+                cells_planned=len(kept) + len(grid),
                 paper_table12=PAPER_TABLE12, table12_vs_paper=table12_vs_paper(cells))
     wall = metrics["wall_s"]
     print(format_table12_vs_paper(table12_vs_paper(cells)))

@@ -116,3 +116,21 @@ def test_more_workers_than_cores_stops_naming_the_cores(monkeypatch):
     with pytest.raises(SystemExit) as stop:
         main()
     assert stop.value.code == "--workers 3: this machine has 2 cores; use at most 2"
+
+
+def test_into_keeps_the_cells_it_does_not_replay_and_every_run_that_wrote_them(
+        tmp_path, monkeypatch):
+    import json
+
+    import credit_regimes
+    monkeypatch.setattr(credit_regimes, "RESULTS", tmp_path)
+    cells = [{"env": "searchqa", "epsilon": 0.3}, {"env": "alfworld", "epsilon": 0.53},
+             {"env": "alfworld", "epsilon": 0.62}]
+    runs = [{"envs": "searchqa"}, {"envs": "alfworld"}]
+    (tmp_path / "grid.json").write_text(json.dumps({"cells": cells, "config": {"runs": runs}}))
+    kept, earlier = credit_regimes.earlier_cells("grid", [("alfworld", 0.62), ("alfworld", 0.44)])
+    assert kept == cells[:2] and earlier == runs
+    (tmp_path / "one.json").write_text(json.dumps({"cells": cells, "config": {"envs": "x"}}))
+    assert credit_regimes.earlier_cells("one", [])[1] == [{"envs": "x"}]
+    with pytest.raises(SystemExit, match=r"--into: cannot read the cells of .*missing\.json"):
+        credit_regimes.earlier_cells("missing", [])

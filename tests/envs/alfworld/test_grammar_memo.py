@@ -8,7 +8,7 @@ from agentcredit.envs.alfworld.engine import AlfWorldEnv
 
 
 def _walk(task, memo: bool, seed: int, steps: int):
-    env = AlfWorldEnv(memoize_grammar=memo)
+    env = AlfWorldEnv(memoize=memo)
     rng = random.Random(seed)
     obs = env.reset(task)
     trace = [(obs.text, obs.admissible_actions, env.snapshot())]

@@ -5,7 +5,9 @@ demangled with ALFWorld's own ``Demangler`` (``Egg_bar__plus_01...`` -> ``egg 1`
 the expert is the Fast Downward plan stored as the game's walkthrough (replanned
 from the start state when a game has none), and the state snapshot is the set of
 positive PDDL facts after each step (``not_*`` entries dropped), as
-``{"ishot(egg 1)": True, ...}``.
+``{"ishot(egg 1)": True, ...}``. Two memos make its steps cheap with the same results:
+``grammar_memo`` (TextWorld's grammar parsing) and ``state_memo`` (what the grammar derives
+from each state, kept per numbered state).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from textworld.envs.pddl import PddlEnv
 from agentcredit.envs.alfworld import grammar_memo
 from agentcredit.envs.alfworld.expert import demonstrate, noisy_demonstration
 from agentcredit.envs.alfworld.game_file import GameFileError, read_game_file
+from agentcredit.envs.alfworld.state_memo import StateMemo
 from agentcredit.envs.alfworld.verifier import build_verifier
 from agentcredit.envs.base import Observation, StepInfo, Task
 
@@ -60,9 +63,94 @@ class _PlannerEnv(PddlEnv):
     loader and takes the library it is given.
     """
 
-    def __init__(self, infos: textworld.EnvInfos, downward_lib: Any):
+    def __init__(self, infos: textworld.EnvInfos, downward_lib: Any, remember_states: bool):
         textworld.core.Environment.__init__(self, infos)
         self.downward_lib = downward_lib
+        # the state memo (state_memo.py); not with the planner's replans, which it does not hold
+        self.memo = (StateMemo(downward_lib) if remember_states and not infos.policy_commands
+                     else None)
+        self._state_number: int | None = None  # the current state's, None until known
+        self._came_from: tuple[int, int] | None = None  # (state, operator) of the last step
+        self._gathering = False  # inside _gather_infos on a state met for the first time
+
+    def load(self, *args, **kwargs) -> None:
+        super().load(*args, **kwargs)
+        if self.memo is not None:
+            self.memo.clear()
+            stock = self._logic.grammar.derive
+            self._logic.grammar.derive = lambda start, context={}: self._derive(stock, start,
+                                                                                context)
+
+    def reset(self):
+        if self.memo is None:
+            return super().reset()
+        self._state_number, self._came_from = self.memo.start, None
+        state = super().reset()
+        self.memo.start = self._state_number
+        return state
+
+    def step(self, command: str):
+        """``PddlEnv.step``; a valid command moves the state number along a transition seen
+        before, or leaves it unknown until ``_number`` reads the state it led to."""
+        if self.memo is not None:
+            commands = self.state["_valid_commands"]
+            if command.strip() in commands:
+                action = self.state["_valid_actions"][commands.index(command.strip())]
+                self._came_from = (self._number(), action.id)
+                self._state_number = self.memo.transitions.get(self._came_from)
+        return super().step(command)
+
+    def _number(self) -> int:
+        """The current state's number, read from the planner when no transition gave it."""
+        if self._state_number is None:
+            self._state_number = self.memo.number(self._pddl_state)
+            if self._came_from is not None:
+                self.memo.transitions[self._came_from] = self._state_number
+        return self._state_number
+
+    def _derive(self, stock, start: str, context: dict) -> str:
+        """The grammar's ``derive``, remembered per state, text and action arguments (the
+        intro and each step's feedback); the command texts ``_gather_infos`` derives on a
+        state met for the first time are kept in its ``StateInfos`` instead."""
+        if self._gathering:
+            return stock(start, context)
+        key = (self._number(), start, frozenset(context.get("mapping", {}).items()))
+        text = self.memo.texts.get(key)
+        if text is None:
+            text = self.memo.texts[key] = stock(start, context)
+        return text
+
+    def _gather_infos(self) -> None:
+        """``PddlEnv._gather_infos``, its derived entries taken from the state's
+        ``StateInfos`` on a state met before (state_memo.py)."""
+        if self.memo is None:
+            return super()._gather_infos()
+        number = self._number()
+        infos = self.memo.infos.get(number)
+        if infos is None:
+            self._gathering = True
+            try:
+                super()._gather_infos()
+            finally:
+                self._gathering = False
+            self.memo.remember(number, self.state, self.request_infos.facts,
+                               self._pddl_state._operators)
+            return None
+        state = self.state
+        state["command_templates"] = sorted({a.template for a in self._logic.actions.values()})
+        state["won"], state["lost"] = infos.won, False
+        state["_entity_infos"] = dict(self._entity_infos)
+        state["_facts"] = list(infos.facts)
+        if self.request_infos.facts:
+            state["facts"] = list(infos.readable_facts)
+        state["last_action"], state["_last_action"] = None, self._last_action
+        state["_valid_actions"] = list(infos.actions)
+        state["_valid_commands"] = list(infos.commands)
+        state["admissible_commands"] = list(infos.admissible)
+        if self.request_infos.moves:
+            state["moves"] = self._moves
+        self._pddl_state._operators = self.memo.operators
+        return None
 
 
 class _Engine:
@@ -74,11 +162,11 @@ class _Engine:
     ``load`` replaces the game in it.
     """
 
-    def __init__(self, planner: bool):
+    def __init__(self, planner: bool, remember_states: bool = False):
         infos = textworld.EnvInfos(admissible_commands=True, facts=True, won=True,
                                    policy_commands=planner)
         lib = _SPARE_PLANNERS.pop() if _SPARE_PLANNERS else fast_downward.load_lib()
-        self.env = _PlannerEnv(infos, lib)
+        self.env = _PlannerEnv(infos, lib, remember_states)
         self.release = weakref.finalize(self, _SPARE_PLANNERS.append, lib)
         self.game: str | None = None
         """The source (path) of the game loaded, None before a load or after a failed one."""
@@ -122,16 +210,18 @@ class AlfWorldEnv:
     the same game again does not reload it.
 
     Args:
-        memoize_grammar: cache TextWorld's grammar parsing (same results, ~4x faster steps).
+        memoize: cache TextWorld's grammar parsing (``grammar_memo``) and what it derives from
+            each state met (``state_memo``): the same results, faster steps.
     """
 
     name = "alfworld"
 
-    def __init__(self, memoize_grammar: bool = True):
-        if memoize_grammar:
+    def __init__(self, memoize: bool = True):
+        if memoize:
             grammar_memo.enable()
         else:
             grammar_memo.disable()
+        self._memoize = memoize
         self._engine: _Engine | None = None
         self._state: Any = None
         self._task: Task | None = None
@@ -147,7 +237,7 @@ class AlfWorldEnv:
         path = _game_path(task)
         key = str(Path(path).resolve())
         if self._engine is None:
-            self._engine = _Engine(planner=False)
+            self._engine = _Engine(planner=False, remember_states=self._memoize)
         if self._engine.game != key:
             self._state = None
             self._engine.load(read_game_file(path), key)

@@ -99,7 +99,7 @@ def enable() -> None:
     if textworld.__version__ != SUPPORTED_TEXTWORLD:
         raise RuntimeError(f"the grammar memo is tested on textworld=={SUPPORTED_TEXTWORLD}, "
                            f"found {textworld.__version__}; install that version or pass "
-                           "memoize_grammar=False")
+                           "memoize=False")
     textgen._parse_and_convert = _memo_parse_and_convert
     textgen.Rule = _MemoRule
     textgen.copy_context = _copy_context
