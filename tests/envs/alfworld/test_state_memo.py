@@ -109,3 +109,25 @@ def test_a_lamp_switched_twice_is_a_state_of_its_own_and_a_replay_reads_nothing(
     assert play() == [once, twice, thrice]
     assert env._engine.env.memo.reads == reads
 
+
+
+def test_a_derived_text_is_remembered_per_state_grammar_text_and_action_arguments(
+        games_by_type):
+    env = AlfWorldEnv()
+    env.reset(games_by_type["pick_and_place"][0])
+    engine = env._engine.env
+    calls = []
+
+    def grammar(start, context):
+        calls.append(start)
+        return f"{start} {sorted(context['mapping'].values())}"
+
+    def derive(start: str, argument: str) -> str:
+        return engine._derive(grammar, start, {"mapping": {"o": argument}})
+
+    assert derive("#take#", "apple") == derive("#take#", "apple") == "#take# ['apple']"
+    assert derive("#take#", "egg") == "#take# ['egg']"
+    assert derive("#drop#", "egg") == "#drop# ['egg']"
+    assert len(calls) == 3
+    env.step(env.admissible_actions()[0])  # another state: derived afresh
+    assert derive("#take#", "apple") == "#take# ['apple']" and len(calls) == 4
