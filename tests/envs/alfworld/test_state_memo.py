@@ -5,10 +5,18 @@ and an engine that remembers plays exactly as one that does not."""
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
+
+import pytest
 
 from agentcredit.envs.alfworld import state_memo
 from agentcredit.envs.alfworld.engine import AlfWorldEnv
 from agentcredit.envs.alfworld.state_memo import StateMemo
+
+
+@pytest.fixture(autouse=True)
+def _no_memo_from_other_tests(monkeypatch):
+    monkeypatch.setattr(state_memo, "_GAMES", OrderedDict())
 
 
 class _Library:
@@ -32,27 +40,48 @@ class _Facts:
 
 def test_a_state_is_the_planners_atoms_and_the_fact_set_together():
     library = _Library(["Atom ison(lamp)", "Atom at(agent, desk)"])
-    memo = StateMemo(library)
-    lit = memo.number(_Facts({"ison(lamp)"}))
-    assert memo.number(_Facts({"ison(lamp)"})) == lit
+    memo = StateMemo()
+    lit = memo.number(library, _Facts({"ison(lamp)"}))
+    assert memo.number(library, _Facts({"ison(lamp)"})) == lit
     library.atoms = ["NegatedAtom ison(lamp)", "Atom at(agent, desk)"]
-    switched_off = memo.number(_Facts({"ison(lamp)"}))  # the fact set still says lit
+    switched_off = memo.number(library, _Facts({"ison(lamp)"}))  # the fact set still says lit
     assert switched_off != lit
-    assert memo.number(_Facts(set())) not in (lit, switched_off)  # same atoms, other facts
+    # same atoms, other facts
+    assert memo.number(library, _Facts(set())) not in (lit, switched_off)
     assert memo.reads == 4
 
 
 def test_past_the_states_kept_everything_is_forgotten_and_no_number_comes_back(monkeypatch):
     monkeypatch.setattr(state_memo, "STATES_KEPT", 2)
     library = _Library(["a"])
-    memo = StateMemo(library)
+    memo = StateMemo()
     numbers = []
     for text in ("a", "b", "c", "a"):
         library.atoms = [text]
-        numbers.append(memo.number(_Facts(set())))
+        numbers.append(memo.number(library, _Facts(set())))
         memo.transitions[(numbers[-1], 0)] = numbers[-1]
     assert len(set(numbers)) == 4  # "a" met again after the forgetting is a new number
     assert len(memo.numbers) == 2 and len(memo.transitions) == 2
+
+
+def test_the_process_keeps_one_memo_per_game_text_for_the_last_games_loaded(monkeypatch):
+    monkeypatch.setattr(state_memo, "GAMES_KEPT", 2)
+    first = state_memo.for_game("a.tw-pddl", "(problem a)")
+    assert state_memo.for_game("a.tw-pddl", "(problem a)") is first
+    assert state_memo.for_game("a.tw-pddl", "(problem b)") is not first  # rewritten in place
+    state_memo.for_game("c.tw-pddl", "(problem c)")
+    assert state_memo.for_game("a.tw-pddl", "(problem a)") is not first  # dropped, oldest
+
+
+def test_a_second_engine_on_the_game_replays_the_first_ones_walk_without_a_read(
+        games_by_type):
+    task = games_by_type["pick_clean_then_place"][0]
+    first, second = AlfWorldEnv(), AlfWorldEnv()
+    walk = _walks(first, task, 2, 15)
+    memo = first._engine.env.memo
+    reads = memo.reads
+    assert _walks(second, task, 2, 15) == walk
+    assert second._engine.env.memo is memo and memo.reads == reads
 
 
 def _walks(env: AlfWorldEnv, task, episodes: int, steps: int) -> list:

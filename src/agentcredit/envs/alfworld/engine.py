@@ -22,7 +22,7 @@ import textworld
 from alfworld.agents.utils.misc import Demangler
 from textworld.envs.pddl import PddlEnv
 
-from agentcredit.envs.alfworld import grammar_memo
+from agentcredit.envs.alfworld import grammar_memo, state_memo
 from agentcredit.envs.alfworld.expert import demonstrate, noisy_demonstration
 from agentcredit.envs.alfworld.game_file import GameFileError, read_game_file
 from agentcredit.envs.alfworld.state_memo import StateMemo
@@ -67,16 +67,17 @@ class _PlannerEnv(PddlEnv):
         textworld.core.Environment.__init__(self, infos)
         self.downward_lib = downward_lib
         # the state memo (state_memo.py); not with the planner's replans, which it does not hold
-        self.memo = (StateMemo(downward_lib) if remember_states and not infos.policy_commands
-                     else None)
+        self.remember_states = remember_states and not infos.policy_commands
+        self.memo: StateMemo | None = None  # the loaded game's, when remembering
         self._state_number: int | None = None  # the current state's, None until known
         self._came_from: tuple[int, int] | None = None  # (state, operator) of the last step
         self._gathering = False  # inside _gather_infos on a state met for the first time
 
-    def load(self, *args, **kwargs) -> None:
-        super().load(*args, **kwargs)
-        if self.memo is not None:
-            self.memo.clear()
+    def load(self, data: dict, source: str = "<game>") -> None:
+        """``PddlEnv.load`` of the game ``data``; ``source`` names it for the state memo."""
+        super().load(data)
+        if self.remember_states:
+            self.memo = state_memo.for_game(source, data["pddl_problem"])
             stock = self._logic.grammar.derive
             self._logic.grammar.derive = lambda start, context={}: self._derive(stock, start,
                                                                                 context)
@@ -103,7 +104,7 @@ class _PlannerEnv(PddlEnv):
     def _number(self) -> int:
         """The current state's number, read from the planner when no transition gave it."""
         if self._state_number is None:
-            self._state_number = self.memo.number(self._pddl_state)
+            self._state_number = self.memo.number(self.downward_lib, self._pddl_state)
             if self._came_from is not None:
                 self.memo.transitions[self._came_from] = self._state_number
         return self._state_number
@@ -175,7 +176,7 @@ class _Engine:
         """Load a ``game.tw-pddl`` dict in place of the current game (``source`` names it)."""
         self.game = None
         try:
-            self.env.load(data)
+            self.env.load(data, source)
         except Exception as err:  # the PDDL translator raises many types on a bad problem
             raise GameFileError(f"game {source} does not load in TextWorld: {err}") from err
         names = Demangler(game_infos=self.env._entity_infos)

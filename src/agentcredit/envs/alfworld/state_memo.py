@@ -26,12 +26,16 @@ effects, which are a function of the state). Only a transition not seen yet read
 
 A remembered state holds little of its own: its key is what differs from the first state read
 in the game (a few atoms and facts), and the actions, facts, texts and operators it lists are
-shared with every other state that lists them.
+shared with every other state that lists them. One memo serves every engine of the process
+that plays the game (``for_game``: a group's rollouts, each on its own engine, start from the
+same states), since nothing in it belongs to one planner library: atom texts, operator ids and
+actions come from the game's translation, which is the same for all.
 """
 
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import count
 from typing import Any
@@ -39,8 +43,10 @@ from typing import Any
 from fast_downward.interface import Atom
 
 STATES_KEPT = 8192
-"""Distinct states remembered per game; past it everything is forgotten and met anew (a state
-holds ~8 KB, so an engine holds at most ~65 MB)."""
+"""Distinct states remembered per game; past it the game's states are forgotten and met anew
+(a state holds ~8 KB: at most ~65 MB a game)."""
+GAMES_KEPT = 8
+"""Games whose memo the process keeps, the least recently loaded dropped first."""
 
 
 @dataclass(frozen=True)
@@ -81,10 +87,7 @@ still holds can only miss."""
 
 class StateMemo:
     """One game's states, numbered, with the transitions between them, their ``StateInfos``
-    and the texts derived on them (``clear`` when another game loads).
-
-    Args:
-        downward_lib: the planner library the game's state lives in.
+    and the texts derived on them.
 
     Attributes:
         start: the number of the state every reset of the game starts from, once read.
@@ -96,8 +99,7 @@ class StateMemo:
         reads: how many times the planner's state was read (a transition not seen yet).
     """
 
-    def __init__(self, downward_lib: Any):
-        self.lib = downward_lib
+    def __init__(self) -> None:
         self.start: int | None = None
         self.numbers: dict[tuple, int] = {}
         self.transitions: dict[tuple[int, int], int] = {}
@@ -119,13 +121,13 @@ class StateMemo:
         self._first = None
         self._shared.clear()
 
-    def number(self, pddl_state: Any) -> int:
-        """The number of the current state, read from the planner library and ``pddl_state``
-        (a new number for a state not met before; past ``STATES_KEPT`` states, every state
-        is forgotten first)."""
+    def number(self, downward_lib: Any, pddl_state: Any) -> int:
+        """The number of the current state, read from the planner library holding it and
+        ``pddl_state`` (a new number for a state not met before; past ``STATES_KEPT`` states,
+        every state is forgotten first)."""
         self.reads += 1
-        atoms = (Atom * self.lib.get_state_size())()
-        self.lib.get_state(atoms)
+        atoms = (Atom * downward_lib.get_state_size())()
+        downward_lib.get_state(atoms)
         planner, facts = tuple(atom._name for atom in atoms), frozenset(pddl_state.facts)
         if self._first is None:
             self._first = planner, facts
@@ -156,3 +158,20 @@ class StateMemo:
         for i, op in operators.items():
             if i not in self.operators:
                 self.operators[i] = Operator(op.id, op.nb_effect_atoms)
+
+
+_GAMES: OrderedDict[tuple[str, str], StateMemo] = OrderedDict()
+
+
+def for_game(source: str, problem: str) -> StateMemo:
+    """The process's memo of the game at ``source`` whose PDDL problem is ``problem`` (the
+    text, so a game file rewritten in place gets a memo of its own); the last ``GAMES_KEPT``
+    games' memos are kept."""
+    key = (source, problem)
+    memo = _GAMES.get(key)
+    if memo is None:
+        memo = _GAMES[key] = StateMemo()
+        if len(_GAMES) > GAMES_KEPT:
+            _GAMES.popitem(last=False)
+    _GAMES.move_to_end(key)
+    return memo
